@@ -1,0 +1,315 @@
+package messages
+
+import "encoding/json"
+
+// Payload is the typed body of an event. Each event type has exactly one
+// concrete payload struct, named <Type>Payload.
+type Payload interface {
+	EventType() EventType
+}
+
+// Usage counts model tokens.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Add returns u + v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// NodeCounts summarises how the nodes of a run ended.
+type NodeCounts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Skipped   int `json:"skipped"`
+}
+
+// RunStartedPayload opens a run.
+type RunStartedPayload struct {
+	Question string    `json:"question"`
+	HITL     HITLMode  `json:"hitl"`
+	Scenario *Scenario `json:"scenario,omitempty"`
+}
+
+// RunFinishedPayload is the successful terminal event.
+type RunFinishedPayload struct {
+	Answer     string     `json:"answer"`
+	Usage      Usage      `json:"usage"`
+	Nodes      NodeCounts `json:"nodes"`
+	DurationMS int64      `json:"duration_ms"`
+}
+
+// Run error codes carried by RunErrorPayload.Code.
+const (
+	ErrCodeNodeFailed     = "node_failed"
+	ErrCodePlanningFailed = "planning_failed"
+	ErrCodePlanRejected   = "plan_rejected"
+	ErrCodeSynthesis      = "synthesis_failed"
+	ErrCodeAborted        = "aborted"
+	ErrCodeInterrupted    = "interrupted"
+	ErrCodeInternal       = "internal"
+)
+
+// RunErrorPayload is the failing terminal event.
+type RunErrorPayload struct {
+	Code       string     `json:"code"`
+	Message    string     `json:"message"`
+	Usage      Usage      `json:"usage"`
+	Nodes      NodeCounts `json:"nodes"`
+	DurationMS int64      `json:"duration_ms"`
+}
+
+// PlanningStartedPayload opens the director lane.
+type PlanningStartedPayload struct {
+	Question string `json:"question"`
+}
+
+// PlanProposedPayload carries the validated plan and its waves.
+type PlanProposedPayload struct {
+	Plan  Plan       `json:"plan"`
+	Waves [][]string `json:"waves"`
+}
+
+// PlanningFailedPayload closes the director lane on failure.
+type PlanningFailedPayload struct {
+	Error string `json:"error"`
+}
+
+// PlanApprovedPayload records the plan gate's approval.
+type PlanApprovedPayload struct {
+	Automatic bool `json:"automatic"`
+	Edited    bool `json:"edited"`
+}
+
+// PlanRejectedPayload records the plan gate's rejection.
+type PlanRejectedPayload struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// WaveStartedPayload opens wave Wave (0-based).
+type WaveStartedPayload struct {
+	Wave    int      `json:"wave"`
+	NodeIDs []string `json:"node_ids"`
+}
+
+// WaveCompletedPayload closes wave Wave.
+type WaveCompletedPayload struct {
+	Wave      int `json:"wave"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Skipped   int `json:"skipped"`
+}
+
+// NodeStartedPayload opens a node lane.
+type NodeStartedPayload struct {
+	NodeID string   `json:"node_id"`
+	Wave   int      `json:"wave"`
+	Goal   string   `json:"goal"`
+	Deps   []string `json:"deps,omitempty"`
+}
+
+// NodeCompletedPayload closes a node lane with its output.
+type NodeCompletedPayload struct {
+	NodeID   string `json:"node_id"`
+	Output   string `json:"output"`
+	Attempts int    `json:"attempts"`
+	Usage    Usage  `json:"usage"`
+}
+
+// NodeFailedPayload closes a node lane with an error.
+type NodeFailedPayload struct {
+	NodeID   string `json:"node_id"`
+	Error    string `json:"error"`
+	Attempts int    `json:"attempts"`
+	Panicked bool   `json:"panicked"`
+}
+
+// NodeCancelledPayload closes a node lane that was stopped from outside.
+type NodeCancelledPayload struct {
+	NodeID string `json:"node_id"`
+	Reason string `json:"reason"`
+}
+
+// NodeSkippedPayload is the whole lane of a node that never ran.
+type NodeSkippedPayload struct {
+	NodeID string `json:"node_id"`
+	Reason string `json:"reason"`
+	// Dependency is the dependency that did not complete.
+	Dependency string `json:"dependency"`
+}
+
+// TextDeltaPayload is a fragment of answer text.
+type TextDeltaPayload struct {
+	Delta string `json:"delta"`
+}
+
+// ReasoningDeltaPayload is a fragment of reasoning text.
+type ReasoningDeltaPayload struct {
+	Delta string `json:"delta"`
+}
+
+// ToolCallStartedPayload records a tool call.
+type ToolCallStartedPayload struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+}
+
+// ToolCallFinishedPayload records a tool result.
+type ToolCallFinishedPayload struct {
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Result  string `json:"result"`
+	IsError bool   `json:"is_error"`
+}
+
+// TokenUsagePayload reports one model turn's usage.
+type TokenUsagePayload struct {
+	Model string `json:"model"`
+	Turn  int    `json:"turn"`
+	Usage
+}
+
+// AgentRestartedPayload reports a supervisor restart of the lane's agent.
+type AgentRestartedPayload struct {
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// WarningPayload is a non-fatal notice.
+type WarningPayload struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SubagentStartedPayload opens a sub-agent lane.
+type SubagentStartedPayload struct {
+	SubagentID string `json:"subagent_id"`
+	Task       string `json:"task"`
+	// CallID is the delegating tool call.
+	CallID string `json:"call_id"`
+}
+
+// Sub-agent outcomes.
+const (
+	OutcomeOK        = "ok"
+	OutcomeFailed    = "failed"
+	OutcomeCancelled = "cancelled"
+)
+
+// SubagentFinishedPayload closes a sub-agent lane.
+type SubagentFinishedPayload struct {
+	SubagentID string `json:"subagent_id"`
+	Outcome    string `json:"outcome"`
+	Output     string `json:"output,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// SynthesisStartedPayload opens the synthesis lane.
+type SynthesisStartedPayload struct {
+	Inputs int `json:"inputs"`
+}
+
+// SynthesisCompletedPayload closes the synthesis lane with the answer.
+type SynthesisCompletedPayload struct {
+	Answer string `json:"answer"`
+}
+
+// SynthesisFailedPayload closes the synthesis lane with an error.
+type SynthesisFailedPayload struct {
+	Error string `json:"error"`
+}
+
+// InterruptKind is what an interrupt asks a human for.
+type InterruptKind string
+
+// Interrupt kinds.
+const (
+	InterruptToolApproval  InterruptKind = "tool_approval"
+	InterruptInfoRequest   InterruptKind = "info_request"
+	InterruptPlanApproval  InterruptKind = "plan_approval"
+	InterruptNodeApproval  InterruptKind = "node_approval"
+	InterruptSpawnApproval InterruptKind = "spawn_approval"
+)
+
+// Decision is a human's answer to an approval interrupt.
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove Decision = "approve"
+	DecisionReject  Decision = "reject"
+	DecisionRevise  Decision = "revise"
+)
+
+// InterruptRaisedPayload describes what the agent needs. Fields beyond the
+// first three are set according to Kind.
+type InterruptRaisedPayload struct {
+	InterruptID    string        `json:"interrupt_id"`
+	Kind           InterruptKind `json:"kind"`
+	TimeoutSeconds int           `json:"timeout_seconds"`
+	// tool_approval
+	ToolName          string          `json:"tool_name,omitempty"`
+	ToolArgs          json.RawMessage `json:"tool_args,omitempty"`
+	CallID            string          `json:"call_id,omitempty"`
+	EvidencePackageID string          `json:"evidence_package_id,omitempty"`
+	// info_request
+	Question       string `json:"question,omitempty"`
+	ContextSnippet string `json:"context_snippet,omitempty"`
+	// plan_approval, node_approval, spawn_approval
+	Plan   *Plan  `json:"plan,omitempty"`
+	NodeID string `json:"node_id,omitempty"`
+}
+
+// InterruptResolvedPayload records the answer to an interrupt.
+type InterruptResolvedPayload struct {
+	InterruptID string          `json:"interrupt_id"`
+	Kind        InterruptKind   `json:"kind"`
+	Decision    Decision        `json:"decision,omitempty"`
+	Feedback    string          `json:"feedback,omitempty"`
+	Response    string          `json:"response,omitempty"`
+	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
+}
+
+// InterruptExpiredPayload records an interrupt's timeout.
+type InterruptExpiredPayload struct {
+	InterruptID string        `json:"interrupt_id"`
+	Kind        InterruptKind `json:"kind"`
+	Action      Decision      `json:"action"`
+}
+
+func (*RunStartedPayload) EventType() EventType         { return RunStarted }
+func (*RunFinishedPayload) EventType() EventType        { return RunFinished }
+func (*RunErrorPayload) EventType() EventType           { return RunError }
+func (*PlanningStartedPayload) EventType() EventType    { return PlanningStarted }
+func (*PlanProposedPayload) EventType() EventType       { return PlanProposed }
+func (*PlanningFailedPayload) EventType() EventType     { return PlanningFailed }
+func (*PlanApprovedPayload) EventType() EventType       { return PlanApproved }
+func (*PlanRejectedPayload) EventType() EventType       { return PlanRejected }
+func (*WaveStartedPayload) EventType() EventType        { return WaveStarted }
+func (*WaveCompletedPayload) EventType() EventType      { return WaveCompleted }
+func (*NodeStartedPayload) EventType() EventType        { return NodeStarted }
+func (*NodeCompletedPayload) EventType() EventType      { return NodeCompleted }
+func (*NodeFailedPayload) EventType() EventType         { return NodeFailed }
+func (*NodeCancelledPayload) EventType() EventType      { return NodeCancelled }
+func (*NodeSkippedPayload) EventType() EventType        { return NodeSkipped }
+func (*TextDeltaPayload) EventType() EventType          { return TextDelta }
+func (*ReasoningDeltaPayload) EventType() EventType     { return ReasoningDelta }
+func (*ToolCallStartedPayload) EventType() EventType    { return ToolCallStarted }
+func (*ToolCallFinishedPayload) EventType() EventType   { return ToolCallFinished }
+func (*TokenUsagePayload) EventType() EventType         { return TokenUsage }
+func (*AgentRestartedPayload) EventType() EventType     { return AgentRestarted }
+func (*WarningPayload) EventType() EventType            { return Warning }
+func (*SubagentStartedPayload) EventType() EventType    { return SubagentStarted }
+func (*SubagentFinishedPayload) EventType() EventType   { return SubagentFinished }
+func (*SynthesisStartedPayload) EventType() EventType   { return SynthesisStarted }
+func (*SynthesisCompletedPayload) EventType() EventType { return SynthesisCompleted }
+func (*SynthesisFailedPayload) EventType() EventType    { return SynthesisFailed }
+func (*InterruptRaisedPayload) EventType() EventType    { return InterruptRaised }
+func (*InterruptResolvedPayload) EventType() EventType  { return InterruptResolved }
+func (*InterruptExpiredPayload) EventType() EventType   { return InterruptExpired }

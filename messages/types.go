@@ -1,0 +1,202 @@
+package messages
+
+// EventType is the snake_case kind of an event, carried as the envelope's
+// "type" field and as the SSE "event:" field. Every known kind is a constant
+// below; NewEventType rejects anything else.
+type EventType string
+
+// Run lifecycle.
+const (
+	RunStarted  EventType = "run_started"
+	RunFinished EventType = "run_finished"
+	RunError    EventType = "run_error"
+)
+
+// Planning and the plan gate.
+const (
+	PlanningStarted EventType = "planning_started"
+	PlanProposed    EventType = "plan_proposed"
+	PlanningFailed  EventType = "planning_failed"
+	PlanApproved    EventType = "plan_approved"
+	PlanRejected    EventType = "plan_rejected"
+)
+
+// Waves and council nodes.
+const (
+	WaveStarted   EventType = "wave_started"
+	WaveCompleted EventType = "wave_completed"
+	NodeStarted   EventType = "node_started"
+	NodeCompleted EventType = "node_completed"
+	NodeFailed    EventType = "node_failed"
+	NodeCancelled EventType = "node_cancelled"
+	NodeSkipped   EventType = "node_skipped"
+)
+
+// Streaming output of any agent lane.
+const (
+	TextDelta        EventType = "text_delta"
+	ReasoningDelta   EventType = "reasoning_delta"
+	ToolCallStarted  EventType = "tool_call_started"
+	ToolCallFinished EventType = "tool_call_finished"
+	TokenUsage       EventType = "token_usage"
+	AgentRestarted   EventType = "agent_restarted"
+	Warning          EventType = "warning"
+)
+
+// Delegation.
+const (
+	SubagentStarted  EventType = "subagent_started"
+	SubagentFinished EventType = "subagent_finished"
+)
+
+// Synthesis.
+const (
+	SynthesisStarted   EventType = "synthesis_started"
+	SynthesisCompleted EventType = "synthesis_completed"
+	SynthesisFailed    EventType = "synthesis_failed"
+)
+
+// Human in the loop.
+const (
+	InterruptRaised   EventType = "interrupt_raised"
+	InterruptResolved EventType = "interrupt_resolved"
+	InterruptExpired  EventType = "interrupt_expired"
+)
+
+// StreamRole says how an event type relates to the lifecycle of the stream
+// (lane) it is published on. The invariant checker in testkit and
+// docs/events.md are both driven by it.
+type StreamRole int
+
+const (
+	// RoleOpens starts its stream; nothing may precede it on that stream.
+	RoleOpens StreamRole = iota + 1
+	// RoleWithin may only appear while its stream is open.
+	RoleWithin
+	// RoleCloses ends its stream; nothing may follow it on that stream.
+	RoleCloses
+	// RolePoint is a stream of exactly one event (opens and closes it).
+	RolePoint
+)
+
+func (r StreamRole) String() string {
+	switch r {
+	case RoleOpens:
+		return "opens stream"
+	case RoleWithin:
+		return "within stream"
+	case RoleCloses:
+		return "closes stream"
+	case RolePoint:
+		return "whole stream"
+	default:
+		return "unknown"
+	}
+}
+
+// Role reports how t relates to its stream. Unknown types report 0.
+func (t EventType) Role() StreamRole {
+	if s, ok := specs[t]; ok {
+		return s.role
+	}
+	return 0
+}
+
+// Terminal reports whether t ends its run (run_finished or run_error).
+func (t EventType) Terminal() bool { return t == RunFinished || t == RunError }
+
+// Known reports whether t is one of the event types defined here.
+func (t EventType) Known() bool { _, ok := specs[t]; return ok }
+
+// NewEventType validates s as a known event type.
+func NewEventType(s string) (EventType, error) {
+	t := EventType(s)
+	if !t.Known() {
+		return "", &UnknownEventTypeError{Type: s}
+	}
+	return t, nil
+}
+
+// UnknownEventTypeError reports an event type this version does not know.
+type UnknownEventTypeError struct{ Type string }
+
+func (e *UnknownEventTypeError) Error() string {
+	return "messages: unknown event type " + truncate(e.Type, 64)
+}
+
+// EventTypes lists every known event type in documentation order.
+func EventTypes() []EventType {
+	out := make([]EventType, len(specList))
+	for i, s := range specList {
+		out[i] = s.typ
+	}
+	return out
+}
+
+// Doc is the one-line description of t used in docs/events.md.
+func (t EventType) Doc() string { return specs[t].doc }
+
+// NewPayload returns a zero payload of the concrete type for t.
+func (t EventType) NewPayload() (Payload, error) {
+	s, ok := specs[t]
+	if !ok {
+		return nil, &UnknownEventTypeError{Type: string(t)}
+	}
+	return s.new(), nil
+}
+
+type spec struct {
+	typ  EventType
+	role StreamRole
+	new  func() Payload
+	doc  string
+}
+
+// specList is the catalogue: one row per event type. It is the only table
+// that maps kinds to payload types, stream roles and documentation.
+var specList = []spec{
+	{RunStarted, RoleOpens, func() Payload { return new(RunStartedPayload) }, "First event of every run, exactly once. Opens the run lane."},
+	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last."},
+	{RunError, RoleCloses, func() Payload { return new(RunErrorPayload) }, "Terminal: the run failed, was aborted or was interrupted. `code` says which."},
+	{PlanningStarted, RoleOpens, func() Payload { return new(PlanningStartedPayload) }, "The director began planning. Opens the director lane."},
+	{PlanProposed, RoleCloses, func() Payload { return new(PlanProposedPayload) }, "The director produced a valid plan (a DAG of nodes) and its waves. Closes the director lane."},
+	{PlanningFailed, RoleCloses, func() Payload { return new(PlanningFailedPayload) }, "The director could not produce a valid plan. Closes the director lane."},
+	{PlanApproved, RoleWithin, func() Payload { return new(PlanApprovedPayload) }, "The plan was approved (automatically when hitl is none)."},
+	{PlanRejected, RoleWithin, func() Payload { return new(PlanRejectedPayload) }, "The plan was rejected; the run ends with run_error."},
+	{WaveStarted, RoleWithin, func() Payload { return new(WaveStartedPayload) }, "A wave of ready nodes starts; lists its node ids in deterministic order."},
+	{WaveCompleted, RoleWithin, func() Payload { return new(WaveCompletedPayload) }, "Every node of the wave finished (completed, failed, cancelled or skipped)."},
+	{NodeStarted, RoleOpens, func() Payload { return new(NodeStartedPayload) }, "A council node began work. Opens the node lane. Never before all its dependencies completed."},
+	{NodeCompleted, RoleCloses, func() Payload { return new(NodeCompletedPayload) }, "The node finished; its output is passed to its dependents."},
+	{NodeFailed, RoleCloses, func() Payload { return new(NodeFailedPayload) }, "The node failed (model error, or panics beyond the restart limit)."},
+	{NodeCancelled, RoleCloses, func() Payload { return new(NodeCancelledPayload) }, "The node was stopped before finishing (a sibling failed, or the run was aborted)."},
+	{NodeSkipped, RolePoint, func() Payload { return new(NodeSkippedPayload) }, "The node never ran because a dependency did not complete."},
+	{TextDelta, RoleWithin, func() Payload { return new(TextDeltaPayload) }, "A fragment of an agent's answer text."},
+	{ReasoningDelta, RoleWithin, func() Payload { return new(ReasoningDeltaPayload) }, "A fragment of an agent's reasoning."},
+	{ToolCallStarted, RoleWithin, func() Payload { return new(ToolCallStartedPayload) }, "An agent called a tool."},
+	{ToolCallFinished, RoleWithin, func() Payload { return new(ToolCallFinishedPayload) }, "A tool call returned (or was rejected); pairs with tool_call_started by call_id."},
+	{TokenUsage, RoleWithin, func() Payload { return new(TokenUsagePayload) }, "Tokens used by one model turn of the lane's agent."},
+	{AgentRestarted, RoleWithin, func() Payload { return new(AgentRestartedPayload) }, "The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded."},
+	{Warning, RoleWithin, func() Payload { return new(WarningPayload) }, "Something non-fatal worth showing."},
+	{SubagentStarted, RoleOpens, func() Payload { return new(SubagentStartedPayload) }, "A delegated sub-agent began. Opens a lane nested under the delegating agent's lane."},
+	{SubagentFinished, RoleCloses, func() Payload { return new(SubagentFinishedPayload) }, "The sub-agent ended (ok, failed or cancelled). Closes its lane, before its parent's lane closes."},
+	{SynthesisStarted, RoleOpens, func() Payload { return new(SynthesisStartedPayload) }, "The synthesiser began composing the answer. Opens the synthesis lane."},
+	{SynthesisCompleted, RoleCloses, func() Payload { return new(SynthesisCompletedPayload) }, "The synthesiser finished; the answer is repeated on run_finished."},
+	{SynthesisFailed, RoleCloses, func() Payload { return new(SynthesisFailedPayload) }, "The synthesiser failed or was cancelled."},
+	{InterruptRaised, RoleWithin, func() Payload { return new(InterruptRaisedPayload) }, "An agent needs a human; its actor is parked until the interrupt is resolved or expires. Carries the lane of the raising agent."},
+	{InterruptResolved, RoleWithin, func() Payload { return new(InterruptResolvedPayload) }, "A human answered an interrupt."},
+	{InterruptExpired, RoleWithin, func() Payload { return new(InterruptExpiredPayload) }, "An interrupt timed out; the configured action was taken."},
+}
+
+var specs = func() map[EventType]spec {
+	m := make(map[EventType]spec, len(specList))
+	for _, s := range specList {
+		if _, dup := m[s.typ]; dup {
+			panic("messages: duplicate spec for " + string(s.typ))
+		}
+		if got := s.new().EventType(); got != s.typ {
+			panic("messages: spec for " + string(s.typ) + " builds a payload of type " + string(got))
+		}
+		m[s.typ] = s
+	}
+	return m
+}()

@@ -11,8 +11,8 @@ import (
 // Scenario drives the scripted model: the shape of the plan and how every
 // agent behaves. The same scenario and seed always produce the same events
 // per lane (and the same total order with concurrency 1). Every field is
-// documented in the README; zero values take the defaults of
-// DefaultScenario.
+// documented in the README; DefaultScenario says which zero fields take a
+// default.
 type Scenario struct {
 	// Nodes is the number of council worker nodes in the plan.
 	Nodes int `json:"nodes,omitempty"`
@@ -53,14 +53,15 @@ const (
 	MaxFanIn        = 64
 )
 
-// DefaultScenario is what an empty scenario means.
+// DefaultScenario is what an empty scenario means. Only the fields set here
+// have defaults; every other field's zero value means zero (no reasoning, no
+// tools, no sub-agents, no delay, no failures, seed 0).
 func DefaultScenario() Scenario {
-	return Scenario{Nodes: 6, Waves: 3, FanIn: 2, Tokens: 24, ReasoningTokens: 4, SynthesisTokens: 32, ToolsPerNode: 1, PanicAttempts: 1}
+	return Scenario{Nodes: 6, Waves: 3, FanIn: 2, Tokens: 24, SynthesisTokens: 32, PanicAttempts: 1}
 }
 
-// WithDefaults fills zero fields from DefaultScenario. Fields whose zero
-// value is meaningful (token delay, tools, sub-agents, selectors, seed) keep
-// their value; Nodes == 0 takes the default.
+// WithDefaults fills the zero fields that DefaultScenario sets. Waves
+// defaults to min(3, Nodes).
 func (s Scenario) WithDefaults() Scenario {
 	d := DefaultScenario()
 	if s.Nodes == 0 {

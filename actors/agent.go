@@ -1,0 +1,288 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// agentShared is an agent's state that survives supervisor restarts
+// (protoactor builds a new actor instance on restart). Only the agent's
+// current instance touches it while it lives; its parent reads it after
+// the agent terminated.
+type agentShared struct {
+	attempts  int    // 1-based attempt of the current instance
+	opened    bool   // the lane's opening event was emitted
+	lastPanic string // why the last attempt panicked
+	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
+}
+
+// agentSpec is fixed when the agent is spawned.
+type agentSpec struct {
+	e       *Engine
+	run     *runSpec
+	role    model.Role
+	agentID string
+	lane    messages.Lane
+	req     model.Request
+	node    *nodeInfo // workers
+	callID  string    // sub-agents: the delegating tool call
+	shared  *agentShared
+}
+
+// agentActor is every model-driven agent of a run: the director, a council
+// node, a sub-agent or the synthesiser. It runs model turns (each streamed
+// by a goroutine it owns, see turn.go), executes the tool calls between
+// turns (delegate spawns a sub-agent child), and closes its lane with the
+// role's completion or failure event.
+//
+// No goroutine runs while the agent waits for tools or sub-agents.
+type agentActor struct {
+	spec *agentSpec
+
+	turn    int
+	text    strings.Builder // answer text of this attempt, all turns
+	usage   messages.Usage
+	cur     *turnHandle
+	results []model.ToolResult // of the calls of the last turn
+	callIDs []string           // lane-unique ids of those calls
+	waiting int                // sub-agents still working on those calls
+	subs    map[string]*subagent
+
+	finished bool // reported AgentDone
+	stopping bool // Stopping or Restarting received
+}
+
+type subagent struct {
+	pid      *actor.PID
+	agentID  string
+	lane     messages.Lane
+	idx      int // index of its call in results
+	reported bool
+}
+
+func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
+	ctx.Send(a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane, Payload: p})
+}
+
+func (a *agentActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		sh := a.spec.shared
+		sh.attempts++
+		if !sh.opened {
+			sh.opened = true
+			a.emit(ctx, a.openPayload())
+		} else {
+			a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+		}
+		a.startTurn(ctx)
+	case *turnDone:
+		a.turnDone(ctx, m)
+	case *turnPanicked:
+		a.spec.shared.lastPanic = fmt.Sprint(m.value)
+		panic(m.value) // raise it inside the actor, where the supervisor sees it
+	case *messages.AgentDone:
+		a.subagentDone(ctx, m)
+	case *actor.Terminated:
+		a.subagentTerminated(ctx, m.Who)
+	case *actor.Stopping, *actor.Restarting:
+		a.stopping = true
+		a.stopTurn()
+	}
+}
+
+func (a *agentActor) openPayload() messages.Payload {
+	switch a.spec.role {
+	case model.RoleDirector:
+		return &messages.PlanningStartedPayload{Question: a.spec.run.question}
+	case model.RoleWorker:
+		n := a.spec.node
+		return &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps}
+	case model.RoleSubagent:
+		return &messages.SubagentStartedPayload{SubagentID: a.spec.agentID, Task: a.spec.req.Goal, CallID: a.spec.callID}
+	default:
+		return &messages.SynthesisStartedPayload{Inputs: len(a.spec.req.Context)}
+	}
+}
+
+func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
+	if a.finished || a.stopping {
+		return
+	}
+	a.cur = nil
+	a.usage = a.usage.Add(m.usage)
+	a.text.WriteString(m.text)
+	switch {
+	case m.err != nil:
+		a.finishFailed(ctx, m.err)
+	case len(m.calls) > 0:
+		a.runTools(ctx, m.calls)
+	default:
+		a.finishOK(ctx)
+	}
+}
+
+// runTools executes the calls of one turn. Tools other than delegate run
+// inline through Config.Tools; delegate spawns a sub-agent and the next
+// turn starts when every sub-agent has answered.
+func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
+	a.results = make([]model.ToolResult, len(calls))
+	a.callIDs = make([]string, len(calls))
+	for i, c := range calls {
+		id := c.ID
+		if att := a.spec.shared.attempts; att > 1 {
+			id += "#" + strconv.Itoa(att) // keep call ids unique on the lane across restarts
+		}
+		a.callIDs[i] = id
+		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
+		args := c.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: args})
+		if c.Name == model.ToolDelegate && a.spec.role == model.RoleWorker {
+			var in struct {
+				Task string `json:"task"`
+			}
+			if err := json.Unmarshal(args, &in); err != nil || in.Task == "" {
+				a.toolResult(ctx, i, "", errors.New(`delegate needs {"task": "<what to do>"}`))
+				continue
+			}
+			a.spawnSubagent(ctx, i, in.Task)
+			continue
+		}
+		out, err := a.spec.e.cfg.Tools.RunTool(context.Background(), c)
+		a.toolResult(ctx, i, out, err)
+	}
+	if a.waiting == 0 {
+		a.startTurn(ctx)
+	}
+}
+
+func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
+	r := &a.results[i]
+	r.Content, r.IsError = out, err != nil
+	if err != nil {
+		r.Content = err.Error()
+	}
+	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError})
+}
+
+func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
+	sh := a.spec.shared
+	sh.subSeq++
+	name := "sub" + strconv.Itoa(sh.subSeq)
+	id := a.spec.agentID + "." + name
+	lane := a.spec.lane.Child(messages.SubagentStream(a.spec.lane.StreamID, name))
+	spec := &agentSpec{
+		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx],
+		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task},
+		shared: &agentShared{},
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
+		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)))
+	pid, err := ctx.SpawnNamed(props, name)
+	if err != nil { // names are unique per parent by construction
+		panic(fmt.Sprintf("spawn %s: %v", id, err))
+	}
+	if a.subs == nil {
+		a.subs = map[string]*subagent{}
+	}
+	a.subs[pid.Id] = &subagent{pid: pid, agentID: id, lane: lane, idx: idx}
+	a.waiting++
+}
+
+func (a *agentActor) subagentDone(ctx actor.Context, m *messages.AgentDone) {
+	s := a.subs[ctx.Sender().Id]
+	if s == nil || s.reported {
+		return
+	}
+	s.reported = true
+	// The finished sub-agent is idle (no goroutine); it stops with this
+	// agent. Stopping it here would race with that stop and make a dead letter.
+	a.usage = a.usage.Add(m.Usage)
+	a.subagentAnswered(ctx, s, m.Output, m.Err)
+}
+
+func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
+	s := a.subs[who.Id]
+	if s == nil {
+		return
+	}
+	delete(a.subs, who.Id)
+	if s.reported {
+		return
+	}
+	// Died without reporting: close its lane for it.
+	p := &messages.SubagentFinishedPayload{SubagentID: s.agentID, Outcome: messages.OutcomeCancelled, Error: "stopped with its parent"}
+	if !a.stopping {
+		p.Outcome, p.Error = messages.OutcomeFailed, "restart limit reached after panics"
+	}
+	ctx.Send(a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: s.agentID, Lane: s.lane, Payload: p})
+	if !a.stopping {
+		a.subagentAnswered(ctx, s, "", errors.New("sub-agent failed: "+p.Error))
+	}
+}
+
+func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string, err error) {
+	a.toolResult(ctx, s.idx, out, err)
+	a.waiting--
+	if a.waiting == 0 && !a.finished && !a.stopping {
+		a.startTurn(ctx)
+	}
+}
+
+func (a *agentActor) finishOK(ctx actor.Context) {
+	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts}
+	switch a.spec.role {
+	case model.RoleDirector:
+		var plan messages.Plan
+		if err := json.Unmarshal([]byte(done.Output), &plan); err != nil {
+			a.finishFailed(ctx, fmt.Errorf("director output is not a plan: %w", err))
+			return
+		}
+		if err := dag.Validate(plan); err != nil {
+			a.finishFailed(ctx, err)
+			return
+		}
+		done.Plan, done.Waves = &plan, dag.Waves(plan)
+		a.emit(ctx, &messages.PlanProposedPayload{Plan: plan, Waves: done.Waves})
+	case model.RoleWorker:
+		a.emit(ctx, &messages.NodeCompletedPayload{NodeID: a.spec.agentID, Output: done.Output, Attempts: done.Attempts, Usage: a.usage})
+	case model.RoleSubagent:
+		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeOK, Output: done.Output})
+	case model.RoleSynthesizer:
+		a.emit(ctx, &messages.SynthesisCompletedPayload{Answer: done.Output})
+	}
+	a.report(ctx, done)
+}
+
+func (a *agentActor) finishFailed(ctx actor.Context, err error) {
+	switch a.spec.role {
+	case model.RoleDirector:
+		a.emit(ctx, &messages.PlanningFailedPayload{Error: err.Error()})
+	case model.RoleWorker:
+		a.emit(ctx, &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts})
+	case model.RoleSubagent:
+		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeFailed, Error: err.Error()})
+	case model.RoleSynthesizer:
+		a.emit(ctx, &messages.SynthesisFailedPayload{Error: err.Error()})
+	}
+	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Usage: a.usage, Attempts: a.spec.shared.attempts, Err: err})
+}
+
+// report tells the parent the agent is done; the parent stops it.
+func (a *agentActor) report(ctx actor.Context, done *messages.AgentDone) {
+	a.finished = true
+	ctx.Request(ctx.Parent(), done) // Request, not Send: the parent identifies us by Sender()
+}

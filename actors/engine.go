@@ -1,0 +1,341 @@
+// Package actors is Conclave's supervision tree, built on protoactor-go:
+//
+//	engine (root actor: registry of sessions and runs)
+//	├── hub-<session>          one per session: seq, journal, fan-out
+//	└── run-<run>              run supervisor, one per run
+//	    ├── director           plans the DAG
+//	    ├── <node id> ...      one council-node agent per plan node
+//	    │   └── sub<k> ...     sub-agents delegated to by the node
+//	    └── synthesizer        composes the answer
+//
+// Every event an agent produces is sent to its session's hub, which numbers
+// it, appends it to the journal and fans it out to subscribers. Supervision
+// strategies are documented in supervision.go.
+//
+// Actors stay thin: queues and cursors live in actors/feed, plan validation
+// and waves in actors/dag, the journal in package journal.
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/internal/routine"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/scripted"
+)
+
+// Errors returned by the Engine.
+var (
+	ErrShuttingDown    = errors.New("actors: engine is shutting down")
+	ErrSessionNotFound = errors.New("actors: session not found")
+	ErrRunNotFound     = errors.New("actors: run not found")
+	ErrRunTerminal     = errors.New("actors: run already ended")
+	ErrCursorAhead     = errors.New("actors: cursor is ahead of the session's last event")
+	ErrInvalidRequest  = errors.New("actors: invalid request")
+)
+
+// Config configures an Engine. The zero value is valid.
+type Config struct {
+	// Logger receives the engine's and protoactor's logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock for event timestamps. Default: time.Now.
+	Now func() time.Time
+	// NewID makes event, run and session ids. Default: uuid.New.
+	NewID func() uuid.UUID
+	// Journal stores events. Default: a new in-memory journal (closed by Shutdown).
+	Journal journal.Journal
+	// Models builds the model of each run. Default: the scripted model.
+	Models model.Factory
+	// Tools runs tool calls other than delegate. Default: scripted tools.
+	Tools ToolRunner
+	// SubscriberQueue bounds each subscriber's live queue. Default: feed.DefaultQueue.
+	SubscriberQueue int
+	// RestartLimit is how many times an agent may be restarted after a panic
+	// within RestartWindow before it is stopped and counted as failed. Default 3.
+	RestartLimit int
+	// RestartWindow is the window of RestartLimit. Default one minute.
+	RestartWindow time.Duration
+	// Concurrency is the default cap on nodes of one wave running at once. Default 8.
+	Concurrency int
+}
+
+// MaxConcurrency caps StartRun.Concurrency.
+const MaxConcurrency = 1024
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = uuid.New
+	}
+	if c.Models == nil {
+		c.Models = scripted.Factory
+	}
+	if c.Tools == nil {
+		c.Tools = scriptedTools{}
+	}
+	if c.RestartLimit == 0 {
+		c.RestartLimit = 3
+	}
+	if c.RestartWindow == 0 {
+		c.RestartWindow = time.Minute
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	return c
+}
+
+// Engine runs councils. Create it with New and stop it with Shutdown.
+type Engine struct {
+	cfg        Config
+	ownJournal bool
+	system     *actor.ActorSystem
+	root       *actor.PID // the engine actor
+	turns      routine.Group
+	closing    atomic.Bool
+	done       chan struct{}
+	shutdownMu sync.Mutex
+	shutErr    error
+}
+
+// RunRef names a started run.
+type RunRef struct {
+	RunID     messages.RunID
+	SessionID messages.SessionID
+}
+
+// New starts an engine.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
+		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
+	}
+	e := &Engine{cfg: cfg, done: make(chan struct{})}
+	if cfg.Journal == nil {
+		e.cfg.Journal, e.ownJournal = journal.NewMemory(), true
+	}
+	logger := cfg.Logger.With("component", "protoactor")
+	e.system = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	props := actor.PropsFromProducer(func() actor.Actor { return newEngineActor(e) },
+		actor.WithSupervisor(engineStrategy(e.cfg)))
+	root, err := e.system.Root.SpawnNamed(props, "engine")
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn engine: %w", err)
+	}
+	e.root = root
+	return e, nil
+}
+
+// request sends msg to the engine actor and waits for its reply.
+func (e *Engine) request(ctx context.Context, msg any) (any, error) {
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	f := e.system.Root.RequestFuture(e.root, msg, timeout)
+	res, err := f.Result()
+	if err != nil {
+		return nil, fmt.Errorf("actors: engine did not answer: %w", err)
+	}
+	if err, ok := res.(error); ok {
+		return nil, err
+	}
+	return res, nil
+}
+
+// StartRun validates cmd, then starts a run in cmd.SessionID (a new session
+// when empty). The run proceeds in the background; follow it with Subscribe.
+func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, error) {
+	if e.closing.Load() {
+		return RunRef{}, ErrShuttingDown
+	}
+	spec, err := e.prepareRun(cmd)
+	if err != nil {
+		return RunRef{}, err
+	}
+	res, err := e.request(ctx, &startRunReq{spec: spec})
+	if err != nil {
+		return RunRef{}, err
+	}
+	return res.(RunRef), nil
+}
+
+func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	if cmd.Question == "" {
+		return nil, bad("question is required")
+	}
+	if len(cmd.Question) > messages.MaxQuestionBytes {
+		return nil, bad("question is longer than %d bytes", messages.MaxQuestionBytes)
+	}
+	hitl, err := messages.ParseHITLMode(string(cmd.HITL))
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	session := cmd.SessionID
+	if session == "" {
+		session = messages.SessionID(e.cfg.NewID().String())
+	} else if _, err := messages.NewSessionID(string(session)); err != nil {
+		return nil, bad("%v", err)
+	}
+	var sc messages.Scenario
+	if cmd.Scenario != nil {
+		sc = *cmd.Scenario
+	}
+	if cmd.Seed != nil {
+		sc.Seed = *cmd.Seed
+	}
+	sc = sc.WithDefaults()
+	if err := sc.Validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	conc := cmd.Concurrency
+	if conc == 0 {
+		conc = e.cfg.Concurrency
+	}
+	if conc < 1 || conc > MaxConcurrency {
+		return nil, bad("concurrency %d not in 1..%d", conc, MaxConcurrency)
+	}
+	m, err := e.cfg.Models(sc)
+	if err != nil {
+		return nil, bad("model: %v", err)
+	}
+	return &runSpec{
+		runID: messages.RunID(e.cfg.NewID().String()), session: session,
+		question: cmd.Question, hitl: hitl, scenario: sc, concurrency: conc, model: m,
+	}, nil
+}
+
+// Subscribe attaches a consumer to a session: it receives every event with
+// seq > cmd.After exactly once and in order, first replayed from the
+// journal, then live. Close the subscription when done.
+func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
+	res, err := e.request(ctx, &sessionReq{id: cmd.SessionID})
+	if err != nil {
+		return nil, err
+	}
+	s := res.(*sessionEntry)
+	if head := s.shared.Head(); cmd.After > head {
+		return nil, fmt.Errorf("%w: after=%d, last seq is %d", ErrCursorAhead, cmd.After, head)
+	}
+	sub := &Subscription{feed: feed.New(s.shared, cmd.After, e.cfg.SubscriberQueue), hub: s.pid, root: e.system.Root}
+	e.system.Root.Send(s.pid, &hubSubscribe{sub: sub.feed})
+	return sub, nil
+}
+
+// Head returns the last seq of a session.
+func (e *Engine) Head(ctx context.Context, session messages.SessionID) (uint64, error) {
+	res, err := e.request(ctx, &sessionReq{id: session})
+	if err != nil {
+		return 0, err
+	}
+	return res.(*sessionEntry).shared.Head(), nil
+}
+
+// Abort stops a run. It still ends with exactly one terminal event:
+// run_error with code "aborted". Aborting an ended run is ErrRunTerminal.
+func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
+	reason := cmd.Reason
+	if reason == "" {
+		reason = "aborted by request"
+	}
+	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, stop: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
+	return err
+}
+
+// Done is closed when Shutdown has finished.
+func (e *Engine) Done() <-chan struct{} { return e.done }
+
+// Shutdown stops accepting runs, ends every live run with
+// run_error{code:"interrupted"}, flushes the hubs, closes every
+// subscription (after it has delivered everything) and waits for every
+// goroutine the engine started. It is idempotent and returns ctx.Err() if
+// ctx ends first.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.shutdownMu.Lock()
+	defer e.shutdownMu.Unlock()
+	if !e.closing.CompareAndSwap(false, true) {
+		select {
+		case <-e.done:
+			return e.shutErr
+		default:
+		}
+	}
+	if _, err := e.request(ctx, &shutdownReq{}); err != nil {
+		return err
+	}
+	e.turns.Close()
+	if err := e.turns.Wait(ctx); err != nil {
+		return err
+	}
+	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
+		return fmt.Errorf("actors: stop engine actor: %w", err)
+	}
+	e.system.Shutdown()
+	if e.ownJournal {
+		e.shutErr = e.cfg.Journal.Close()
+	}
+	select {
+	case <-e.done:
+	default:
+		close(e.done)
+	}
+	return e.shutErr
+}
+
+// Subscription is one consumer of a session's events.
+type Subscription struct {
+	feed *feed.Subscription
+	hub  *actor.PID
+	root *actor.RootContext
+	once sync.Once
+}
+
+// Next appends to dst[:0] the next events (at most max), waiting for at
+// least one. It returns feed.ErrClosed once the engine shut down and every
+// event was delivered.
+func (s *Subscription) Next(ctx context.Context, dst []*messages.Encoded, max int) ([]*messages.Encoded, error) {
+	return s.feed.Next(ctx, dst, max)
+}
+
+// Cursor is the last seq delivered.
+func (s *Subscription) Cursor() uint64 { return s.feed.Cursor() }
+
+// Dropped counts events that overflowed the live queue and were read from the journal instead.
+func (s *Subscription) Dropped() uint64 { return s.feed.Dropped() }
+
+// Close detaches the subscription from its hub. It is idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		// A hub that stopped closed its subscriptions first; telling it
+		// would only make a dead letter.
+		if s.feed.Close(nil) {
+			s.root.Send(s.hub, &hubUnsubscribe{sub: s.feed})
+		}
+	})
+}

@@ -1,0 +1,482 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func terminal[T messages.Payload](t *testing.T, events []*messages.Envelope, run messages.RunID) T {
+	t.Helper()
+	env := testkit.Terminal(events, run)
+	if env == nil {
+		t.Fatal("run has no terminal event")
+	}
+	p, ok := env.Payload.(T)
+	if !ok {
+		t.Fatalf("terminal event is %s (%+v), want %T", env.Type, env.Payload, *new(T))
+	}
+	return p
+}
+
+func TestEngine_CouncilCompletes(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 9, Waves: 3, Tokens: 10, ReasoningTokens: 2, ToolsPerNode: 2, SubagentsPerNode: 1}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if !strings.HasPrefix(fin.Answer, "Answer to: why is the sky blue") {
+		t.Errorf("answer = %q", fin.Answer)
+	}
+	if fin.Nodes != (messages.NodeCounts{Total: 9, Completed: 9}) {
+		t.Errorf("node counts = %+v", fin.Nodes)
+	}
+	if fin.Usage.OutputTokens == 0 {
+		t.Error("no usage on run_finished")
+	}
+	for typ, want := range map[messages.EventType]int{
+		messages.NodeStarted: 9, messages.SubagentStarted: 9, messages.SubagentFinished: 9,
+		messages.ToolCallStarted: 27, messages.ToolCallFinished: 27, messages.WaveCompleted: 3,
+	} {
+		if got := testkit.Count(events, typ); got != want {
+			t.Errorf("%s: %d events, want %d", typ, got, want)
+		}
+	}
+	// Each node's output is passed as context to its dependents.
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeStartedPayload); ok && len(p.Deps) > 0 {
+			out := nodeOutput(events, p.NodeID)
+			if !strings.Contains(out, fmt.Sprintf("Building on %d inputs.", len(p.Deps))) {
+				t.Errorf("node %s output %q does not show its %d inputs", p.NodeID, out, len(p.Deps))
+			}
+		}
+	}
+}
+
+func nodeOutput(events []*messages.Envelope, id string) string {
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeCompletedPayload); ok && p.NodeID == id {
+			return p.Output
+		}
+	}
+	return ""
+}
+
+// TestEngine_PanickingNodesRestart: a 200-node council where 5 % of the
+// nodes panic on their first attempt completes under the restart policy.
+func TestEngine_PanickingNodesRestart(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Concurrency: 16})
+	sc := messages.Scenario{Nodes: 200, Waves: 8, Tokens: 6, ToolsPerNode: 1, PanicNodes: messages.NodeSelector{Fraction: 0.05}, Seed: 7}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if fin.Nodes.Completed != 200 {
+		t.Fatalf("completed %d of 200 nodes", fin.Nodes.Completed)
+	}
+	if got := testkit.Count(events, messages.AgentRestarted); got != 10 {
+		t.Fatalf("agent_restarted = %d, want 10 (5%% of 200)", got)
+	}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeCompletedPayload); ok && p.Attempts != 1 && p.Attempts != 2 {
+			t.Errorf("node %s completed after %d attempts", p.NodeID, p.Attempts)
+		}
+	}
+}
+
+// TestEngine_PanicBeyondRestartLimit: a node that keeps panicking is stopped
+// by its supervisor; the run fails and its dependents are skipped.
+func TestEngine_PanicBeyondRestartLimit(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{RestartLimit: 2})
+	sc := messages.Scenario{Nodes: 6, Waves: 3, FanIn: 2, Tokens: 4, PanicNodes: messages.NodeSelector{IDs: []string{"n001"}}, PanicAttempts: 10}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeNodeFailed {
+		t.Fatalf("run_error code = %q", runErr.Code)
+	}
+	var failed *messages.NodeFailedPayload
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeFailedPayload); ok {
+			failed = p
+		}
+	}
+	if failed == nil || failed.NodeID != "n001" || !failed.Panicked || failed.Attempts != 3 {
+		t.Fatalf("node_failed = %+v, want n001 panicked after 3 attempts", failed)
+	}
+	if testkit.Count(events, messages.AgentRestarted) != 2 {
+		t.Fatalf("want 2 restarts before the stop")
+	}
+}
+
+// TestEngine_FailedNodeCancelsWaveAndSkipsDownstream runs in virtual time so
+// the failing node's wave siblings are still streaming when it fails.
+func TestEngine_FailedNodeCancelsWaveAndSkipsDownstream(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{Concurrency: 2})
+		sc := messages.Scenario{Nodes: 8, Waves: 2, Tokens: 20, TokenDelayMS: 10, FailNodes: messages.NodeSelector{IDs: []string{"n001"}}}
+		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+		testkit.AssertInvariants(t, events)
+		runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+		if runErr.Code != messages.ErrCodeNodeFailed || !strings.Contains(runErr.Message, "n001") {
+			t.Fatalf("run_error = %+v", runErr)
+		}
+		want := messages.NodeCounts{Total: 8, Failed: 1, Cancelled: 1, Skipped: 6}
+		if runErr.Nodes != want {
+			t.Fatalf("node counts = %+v, want %+v", runErr.Nodes, want)
+		}
+		for _, env := range events {
+			if p, ok := env.Payload.(*messages.NodeSkippedPayload); ok && p.NodeID > "n004" && p.Dependency == "" {
+				t.Errorf("downstream node %s skipped without naming its failed dependency: %+v", p.NodeID, p)
+			}
+		}
+	})
+}
+
+func TestEngine_AbortEndsWithOneTerminal(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{})
+		ctx := context.Background()
+		sc := messages.Scenario{Nodes: 12, Waves: 3, Tokens: 50, TokenDelayMS: 20, ToolsPerNode: 1, SubagentsPerNode: 1}
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe, err := testkit.NewProbe(ctx, e, ref.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
+		// Abort once the first wave is streaming.
+		_, err = probe.Until(ctx, func(env *messages.Envelope) bool {
+			return env.Type == messages.TextDelta && strings.HasPrefix(string(env.Lane.StreamID), "node:")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := probe.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+			t.Fatal(err)
+		}
+		events := probe.Seen()
+		testkit.AssertInvariants(t, events)
+		if p := terminal[*messages.RunErrorPayload](t, events, ref.RunID); p.Code != messages.ErrCodeAborted {
+			t.Fatalf("code = %q, want aborted", p.Code)
+		}
+		if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID}); !errors.Is(err, actors.ErrRunTerminal) {
+			t.Fatalf("second abort = %v, want ErrRunTerminal", err)
+		}
+		if err := e.Abort(ctx, messages.AbortRun{RunID: "nope"}); !errors.Is(err, actors.ErrRunNotFound) {
+			t.Fatalf("abort unknown = %v, want ErrRunNotFound", err)
+		}
+	})
+}
+
+// TestEngine_TokenDelayIsVirtual: delays run on the synctest clock, so the
+// reported duration is exact.
+func TestEngine_TokenDelayIsVirtual(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{})
+		// One node per wave, so nothing overlaps: director (3 reasoning +
+		// plan chunks), 3 nodes × 10 tokens, synthesis 1 + 5 tokens.
+		sc := messages.Scenario{Nodes: 3, Waves: 3, Tokens: 10, SynthesisTokens: 5, TokenDelayMS: 100}
+		start := time.Now()
+		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+		testkit.AssertInvariants(t, events)
+		fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+		planChunks := testkit.Count(events, messages.TextDelta) - 30 - 6
+		want := time.Duration(3+planChunks+30+6) * 100 * time.Millisecond
+		if got := time.Since(start); got != want {
+			t.Fatalf("virtual time = %v, want %v", got, want)
+		}
+		if time.Duration(fin.DurationMS)*time.Millisecond != want {
+			t.Fatalf("duration_ms = %d, want %v", fin.DurationMS, want)
+		}
+	})
+}
+
+func TestEngine_SameSeedSameEvents(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 10, Waves: 3, Tokens: 8, ReasoningTokens: 2, ToolsPerNode: 1, SubagentsPerNode: 1, Seed: 42}
+	run := func(concurrency int) []*messages.Envelope {
+		e := testkit.NewEngine(t, actors.Config{})
+		_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, Concurrency: concurrency})
+		return events
+	}
+	// With concurrency 1 the whole sequence repeats.
+	a, b := canonical(run(1)), canonical(run(1))
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Fatal("two runs with the same seed and concurrency 1 differ")
+	}
+	// With parallel nodes, interleaving between lanes varies but every lane repeats.
+	pa, pb := byLane(run(8)), byLane(run(8))
+	for lane, seq := range pa {
+		if strings.Join(seq, "\n") != strings.Join(pb[lane], "\n") {
+			t.Fatalf("lane %s differs between two runs with the same seed", lane)
+		}
+	}
+	if len(pa) != len(pb) {
+		t.Fatalf("lane count differs: %d vs %d", len(pa), len(pb))
+	}
+}
+
+// canonical strips what legitimately differs between runs: ids, timestamps,
+// run/session ids and durations.
+func canonical(events []*messages.Envelope) []string {
+	out := make([]string, 0, len(events))
+	for _, env := range events {
+		switch p := env.Payload.(type) {
+		case *messages.RunFinishedPayload:
+			p.DurationMS = 0
+		case *messages.RunErrorPayload:
+			p.DurationMS = 0
+		}
+		payload, _ := json.Marshal(env.Payload)
+		out = append(out, fmt.Sprintf("%d %s %s %+v %s", env.Seq, env.Type, env.AgentID, env.Lane, payload))
+	}
+	return out
+}
+
+func byLane(events []*messages.Envelope) map[messages.StreamID][]string {
+	out := map[messages.StreamID][]string{}
+	for i, line := range canonical(events) {
+		_, rest, _ := strings.Cut(line, " ") // drop seq
+		out[events[i].Lane.StreamID] = append(out[events[i].Lane.StreamID], rest)
+	}
+	return out
+}
+
+// TestEngine_ThousandSubscribers: 1,000 subscribers attach at random
+// moments during a 1,000-node run, each with its own cursor; each sees
+// every seq from its cursor to the end exactly once, in order.
+func TestEngine_ThousandSubscribers(t *testing.T) {
+	t.Parallel()
+	const subscribers = 1000
+	e := testkit.NewEngine(t, actors.Config{SubscriberQueue: 64, Concurrency: 32})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	sc := messages.Scenario{Nodes: 1000, Waves: 10, Tokens: 2, Seed: 3}
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver, err := e.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer driver.Close()
+
+	// Attach points: subscriber i attaches once the driver has seen seq
+	// attachAt[i], with a cursor anywhere up to that point.
+	rng := rand.New(rand.NewPCG(1, 2))
+	attachAt := make([]uint64, subscribers)
+	for i := range attachAt {
+		attachAt[i] = rng.Uint64N(6000)
+	}
+	var wg sync.WaitGroup
+	results := make([]error, subscribers)
+	attach := func(i int, seen uint64) {
+		after := rng.Uint64N(seen) // < seen <= the terminal's seq, so there is always something to see
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = followFrom(ctx, e, ref, after)
+		}()
+	}
+	next := 0
+	order := make([]int, subscribers)
+	for i := range order {
+		order[i] = i
+	}
+	slicesSortBy(order, attachAt)
+	var buf []*messages.Encoded
+	var endSeq uint64
+	for endSeq == 0 {
+		buf, err = driver.Next(ctx, buf, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, enc := range buf {
+			for next < subscribers && attachAt[order[next]] <= enc.Seq {
+				attach(order[next], enc.Seq)
+				next++
+			}
+			if enc.RunID == ref.RunID && enc.Type.Terminal() {
+				endSeq = enc.Seq
+			}
+		}
+	}
+	for ; next < subscribers; next++ { // attach points past the end: attach after the run
+		attach(order[next], endSeq)
+	}
+	wg.Wait()
+	for i, err := range results {
+		if err != nil {
+			t.Fatalf("subscriber %d: %v", i, err)
+		}
+	}
+}
+
+func slicesSortBy(order []int, key []uint64) {
+	for i := 1; i < len(order); i++ { // insertion sort keeps this dependency-free and stable
+		for j := i; j > 0 && key[order[j]] < key[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+}
+
+func followFrom(ctx context.Context, e *actors.Engine, ref actors.RunRef, after uint64) error {
+	sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID, After: after})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	want := after + 1
+	var buf []*messages.Encoded
+	for {
+		buf, err = sub.Next(ctx, buf, 256)
+		if err != nil {
+			head, _ := e.Head(context.Background(), ref.SessionID)
+			return fmt.Errorf("cursor %d, at %d, head %d, dropped %d: %w", after, sub.Cursor(), head, sub.Dropped(), err)
+		}
+		for _, enc := range buf {
+			if enc.Seq != want {
+				return fmt.Errorf("cursor %d: got seq %d, want %d", after, enc.Seq, want)
+			}
+			want++
+			if enc.RunID == ref.RunID && enc.Type.Terminal() {
+				return nil
+			}
+		}
+	}
+}
+
+func TestEngine_ShutdownInterruptsRuns(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e, err := actors.New(actors.Config{Logger: testkit.TestLogger(t, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sc := messages.Scenario{Nodes: 4, Tokens: 100, TokenDelayMS: 50}
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe, err := testkit.NewProbe(ctx, e, ref.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
+		if _, err := probe.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.NodeStarted }); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Shutdown(ctx); err != nil {
+			t.Fatalf("second Shutdown = %v", err)
+		}
+		if _, err := probe.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+			t.Fatal(err)
+		}
+		events := probe.Seen()
+		testkit.AssertInvariants(t, events)
+		if p, ok := events[len(events)-1].Payload.(*messages.RunErrorPayload); !ok || p.Code != messages.ErrCodeInterrupted {
+			t.Fatalf("last event %+v, want run_error interrupted", events[len(events)-1].Payload)
+		}
+		if _, err := probe.Until(ctx, func(*messages.Envelope) bool { return false }); !errors.Is(err, feed.ErrClosed) {
+			t.Fatalf("reading after shutdown = %v, want feed.ErrClosed", err)
+		}
+		if _, err := e.StartRun(ctx, messages.StartRun{Question: "q"}); !errors.Is(err, actors.ErrShuttingDown) {
+			t.Fatalf("StartRun after shutdown = %v", err)
+		}
+	})
+}
+
+func TestEngine_BadRequests(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	ctx := context.Background()
+	for name, cmd := range map[string]messages.StartRun{
+		"no question":    {},
+		"bad session":    {Question: "q", SessionID: "has space"},
+		"bad hitl":       {Question: "q", HITL: "always"},
+		"bad scenario":   {Question: "q", Scenario: &messages.Scenario{Nodes: -1}},
+		"too many waves": {Question: "q", Scenario: &messages.Scenario{Nodes: 2, Waves: 5}},
+		"concurrency":    {Question: "q", Concurrency: -3},
+		"huge question":  {Question: strings.Repeat("x", messages.MaxQuestionBytes+1)},
+	} {
+		if _, err := e.StartRun(ctx, cmd); !errors.Is(err, actors.ErrInvalidRequest) {
+			t.Errorf("%s: StartRun = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if _, err := e.Subscribe(ctx, messages.Subscribe{SessionID: "unknown"}); !errors.Is(err, actors.ErrSessionNotFound) {
+		t.Errorf("Subscribe unknown = %v", err)
+	}
+	ref, _ := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Seed: ptr(int64(1))})
+	head, err := e.Head(ctx, ref.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID, After: head + 1}); !errors.Is(err, actors.ErrCursorAhead) {
+		t.Errorf("Subscribe past head = %v, want ErrCursorAhead", err)
+	}
+}
+
+// TestEngine_SessionSharedByRuns: two runs in one session share one gapless seq.
+func TestEngine_SessionSharedByRuns(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	r1, err := e.StartRun(ctx, messages.StartRun{Question: "one", SessionID: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := e.StartRun(ctx, messages.StartRun{Question: "two", SessionID: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := testkit.NewProbe(ctx, e, "shared", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	ended := 0
+	events, err := probe.Until(ctx, func(env *messages.Envelope) bool {
+		if env.Type.Terminal() {
+			ended++
+		}
+		return ended == 2
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.AssertInvariants(t, events)
+	if testkit.Terminal(events, r1.RunID) == nil || testkit.Terminal(events, r2.RunID) == nil {
+		t.Fatal("both runs must end")
+	}
+}

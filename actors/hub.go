@@ -1,0 +1,161 @@
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// maxHubBatch bounds how many events the hub stamps before it flushes them,
+// so a burst cannot grow its pending batch without limit.
+const maxHubBatch = 4096
+
+// hubShared is the hub's state that must survive a restart of the hub actor
+// (protoactor builds a fresh actor instance on restart). Only the hub actor
+// touches it, except head, which subscriptions read through Source.
+type hubShared struct {
+	session messages.SessionID
+	journal journal.Journal
+	head    atomic.Uint64 // last seq acknowledged by the journal
+
+	loaded     bool
+	nextSeq    uint64 // last seq stamped (>= head; the difference is pending)
+	pending    []*messages.Encoded
+	subs       map[*feed.Subscription]struct{}
+	terminated map[messages.RunID]bool // runs whose terminal event was stamped
+	failed     error                   // set when the journal refused a batch
+}
+
+var _ feed.Source = (*hubShared)(nil)
+
+// Head implements feed.Source.
+func (h *hubShared) Head() uint64 { return h.head.Load() }
+
+// ReadAfter implements feed.Source.
+func (h *hubShared) ReadAfter(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
+	return h.journal.ReadAfter(ctx, h.session, after, limit)
+}
+
+// Messages only the engine sends to a hub.
+type (
+	hubSubscribe   struct{ sub *feed.Subscription }
+	hubUnsubscribe struct{ sub *feed.Subscription }
+	hubFlush       struct{}
+)
+
+// hubActor numbers, journals and fans out the events of one session. It is
+// the only writer of its session, so seq needs no lock: it is assigned in
+// mailbox order, and events of one sender keep their order.
+//
+// Batching: the first event after a flush sends the hub a hubFlush message,
+// which queues behind every event already in the mailbox; the flush then
+// appends all of them to the journal at once, publishes the new head and
+// offers the batch to each subscriber (never blocking: see actors/feed).
+type hubActor struct {
+	e *Engine
+	s *hubShared
+}
+
+func (h *hubActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		h.load()
+		if len(h.s.pending) > 0 { // restarted with a batch in hand
+			ctx.Send(ctx.Self(), &hubFlush{})
+		}
+	case *messages.Emit:
+		h.stamp(ctx, m)
+	case *hubFlush:
+		h.flush()
+	case *hubSubscribe:
+		if h.s.failed != nil {
+			m.sub.Close(h.s.failed)
+			return
+		}
+		h.s.subs[m.sub] = struct{}{}
+		m.sub.Attached()
+	case *hubUnsubscribe:
+		delete(h.s.subs, m.sub)
+	case *actor.Stopping:
+		h.flush()
+		for sub := range h.s.subs {
+			sub.Close(nil) // delivers everything up to the head, then ErrClosed
+		}
+		clear(h.s.subs)
+	}
+}
+
+func (h *hubActor) load() {
+	if h.s.loaded {
+		return
+	}
+	head, err := h.s.journal.Head(context.Background(), h.s.session)
+	if err != nil {
+		h.e.cfg.Logger.Error("hub: read journal head", "session", h.s.session, "err", err)
+		h.s.failed = err
+	}
+	h.s.head.Store(head)
+	h.s.nextSeq = head
+	h.s.loaded = true
+}
+
+func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) {
+	log := h.e.cfg.Logger
+	if h.s.terminated[m.RunID] {
+		// Cannot happen while actors follow the protocol (a run supervisor
+		// emits its terminal event only after all its agents stopped); kept
+		// as a guard so a terminal event is always the last of its run.
+		log.Error("hub: event after the run's terminal event dropped", "run", m.RunID, "type", m.Payload.EventType())
+		return
+	}
+	if h.s.failed != nil {
+		log.Error("hub: journal failed; event not recorded", "run", m.RunID, "type", m.Payload.EventType(), "err", h.s.failed)
+		return
+	}
+	env := m.Stamp(h.e.cfg.NewID(), h.s.nextSeq+1, h.e.cfg.Now(), h.s.session)
+	enc, err := messages.Encode(env)
+	if err != nil {
+		log.Error("hub: encode event", "run", m.RunID, "type", env.Type, "err", err)
+		return
+	}
+	h.s.nextSeq++
+	h.s.pending = append(h.s.pending, enc)
+	if env.Type.Terminal() {
+		h.s.terminated[m.RunID] = true
+	}
+	switch len(h.s.pending) {
+	case 1:
+		ctx.Send(ctx.Self(), &hubFlush{})
+	case maxHubBatch:
+		h.flush()
+	}
+}
+
+func (h *hubActor) flush() {
+	batch := h.s.pending
+	if len(batch) == 0 {
+		return
+	}
+	if err := h.s.journal.Append(context.Background(), h.s.session, batch); err != nil {
+		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
+		h.s.failed = err
+		h.s.pending = nil
+		for sub := range h.s.subs {
+			sub.Close(err)
+		}
+		clear(h.s.subs)
+		return
+	}
+	h.s.head.Store(batch[len(batch)-1].Seq)
+	for sub := range h.s.subs {
+		sub.Offer(batch)
+	}
+	// Subscribers and the journal keep the events, not the slice, so its
+	// backing array can be reused.
+	h.s.pending = batch[:0]
+}

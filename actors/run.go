@@ -1,0 +1,393 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+const (
+	supervisorAgentID  = "supervisor"
+	directorAgentID    = "director"
+	synthesizerAgentID = "synthesizer"
+)
+
+// runSpec is everything a run supervisor needs, fixed at StartRun.
+type runSpec struct {
+	runID       messages.RunID
+	session     messages.SessionID
+	hub         *actor.PID
+	question    string
+	hitl        messages.HITLMode
+	scenario    messages.Scenario
+	concurrency int
+	model       model.Model
+}
+
+type runPhase int
+
+const (
+	phasePlanning runPhase = iota + 1
+	phaseExecuting
+	phaseSynthesizing
+)
+
+type nodeState int
+
+const (
+	nodePending nodeState = iota
+	nodeRunning
+	nodeCompleted
+	nodeFailed
+	nodeCancelled
+	nodeSkipped
+)
+
+// child is a live agent of the run.
+type child struct {
+	pid      *actor.PID
+	agentID  string
+	role     model.Role
+	shared   *agentShared
+	reported bool // sent AgentDone
+	stopping bool // the supervisor asked it to stop
+}
+
+// runActor supervises one run: it asks the director for a plan, runs the
+// plan's waves (ready nodes in id order, at most spec.concurrency at once),
+// then the synthesiser, and emits the run's lifecycle events. It is the
+// only emitter of run-lane events, and it emits the terminal event only
+// after every agent of the run has stopped, so the terminal event is
+// always the run's last.
+type runActor struct {
+	e     *Engine
+	spec  *runSpec
+	ended *atomic.Bool
+	start time.Time
+	phase runPhase
+
+	plan    messages.Plan
+	waves   [][]string
+	nodes   map[string]*messages.PlanNode
+	state   map[string]nodeState
+	outputs map[string]string
+	wave    int      // current wave index
+	inWave  bool     // wave_started emitted, wave_completed not yet
+	queue   []string // nodes of the current wave not started yet
+	running int
+
+	children map[string]*child // by PID id
+	usage    messages.Usage
+	counts   messages.NodeCounts
+
+	failCode, failMsg string // set once the run is failing
+	failDep           string // the node whose failure fails the run
+
+	terminal messages.Payload // decided; emitted once every child has stopped
+}
+
+func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
+	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}}
+}
+
+func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
+	ctx.Send(r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: supervisorAgentID, Lane: messages.RunLane(), Payload: p})
+}
+
+// emitFor emits on a node's lane on the node's behalf (skipped, or closing
+// the lane of a node that died without reporting).
+func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane, p messages.Payload) {
+	ctx.Send(r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: agentID, Lane: lane, Payload: p})
+}
+
+func (r *runActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.start = r.e.cfg.Now()
+		sc := r.spec.scenario
+		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: &sc})
+		r.phase = phasePlanning
+		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
+			model.Request{Goal: r.spec.question}, nil)
+	case *messages.AgentDone:
+		r.agentDone(ctx, m)
+	case *actor.Terminated:
+		r.childTerminated(ctx, m.Who)
+	case *messages.StopRun:
+		r.fail(ctx, m.Code, m.Reason)
+	}
+}
+
+func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
+	req.Role, req.RunID, req.AgentID, req.Question = role, r.spec.runID, agentID, r.spec.question
+	shared := &agentShared{}
+	spec := &agentSpec{e: r.e, run: r.spec, role: role, agentID: agentID, lane: lane, req: req, node: node, shared: shared}
+	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
+		actor.WithSupervisor(agentStrategy(r.e.cfg)))
+	pid, err := ctx.SpawnNamed(props, agentID)
+	if err != nil { // names are unique within a run by construction
+		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, agentID, err))
+	}
+	r.children[pid.Id] = &child{pid: pid, agentID: agentID, role: role, shared: shared}
+}
+
+func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
+	c := r.children[ctx.Sender().Id]
+	if c == nil || c.reported {
+		return
+	}
+	c.reported = true
+	ctx.Stop(c.pid) // an idle, finished agent; its Terminated follows
+	r.usage = r.usage.Add(m.Usage)
+	switch c.role {
+	case model.RoleDirector:
+		if m.Err != nil {
+			r.fail(ctx, messages.ErrCodePlanningFailed, m.Err.Error())
+			return
+		}
+		r.plan, r.waves = *m.Plan, m.Waves
+		r.nodes = make(map[string]*messages.PlanNode, len(r.plan.Nodes))
+		r.state = make(map[string]nodeState, len(r.plan.Nodes))
+		r.outputs = make(map[string]string, len(r.plan.Nodes))
+		r.counts.Total = len(r.plan.Nodes)
+		for i := range r.plan.Nodes {
+			r.nodes[r.plan.Nodes[i].ID] = &r.plan.Nodes[i]
+		}
+		if r.failCode != "" {
+			return // aborted while planning
+		}
+		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
+		r.phase = phaseExecuting
+		r.startWave(ctx, 0)
+	case model.RoleWorker:
+		r.running--
+		if m.Err != nil {
+			r.state[c.agentID] = nodeFailed
+			r.counts.Failed++
+			r.failDep = c.agentID
+			r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed: %v", c.agentID, m.Err))
+			return
+		}
+		r.state[c.agentID] = nodeCompleted
+		r.counts.Completed++
+		r.outputs[c.agentID] = m.Output
+		r.advance(ctx)
+	case model.RoleSynthesizer:
+		if m.Err != nil {
+			r.fail(ctx, messages.ErrCodeSynthesis, m.Err.Error())
+			return
+		}
+		r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output})
+	}
+}
+
+func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
+	c := r.children[who.Id]
+	if c == nil {
+		return
+	}
+	delete(r.children, who.Id)
+	if !c.reported {
+		// The agent died without reporting: stopped by us, or by its
+		// supervisor after too many panics. Close its lane for it.
+		r.closeDeadLane(ctx, c)
+	}
+	switch {
+	case r.terminal != nil:
+		r.maybeEnd(ctx)
+	case r.failCode != "":
+		r.maybeEndFailure(ctx)
+	case r.phase == phaseExecuting:
+		r.advance(ctx)
+	}
+}
+
+func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
+	reason := "stopped by the run supervisor"
+	if !c.stopping {
+		reason = fmt.Sprintf("panicked %d times, restart limit reached: %s", c.shared.attempts, c.shared.lastPanic)
+	}
+	switch c.role {
+	case model.RoleDirector:
+		r.emitFor(ctx, c.agentID, messages.RunLane().Child(messages.DirectorStream), &messages.PlanningFailedPayload{Error: reason})
+		if !c.stopping {
+			r.fail(ctx, messages.ErrCodePlanningFailed, reason)
+		}
+	case model.RoleSynthesizer:
+		r.emitFor(ctx, c.agentID, messages.RunLane().Child(messages.SynthesisStream), &messages.SynthesisFailedPayload{Error: reason})
+		if !c.stopping {
+			r.fail(ctx, messages.ErrCodeSynthesis, reason)
+		}
+	case model.RoleWorker:
+		r.running--
+		lane := messages.RunLane().Child(messages.NodeStream(c.agentID))
+		if c.stopping {
+			r.state[c.agentID] = nodeCancelled
+			r.counts.Cancelled++
+			r.emitFor(ctx, c.agentID, lane, &messages.NodeCancelledPayload{NodeID: c.agentID, Reason: r.failMsg})
+			return
+		}
+		r.state[c.agentID] = nodeFailed
+		r.counts.Failed++
+		r.emitFor(ctx, c.agentID, lane, &messages.NodeFailedPayload{NodeID: c.agentID, Error: reason, Attempts: c.shared.attempts, Panicked: true})
+		r.failDep = c.agentID
+		r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed: %s", c.agentID, reason))
+	}
+}
+
+func (r *runActor) startWave(ctx actor.Context, i int) {
+	if i == len(r.waves) {
+		r.startSynthesis(ctx)
+		return
+	}
+	r.wave, r.inWave = i, true
+	r.queue = append(r.queue[:0], r.waves[i]...)
+	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.waves[i]})
+	r.advance(ctx)
+}
+
+// advance starts queued nodes up to the concurrency limit, and moves to the
+// next wave once the current one is done.
+func (r *runActor) advance(ctx actor.Context) {
+	for r.running < r.spec.concurrency && len(r.queue) > 0 {
+		id := r.queue[0]
+		r.queue = r.queue[1:]
+		r.startNode(ctx, id)
+	}
+	if r.running == 0 && len(r.queue) == 0 && r.inWave {
+		r.completeWave(ctx)
+		r.startWave(ctx, r.wave+1)
+	}
+}
+
+func (r *runActor) completeWave(ctx actor.Context) {
+	p := &messages.WaveCompletedPayload{Wave: r.wave}
+	for _, id := range r.waves[r.wave] {
+		switch r.state[id] {
+		case nodeCompleted:
+			p.Completed++
+		case nodeFailed:
+			p.Failed++
+		case nodeCancelled:
+			p.Cancelled++
+		case nodeSkipped:
+			p.Skipped++
+		}
+	}
+	r.inWave = false
+	r.emit(ctx, p)
+}
+
+func (r *runActor) startNode(ctx actor.Context, id string) {
+	n := r.nodes[id]
+	inputs := make([]string, 0, len(n.Deps))
+	for _, d := range n.Deps {
+		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.outputs[d]))
+	}
+	r.state[id] = nodeRunning
+	r.running++
+	r.spawn(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
+		model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}, &nodeInfo{node: n, wave: r.wave})
+}
+
+func (r *runActor) startSynthesis(ctx actor.Context) {
+	r.phase = phaseSynthesizing
+	inputs := make([]string, 0, len(r.plan.Nodes))
+	for _, n := range r.plan.Nodes {
+		inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.outputs[n.ID]))
+	}
+	r.spawn(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
+		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil)
+}
+
+// fail starts ending the run with run_error{code}: every live agent is
+// stopped, unstarted nodes of the current wave are skipped, and once the
+// last agent has stopped maybeEndFailure emits the rest.
+func (r *runActor) fail(ctx actor.Context, code, msg string) {
+	if r.failCode != "" || r.terminal != nil {
+		return
+	}
+	r.failCode, r.failMsg = code, msg
+	for _, c := range r.children {
+		if !c.reported && !c.stopping {
+			c.stopping = true
+			ctx.Stop(c.pid)
+		}
+	}
+	for _, id := range r.queue {
+		r.skip(ctx, id)
+	}
+	r.queue = nil
+	r.maybeEndFailure(ctx)
+}
+
+func (r *runActor) maybeEndFailure(ctx actor.Context) {
+	if len(r.children) > 0 || r.terminal != nil {
+		return
+	}
+	if r.inWave {
+		r.completeWave(ctx)
+	}
+	for _, n := range r.plan.Nodes {
+		if r.state[n.ID] == nodePending {
+			r.skip(ctx, n.ID)
+		}
+	}
+	r.finish(ctx, &messages.RunErrorPayload{Code: r.failCode, Message: r.failMsg})
+}
+
+// skip closes the lane of a node that never ran.
+func (r *runActor) skip(ctx actor.Context, id string) {
+	r.state[id] = nodeSkipped
+	r.counts.Skipped++
+	dep, reason := "", "run ended before the node started: "+r.failMsg
+	for _, d := range r.nodes[id].Deps {
+		if r.state[d] != nodeCompleted {
+			dep, reason = d, "dependency "+d+" did not complete"
+			break
+		}
+	}
+	if dep == "" && r.failDep != "" && dag.Downstream(r.plan, r.failDep)[id] {
+		dep = r.failDep
+	}
+	r.emitFor(ctx, id, messages.RunLane().Child(messages.NodeStream(id)),
+		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
+}
+
+// finish decides the terminal event; maybeEnd emits it once every agent
+// has stopped, then stops the supervisor.
+func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
+	dur := r.e.cfg.Now().Sub(r.start).Milliseconds()
+	switch p := p.(type) {
+	case *messages.RunFinishedPayload:
+		p.Usage, p.Nodes, p.DurationMS = r.usage, r.counts, dur
+	case *messages.RunErrorPayload:
+		p.Usage, p.Nodes, p.DurationMS = r.usage, r.counts, dur
+	}
+	r.terminal = p
+	r.maybeEnd(ctx)
+}
+
+func (r *runActor) maybeEnd(ctx actor.Context) {
+	if len(r.children) > 0 || r.ended.Load() {
+		return
+	}
+	r.emit(ctx, r.terminal)
+	r.ended.Store(true)
+	ctx.Stop(ctx.Self())
+}
+
+// nodeInfo is what a worker agent knows of its plan node.
+type nodeInfo struct {
+	node *messages.PlanNode
+	wave int
+}
+
+func joinInputs(in []string) string { return strings.Join(in, "\n") }

@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Supervision strategies, one per kind of parent:
+//
+//   - engine → hubs: restart (at most 10 times in 10 s, then stop). A hub's
+//     state (seq, pending batch, subscribers) lives in hubShared, outside the
+//     actor instance, so a restart loses nothing but the message that
+//     panicked.
+//   - engine → run supervisors: stop. A run supervisor's state is the run
+//     itself; restarting it would re-run the plan. The engine closes a run
+//     whose supervisor died with run_error{code:"internal"}.
+//   - run supervisor → director, nodes, synthesiser, and node → sub-agents:
+//     restart, at most Config.RestartLimit times within
+//     Config.RestartWindow; then stop. A restarted agent emits
+//     agent_restarted on its lane and runs again from its first turn (its
+//     attempt count lives outside the instance). A stopped agent's parent
+//     closes the agent's lane as failed: the run supervisor fails the run,
+//     a node gives the model an error tool result and carries on.
+//
+// protoactor drops the message during which an actor panicked; agents turn
+// panics of their model goroutine into a message they re-panic on, so the
+// panic is always raised inside the actor and seen by its supervisor.
+
+// engineStrategy dispatches on the kind of child, which its name encodes.
+func engineStrategy(cfg Config) actor.SupervisorStrategy {
+	return &byChildName{
+		prefix:    hubNamePrefix,
+		match:     actor.NewOneForOneStrategy(10, 10*time.Second, func(any) actor.Directive { return actor.RestartDirective }),
+		otherwise: actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective }),
+	}
+}
+
+// agentStrategy supervises agents (see above).
+func agentStrategy(cfg Config) actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(cfg.RestartLimit, cfg.RestartWindow, func(any) actor.Directive { return actor.RestartDirective })
+}
+
+type byChildName struct {
+	prefix    string
+	match     actor.SupervisorStrategy
+	otherwise actor.SupervisorStrategy
+}
+
+func (s *byChildName) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
+	name := child.Id[strings.LastIndexByte(child.Id, '/')+1:]
+	if strings.HasPrefix(name, s.prefix) {
+		s.match.HandleFailure(sys, sup, child, rs, reason, msg)
+		return
+	}
+	s.otherwise.HandleFailure(sys, sup, child, rs, reason, msg)
+}

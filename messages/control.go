@@ -1,0 +1,29 @@
+package messages
+
+// Control messages travel between actors of the runtime; they never reach a
+// wire. They live here with the commands and events so that every message
+// that crosses an actor boundary has one home.
+
+// AgentDone is an agent's report to its parent (the run supervisor, or the
+// agent that delegated to it) when it ends by itself. The agent has already
+// closed its own lane. An agent that dies without reporting (panics beyond
+// its restart limit, or is stopped) has its lane closed by the parent.
+type AgentDone struct {
+	AgentID  string
+	Output   string
+	Usage    Usage
+	Attempts int
+	// Plan and Waves are set by the director.
+	Plan  *Plan
+	Waves [][]string
+	// Err is set when the agent failed.
+	Err error
+}
+
+// StopRun asks a run supervisor to stop its run: running agents are
+// cancelled, unstarted nodes skipped, and the run ends with exactly one
+// run_error carrying Code.
+type StopRun struct {
+	Code   string
+	Reason string
+}

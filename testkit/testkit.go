@@ -1,0 +1,174 @@
+// Package testkit helps test code built on Conclave: an engine harness that
+// shuts down cleanly, a probe that records a session's events, helpers to
+// run a council to its end, and the invariant checker for every ordering
+// guarantee in docs/events.md.
+//
+// Everything here works inside testing/synctest bubbles: the scripted
+// model's token delays run on the bubble's virtual clock.
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Watchdog bounds every wait in this package. It is wall-clock time outside
+// a synctest bubble and virtual time inside one.
+const Watchdog = 2 * time.Minute
+
+// NewEngine starts an engine for t and shuts it down (checking the error)
+// when the test ends.
+//
+// Without cfg.Logger, warnings and errors of the engine go to t.Log.
+func NewEngine(t testing.TB, cfg actors.Config) *actors.Engine {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = TestLogger(t, slog.LevelWarn)
+	}
+	e, err := actors.New(cfg)
+	if err != nil {
+		t.Fatalf("actors.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Watchdog)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Errorf("engine shutdown: %v", err)
+		}
+	})
+	return e
+}
+
+// TestLogger returns a logger that writes records at level or above to t.Log.
+func TestLogger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Probe records the events of one session subscription. Until hands them
+// out up to an event of interest and keeps the rest for the next call, so a
+// test can wait for a moment in the run, act, and carry on without losing
+// anything. Use it from one goroutine.
+type Probe struct {
+	sub     *actors.Subscription
+	buf     []*messages.Encoded
+	pending []*messages.Envelope
+	seen    []*messages.Envelope
+}
+
+// NewProbe subscribes to session after the given cursor.
+func NewProbe(ctx context.Context, e *actors.Engine, session messages.SessionID, after uint64) (*Probe, error) {
+	sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: session, After: after})
+	if err != nil {
+		return nil, err
+	}
+	return &Probe{sub: sub}, nil
+}
+
+// Until returns the events up to and including the first for which stop
+// returns true.
+func (p *Probe) Until(ctx context.Context, stop func(*messages.Envelope) bool) ([]*messages.Envelope, error) {
+	var out []*messages.Envelope
+	for {
+		for i, env := range p.pending {
+			if stop(env) {
+				out = append(out, p.pending[:i+1]...)
+				p.pending = p.pending[i+1:]
+				return out, nil
+			}
+		}
+		out = append(out, p.pending...)
+		p.pending = p.pending[:0]
+		var err error
+		p.buf, err = p.sub.Next(ctx, p.buf, 512)
+		for _, enc := range p.buf {
+			env, derr := enc.Envelope()
+			if derr != nil {
+				return out, fmt.Errorf("testkit: decode seq %d: %w", enc.Seq, derr)
+			}
+			p.pending = append(p.pending, env)
+			p.seen = append(p.seen, env)
+		}
+		if err != nil && len(p.buf) == 0 {
+			if errors.Is(err, feed.ErrClosed) {
+				return out, fmt.Errorf("testkit: subscription closed before the awaited event: %w", err)
+			}
+			return out, err
+		}
+	}
+}
+
+// Seen returns every event the probe has read so far, in order.
+func (p *Probe) Seen() []*messages.Envelope { return p.seen }
+
+// Close ends the subscription.
+func (p *Probe) Close() { p.sub.Close() }
+
+// TerminalOf returns a stop function for Until that matches the terminal
+// event of run.
+func TerminalOf(run messages.RunID) func(*messages.Envelope) bool {
+	return func(env *messages.Envelope) bool { return env.RunID == run && env.Type.Terminal() }
+}
+
+// Follow subscribes to ref's session from after and collects until the run's terminal event.
+func Follow(ctx context.Context, e *actors.Engine, ref actors.RunRef, after uint64) ([]*messages.Envelope, error) {
+	p, err := NewProbe(ctx, e, ref.SessionID, after)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	return p.Until(ctx, TerminalOf(ref.RunID))
+}
+
+// RunCouncil starts cmd on e, waits for its terminal event and returns every
+// event of the session from seq 1 up to it. It fails t on any error.
+func RunCouncil(t testing.TB, e *actors.Engine, cmd messages.StartRun) (actors.RunRef, []*messages.Envelope) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Watchdog)
+	defer cancel()
+	ref, err := e.StartRun(ctx, cmd)
+	if err != nil {
+		t.Fatalf("StartRun: %v", err)
+	}
+	events, err := Follow(ctx, e, ref, 0)
+	if err != nil {
+		t.Fatalf("follow run %s: %v (after %d events)", ref.RunID, err, len(events))
+	}
+	return ref, events
+}
+
+// Terminal returns the run's terminal event, or nil.
+func Terminal(events []*messages.Envelope, run messages.RunID) *messages.Envelope {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].RunID == run && events[i].Type.Terminal() {
+			return events[i]
+		}
+	}
+	return nil
+}
+
+// Count returns how many events of type t events holds.
+func Count(events []*messages.Envelope, t messages.EventType) int {
+	n := 0
+	for _, e := range events {
+		if e.Type == t {
+			n++
+		}
+	}
+	return n
+}

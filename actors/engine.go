@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/actors/runindex"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -108,6 +109,7 @@ type Engine struct {
 	ownJournal bool
 	system     *actor.ActorSystem
 	root       *actor.PID // the engine actor
+	index      *runindex.Index
 	turns      routine.Group
 	closing    atomic.Bool
 	done       chan struct{}
@@ -117,6 +119,7 @@ type Engine struct {
 
 // RunRef names a started run.
 type RunRef struct {
+	Tenant    messages.TenantID
 	RunID     messages.RunID
 	SessionID messages.SessionID
 }
@@ -127,7 +130,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
-	e := &Engine{cfg: cfg, done: make(chan struct{})}
+	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New()}
 	if cfg.Journal == nil {
 		e.cfg.Journal, e.ownJournal = journal.NewMemory(), true
 	}
@@ -197,6 +200,10 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
+	tenant := cmd.Tenant
+	if tenant == "" {
+		tenant = messages.LocalTenant
+	}
 	session := cmd.SessionID
 	if session == "" {
 		session = messages.SessionID(e.cfg.NewID().String())
@@ -226,7 +233,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 		return nil, bad("model: %v", err)
 	}
 	return &runSpec{
-		runID: messages.RunID(e.cfg.NewID().String()), session: session,
+		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: session,
 		question: cmd.Question, hitl: hitl, scenario: sc, concurrency: conc, model: m,
 	}, nil
 }
@@ -235,7 +242,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 // seq > cmd.After exactly once and in order, first replayed from the
 // journal, then live. Close the subscription when done.
 func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
-	res, err := e.request(ctx, &sessionReq{id: cmd.SessionID})
+	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(cmd.Tenant), id: cmd.SessionID})
 	if err != nil {
 		return nil, err
 	}
@@ -248,14 +255,53 @@ func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscr
 	return sub, nil
 }
 
-// Head returns the last seq of a session.
-func (e *Engine) Head(ctx context.Context, session messages.SessionID) (uint64, error) {
-	res, err := e.request(ctx, &sessionReq{id: session})
+func tenantOr(t messages.TenantID) messages.TenantID {
+	if t == "" {
+		return messages.LocalTenant
+	}
+	return t
+}
+
+// Head returns the last seq of a session owned by tenant.
+func (e *Engine) Head(ctx context.Context, tenant messages.TenantID, session messages.SessionID) (uint64, error) {
+	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session})
 	if err != nil {
 		return 0, err
 	}
 	return res.(*sessionEntry).shared.Head(), nil
 }
+
+// Publish injects an event into an existing session as if an agent of
+// emit.RunID had produced it: stamped, journaled and fanned out like any
+// other. It is for simulations and benchmarks; agents publish through
+// their hub directly.
+func (e *Engine) Publish(ctx context.Context, tenant messages.TenantID, session messages.SessionID, emit *messages.Emit) error {
+	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session})
+	if err != nil {
+		return err
+	}
+	e.system.Root.Send(res.(*sessionEntry).pid, emit)
+	return nil
+}
+
+// Run returns the summary of a run owned by tenant.
+func (e *Engine) Run(tenant messages.TenantID, run messages.RunID) (messages.RunSummary, error) {
+	s, ok := e.index.Get(tenantOr(tenant), run)
+	if !ok {
+		return messages.RunSummary{}, fmt.Errorf("%w: %s", ErrRunNotFound, run)
+	}
+	return s, nil
+}
+
+// Runs lists run summaries (see runindex.Filter), with the cursor of the
+// next page ("" on the last page).
+func (e *Engine) Runs(f runindex.Filter) ([]messages.RunSummary, messages.RunID) {
+	f.Tenant = tenantOr(f.Tenant)
+	return e.index.List(f)
+}
+
+// RunsByStatus counts runs per status, for metrics.
+func (e *Engine) RunsByStatus() map[messages.RunStatus]int { return e.index.CountByStatus() }
 
 // Abort stops a run. It still ends with exactly one terminal event:
 // run_error with code "aborted". Aborting an ended run is ErrRunTerminal.
@@ -263,6 +309,9 @@ func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	reason := cmd.Reason
 	if reason == "" {
 		reason = "aborted by request"
+	}
+	if _, err := e.Run(cmd.Tenant, cmd.RunID); err != nil {
+		return err // unknown, or another tenant's
 	}
 	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, stop: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
 	return err

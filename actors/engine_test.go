@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/actors/runindex"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -160,7 +161,7 @@ func TestEngine_AbortEndsWithOneTerminal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		probe, err := testkit.NewProbe(ctx, e, ref.SessionID, 0)
+		probe, err := testkit.NewProbe(ctx, e, ref.Tenant, ref.SessionID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +358,7 @@ func followFrom(ctx context.Context, e *actors.Engine, ref actors.RunRef, after 
 	for {
 		buf, err = sub.Next(ctx, buf, 256)
 		if err != nil {
-			head, _ := e.Head(context.Background(), ref.SessionID)
+			head, _ := e.Head(context.Background(), "", ref.SessionID)
 			return fmt.Errorf("cursor %d, at %d, head %d, dropped %d: %w", after, sub.Cursor(), head, sub.Dropped(), err)
 		}
 		for _, enc := range buf {
@@ -385,7 +386,7 @@ func TestEngine_ShutdownInterruptsRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		probe, err := testkit.NewProbe(ctx, e, ref.SessionID, 0)
+		probe, err := testkit.NewProbe(ctx, e, ref.Tenant, ref.SessionID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +438,7 @@ func TestEngine_BadRequests(t *testing.T) {
 		t.Errorf("Subscribe unknown = %v", err)
 	}
 	ref, _ := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Seed: ptr(int64(1))})
-	head, err := e.Head(ctx, ref.SessionID)
+	head, err := e.Head(ctx, "", ref.SessionID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +461,7 @@ func TestEngine_SessionSharedByRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe, err := testkit.NewProbe(ctx, e, "shared", 0)
+	probe, err := testkit.NewProbe(ctx, e, "", "shared", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,5 +479,59 @@ func TestEngine_SessionSharedByRuns(t *testing.T) {
 	testkit.AssertInvariants(t, events)
 	if testkit.Terminal(events, r1.RunID) == nil || testkit.Terminal(events, r2.RunID) == nil {
 		t.Fatal("both runs must end")
+	}
+}
+
+func TestEngine_RunIndexAndTenants(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	ctx := context.Background()
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Tenant: "acme", Question: "q", SessionID: "s-acme"})
+	sum, err := e.Run("acme", ref.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if sum.Status != messages.StatusFinished || sum.Answer != fin.Answer || sum.Nodes != fin.Nodes || sum.Running != 0 || sum.EndedAt == nil {
+		t.Fatalf("summary = %+v", sum)
+	}
+	if sum.LastSeq != events[len(events)-1].Seq {
+		t.Fatalf("last_seq = %d, want %d", sum.LastSeq, events[len(events)-1].Seq)
+	}
+	// Another tenant sees nothing of acme's.
+	if _, err := e.Run("other", ref.RunID); !errors.Is(err, actors.ErrRunNotFound) {
+		t.Fatalf("other tenant Run = %v", err)
+	}
+	if _, err := e.Subscribe(ctx, messages.Subscribe{Tenant: "other", SessionID: "s-acme"}); !errors.Is(err, actors.ErrSessionNotFound) {
+		t.Fatalf("other tenant Subscribe = %v", err)
+	}
+	if _, err := e.StartRun(ctx, messages.StartRun{Tenant: "other", Question: "q", SessionID: "s-acme"}); !errors.Is(err, actors.ErrSessionNotFound) {
+		t.Fatalf("other tenant StartRun in acme's session = %v", err)
+	}
+	if err := e.Abort(ctx, messages.AbortRun{Tenant: "other", RunID: ref.RunID}); !errors.Is(err, actors.ErrRunNotFound) {
+		t.Fatalf("other tenant Abort = %v", err)
+	}
+	if runs, _ := e.Runs(runindex.Filter{Tenant: "other", Limit: 10}); len(runs) != 0 {
+		t.Fatalf("other tenant lists %d runs", len(runs))
+	}
+	// Pagination.
+	for range 4 {
+		testkit.RunCouncil(t, e, messages.StartRun{Tenant: "acme", Question: "again", SessionID: "s-acme", Scenario: &messages.Scenario{Nodes: 1}})
+	}
+	var all []messages.RunSummary
+	var after messages.RunID
+	for {
+		page, next := e.Runs(runindex.Filter{Tenant: "acme", Session: "s-acme", Limit: 2, After: after})
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(all) != 5 || all[0].RunID != ref.RunID {
+		t.Fatalf("paged %d runs, want 5 starting with the first", len(all))
+	}
+	if got := e.RunsByStatus()[messages.StatusFinished]; got != 5 {
+		t.Fatalf("finished runs = %d, want 5", got)
 	}
 }

@@ -152,6 +152,11 @@ func (h *hubActor) flush() {
 		return
 	}
 	h.s.head.Store(batch[len(batch)-1].Seq)
+	for _, enc := range batch {
+		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
+			h.e.index.Apply(env)
+		}
+	}
 	for sub := range h.s.subs {
 		sub.Offer(batch)
 	}

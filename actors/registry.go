@@ -19,7 +19,10 @@ const (
 // in package messages because nothing but the Engine sends them.
 type (
 	startRunReq struct{ spec *runSpec }
-	sessionReq  struct{ id messages.SessionID }
+	sessionReq  struct {
+		tenant messages.TenantID
+		id     messages.SessionID
+	}
 	stopRunReq  struct {
 		runID messages.RunID
 		stop  *messages.StopRun
@@ -28,6 +31,7 @@ type (
 )
 
 type sessionEntry struct {
+	tenant   messages.TenantID
 	pid      *actor.PID
 	shared   *hubShared
 	poisoned bool
@@ -66,7 +70,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(a.startRun(ctx, m.spec))
 	case *sessionReq:
-		if s, ok := a.sessions[m.id]; ok {
+		if s, ok := a.sessions[m.id]; ok && s.tenant == m.tenant {
 			ctx.Respond(s)
 			return
 		}
@@ -95,6 +99,10 @@ func (a *engineActor) Receive(ctx actor.Context) {
 
 func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	s, ok := a.sessions[spec.session]
+	if ok && s.tenant != spec.tenant {
+		// Another tenant's session does not exist for this caller.
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, spec.session)
+	}
 	if !ok {
 		shared := &hubShared{
 			session: spec.session, journal: a.e.cfg.Journal,
@@ -105,11 +113,13 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 		if err != nil {
 			return fmt.Errorf("actors: spawn hub: %w", err)
 		}
-		s = &sessionEntry{pid: pid, shared: shared}
+		s = &sessionEntry{tenant: spec.tenant, pid: pid, shared: shared}
 		a.sessions[spec.session] = s
 		a.hubs[pid.Id] = spec.session
 	}
 	spec.hub = s.pid
+	// Registered before the run exists, so its first event finds it.
+	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	ended := new(atomic.Bool)
 	props := actor.PropsFromProducer(func() actor.Actor { return newRunActor(a.e, spec, ended) },
 		actor.WithSupervisor(agentStrategy(a.e.cfg)))
@@ -119,7 +129,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	}
 	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, ended: ended}
 	a.byPID[pid.Id] = spec.runID
-	return RunRef{RunID: spec.runID, SessionID: spec.session}
+	return RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}
 }
 
 func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {

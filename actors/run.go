@@ -21,6 +21,7 @@ const (
 
 // runSpec is everything a run supervisor needs, fixed at StartRun.
 type runSpec struct {
+	tenant      messages.TenantID
 	runID       messages.RunID
 	session     messages.SessionID
 	hub         *actor.PID
@@ -87,8 +88,9 @@ type runActor struct {
 	usage    messages.Usage
 	counts   messages.NodeCounts
 
-	failCode, failMsg string // set once the run is failing
-	failDep           string // the node whose failure fails the run
+	failCode messages.ErrorCode // set once the run is failing
+	failMsg  string
+	failDep  string // the node whose failure fails the run
 
 	terminal messages.Payload // decided; emitted once every child has stopped
 }
@@ -310,7 +312,7 @@ func (r *runActor) startSynthesis(ctx actor.Context) {
 // fail starts ending the run with run_error{code}: every live agent is
 // stopped, unstarted nodes of the current wave are skipped, and once the
 // last agent has stopped maybeEndFailure emits the rest.
-func (r *runActor) fail(ctx actor.Context, code, msg string) {
+func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) {
 	if r.failCode != "" || r.terminal != nil {
 		return
 	}

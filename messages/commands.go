@@ -5,6 +5,8 @@ package messages
 
 // StartRun asks for a new council run.
 type StartRun struct {
+	// Tenant owns the run; set by the transport from the caller's credentials.
+	Tenant TenantID `json:"-"`
 	// SessionID joins an existing session or names a new one; empty means a new session.
 	SessionID SessionID `json:"session_id,omitempty"`
 	Question  string    `json:"question"`
@@ -22,12 +24,14 @@ const MaxQuestionBytes = 64 << 10
 // AbortRun asks a run to stop. The run still ends with exactly one terminal
 // event: run_error with code "aborted".
 type AbortRun struct {
-	RunID  RunID  `json:"run_id"`
-	Reason string `json:"reason,omitempty"`
+	Tenant TenantID `json:"-"`
+	RunID  RunID    `json:"run_id"`
+	Reason string   `json:"reason,omitempty"`
 }
 
 // Subscribe attaches a consumer to a session's events after a cursor.
 type Subscribe struct {
+	Tenant    TenantID  `json:"-"`
 	SessionID SessionID `json:"session_id"`
 	// After is the last seq the consumer already has (0 = from the start).
 	After uint64 `json:"after"`

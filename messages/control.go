@@ -24,6 +24,6 @@ type AgentDone struct {
 // cancelled, unstarted nodes skipped, and the run ends with exactly one
 // run_error carrying Code.
 type StopRun struct {
-	Code   string
+	Code   ErrorCode
 	Reason string
 }

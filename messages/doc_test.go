@@ -171,6 +171,7 @@ var jsonTypeOverrides = map[reflect.Type]string{
 	reflect.TypeFor[json.RawMessage]():       "any JSON",
 	reflect.TypeFor[time.Time]():             "string (RFC 3339)",
 	reflect.TypeFor[messages.NodeSelector](): "array of string \\| number",
+	reflect.TypeFor[messages.HITLMode]():     "string: `none` \\| `plan` \\| `node` \\| `tools`",
 }
 
 type renderer struct {

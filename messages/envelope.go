@@ -82,7 +82,9 @@ func (e *Encoded) Envelope() (*Envelope, error) {
 }
 
 // MarshalJSON implements json.Marshaler with the documented field order.
-func (env *Envelope) MarshalJSON() ([]byte, error) { return env.AppendJSON(nil) }
+// It has a value receiver so that encoding an Envelope value (not only a
+// pointer) goes through it too.
+func (env Envelope) MarshalJSON() ([]byte, error) { return env.AppendJSON(nil) }
 
 // AppendJSON appends the JSON encoding of env to b. Field order is fixed:
 // id, seq, type, timestamp, session_id, run_id, agent_id, lane, payload.
@@ -92,6 +94,10 @@ func (env *Envelope) AppendJSON(b []byte) ([]byte, error) {
 	}
 	if env.Payload.EventType() != env.Type {
 		return nil, fmt.Errorf("messages: envelope type %s carries a %s payload", env.Type, env.Payload.EventType())
+	}
+	ts := env.Timestamp.UTC()
+	if y := ts.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("messages: timestamp year %d outside the RFC 3339 range 0..9999", y)
 	}
 	payload, err := json.Marshal(env.Payload)
 	if err != nil {
@@ -104,7 +110,7 @@ func (env *Envelope) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"type":`...)
 	b = appendString(b, string(env.Type))
 	b = append(b, `,"timestamp":"`...)
-	b = env.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = ts.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","session_id":`...)
 	b = appendString(b, string(env.SessionID))
 	b = append(b, `,"run_id":`...)
@@ -164,7 +170,7 @@ func (env *Envelope) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	p, _ := t.NewPayload()
-	if len(bytes.TrimSpace(raw.Payload)) == 0 {
+	if p := bytes.TrimSpace(raw.Payload); len(p) == 0 || bytes.Equal(p, []byte("null")) {
 		return fmt.Errorf("messages: %s event without payload", t)
 	}
 	if err := json.Unmarshal(raw.Payload, p); err != nil {

@@ -47,3 +47,11 @@ func (m *HITLMode) UnmarshalJSON(b []byte) error {
 	*m = v
 	return nil
 }
+
+// MarshalJSON writes the empty mode as "none", so encoding is stable.
+func (m HITLMode) MarshalJSON() ([]byte, error) {
+	if m == "" {
+		m = HITLNone
+	}
+	return json.Marshal(string(m))
+}

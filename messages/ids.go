@@ -2,8 +2,8 @@
 // actor or wire boundary in Conclave: identifiers, commands, the event
 // envelope, every event payload and their JSON encoding.
 //
-// Event kinds are typed constants ([EventType]); the only place that switches
-// on them is this package (see codec.go). Other packages type-switch on the
+// Event kinds are typed constants ([EventType]); the only place that maps them to
+// payload types is the catalogue in types.go. Other packages type-switch on the
 // concrete payload structs.
 package messages
 

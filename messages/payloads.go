@@ -43,20 +43,23 @@ type RunFinishedPayload struct {
 	DurationMS int64      `json:"duration_ms"`
 }
 
-// Run error codes carried by RunErrorPayload.Code.
+// ErrorCode says why a run failed (RunErrorPayload.Code).
+type ErrorCode string
+
+// Run error codes.
 const (
-	ErrCodeNodeFailed     = "node_failed"
-	ErrCodePlanningFailed = "planning_failed"
-	ErrCodePlanRejected   = "plan_rejected"
-	ErrCodeSynthesis      = "synthesis_failed"
-	ErrCodeAborted        = "aborted"
-	ErrCodeInterrupted    = "interrupted"
-	ErrCodeInternal       = "internal"
+	ErrCodeNodeFailed     ErrorCode = "node_failed"
+	ErrCodePlanningFailed ErrorCode = "planning_failed"
+	ErrCodePlanRejected   ErrorCode = "plan_rejected"
+	ErrCodeSynthesis      ErrorCode = "synthesis_failed"
+	ErrCodeAborted        ErrorCode = "aborted"
+	ErrCodeInterrupted    ErrorCode = "interrupted"
+	ErrCodeInternal       ErrorCode = "internal"
 )
 
 // RunErrorPayload is the failing terminal event.
 type RunErrorPayload struct {
-	Code       string     `json:"code"`
+	Code       ErrorCode  `json:"code"`
 	Message    string     `json:"message"`
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
@@ -195,19 +198,22 @@ type SubagentStartedPayload struct {
 	CallID string `json:"call_id"`
 }
 
+// Outcome is how a sub-agent ended.
+type Outcome string
+
 // Sub-agent outcomes.
 const (
-	OutcomeOK        = "ok"
-	OutcomeFailed    = "failed"
-	OutcomeCancelled = "cancelled"
+	OutcomeOK        Outcome = "ok"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // SubagentFinishedPayload closes a sub-agent lane.
 type SubagentFinishedPayload struct {
-	SubagentID string `json:"subagent_id"`
-	Outcome    string `json:"outcome"`
-	Output     string `json:"output,omitempty"`
-	Error      string `json:"error,omitempty"`
+	SubagentID string  `json:"subagent_id"`
+	Outcome    Outcome `json:"outcome"`
+	Output     string  `json:"output,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // SynthesisStartedPayload opens the synthesis lane.

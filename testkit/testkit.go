@@ -71,9 +71,9 @@ type Probe struct {
 	seen    []*messages.Envelope
 }
 
-// NewProbe subscribes to session after the given cursor.
-func NewProbe(ctx context.Context, e *actors.Engine, session messages.SessionID, after uint64) (*Probe, error) {
-	sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: session, After: after})
+// NewProbe subscribes to a session of tenant ("" = the local tenant) after the given cursor.
+func NewProbe(ctx context.Context, e *actors.Engine, tenant messages.TenantID, session messages.SessionID, after uint64) (*Probe, error) {
+	sub, err := e.Subscribe(ctx, messages.Subscribe{Tenant: tenant, SessionID: session, After: after})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func TerminalOf(run messages.RunID) func(*messages.Envelope) bool {
 
 // Follow subscribes to ref's session from after and collects until the run's terminal event.
 func Follow(ctx context.Context, e *actors.Engine, ref actors.RunRef, after uint64) ([]*messages.Envelope, error) {
-	p, err := NewProbe(ctx, e, ref.SessionID, after)
+	p, err := NewProbe(ctx, e, ref.Tenant, ref.SessionID, after)
 	if err != nil {
 		return nil, err
 	}

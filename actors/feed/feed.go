@@ -60,6 +60,7 @@ type Subscription struct {
 
 	cursor  atomic.Uint64 // last seq delivered by Next; written only by Next
 	dropped atomic.Uint64 // events the hub could not queue (read from the journal instead)
+	onReady atomic.Pointer[func()]
 }
 
 // New returns a subscription that delivers every event with seq > after.
@@ -122,6 +123,22 @@ func (s *Subscription) wake() {
 	case s.notify <- struct{}{}:
 	default:
 	}
+	if fn := s.onReady.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// OnReady registers fn, called whenever events may have become available or
+// the subscription was closed, for consumers that Poll instead of waiting in
+// Next (so an idle consumer needs no goroutine). fn runs on the hub's
+// goroutine and must not block. It may be called when Poll then finds
+// nothing.
+func (s *Subscription) OnReady(fn func()) { s.onReady.Store(&fn) }
+
+// Poll is Next without waiting: it returns what is available now, possibly
+// nothing (with a nil error).
+func (s *Subscription) Poll(ctx context.Context, dst []*messages.Encoded, max int) ([]*messages.Encoded, error) {
+	return s.next(ctx, dst, max, false)
 }
 
 // Close ends the subscription. Next delivers what is left up to the head,
@@ -147,6 +164,10 @@ func (s *Subscription) Close(err error) bool {
 // when ctx is done, and the close error once the subscription is closed and
 // drained.
 func (s *Subscription) Next(ctx context.Context, dst []*messages.Encoded, max int) ([]*messages.Encoded, error) {
+	return s.next(ctx, dst, max, true)
+}
+
+func (s *Subscription) next(ctx context.Context, dst []*messages.Encoded, max int, wait bool) ([]*messages.Encoded, error) {
 	if max <= 0 {
 		max = 256
 	}
@@ -191,6 +212,9 @@ func (s *Subscription) Next(ctx context.Context, dst []*messages.Encoded, max in
 		}
 		if closed {
 			return dst, closeErr
+		}
+		if !wait {
+			return dst, nil
 		}
 		select {
 		case <-s.notify:

@@ -189,3 +189,38 @@ func TestSubscription_AttachedWakesCaughtUpConsumer(t *testing.T) {
 		t.Fatalf("after Attached got %v, want [6 7]", seqs)
 	}
 }
+
+func TestSubscription_PollAndOnReady(t *testing.T) {
+	t.Parallel()
+	src := &source{j: journal.NewMemory()}
+	sub := feed.New(src, 0, 4)
+	var ready atomic.Int32
+	sub.OnReady(func() { ready.Add(1) })
+	ctx := ctxT(t)
+	if evs, err := sub.Poll(ctx, nil, 0); err != nil || len(evs) != 0 {
+		t.Fatalf("Poll on empty = %v, %v", evs, err)
+	}
+	src.publish(t, []*feed.Subscription{sub}, 1, 10) // overflows the queue of 4
+	if ready.Load() == 0 {
+		t.Fatal("OnReady not called on offer")
+	}
+	var got []uint64
+	for len(got) < 10 {
+		evs, err := sub.Poll(ctx, nil, 3)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("Poll = %d events, %v", len(evs), err)
+		}
+		for _, e := range evs {
+			got = append(got, e.Seq)
+		}
+	}
+	checkExactly(t, got, 0, 10)
+	n := ready.Load()
+	sub.Close(nil)
+	if ready.Load() == n {
+		t.Fatal("OnReady not called on close")
+	}
+	if _, err := sub.Poll(ctx, nil, 0); !errors.Is(err, feed.ErrClosed) {
+		t.Fatalf("Poll after close = %v", err)
+	}
+}

@@ -23,7 +23,7 @@ type (
 		tenant messages.TenantID
 		id     messages.SessionID
 	}
-	stopRunReq  struct {
+	stopRunReq struct {
 		runID messages.RunID
 		stop  *messages.StopRun
 	}

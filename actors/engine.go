@@ -112,6 +112,7 @@ type Engine struct {
 	index      *runindex.Index
 	turns      routine.Group
 	closing    atomic.Bool
+	published  atomic.Uint64
 	done       chan struct{}
 	shutdownMu sync.Mutex
 	shutErr    error
@@ -317,6 +318,15 @@ func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	return err
 }
 
+// Stats are counters for metrics.
+type Stats struct {
+	// EventsPublished counts events acknowledged by the journal, all sessions.
+	EventsPublished uint64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats { return Stats{EventsPublished: e.published.Load()} }
+
 // Done is closed when Shutdown has finished.
 func (e *Engine) Done() <-chan struct{} { return e.done }
 
@@ -377,6 +387,18 @@ func (s *Subscription) Cursor() uint64 { return s.feed.Cursor() }
 
 // Dropped counts events that overflowed the live queue and were read from the journal instead.
 func (s *Subscription) Dropped() uint64 { return s.feed.Dropped() }
+
+// Lag is how many acknowledged events the subscriber has not read yet.
+func (s *Subscription) Lag() uint64 { return s.feed.Lag() }
+
+// OnReady registers fn, called (on a hub goroutine, so it must not block)
+// whenever events may be available or the subscription closed; see Poll.
+func (s *Subscription) OnReady(fn func()) { s.feed.OnReady(fn) }
+
+// Poll is Next without waiting: it may return nothing.
+func (s *Subscription) Poll(ctx context.Context, dst []*messages.Encoded, max int) ([]*messages.Encoded, error) {
+	return s.feed.Poll(ctx, dst, max)
+}
 
 // Close detaches the subscription from its hub. It is idempotent.
 func (s *Subscription) Close() {

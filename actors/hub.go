@@ -152,6 +152,7 @@ func (h *hubActor) flush() {
 		return
 	}
 	h.s.head.Store(batch[len(batch)-1].Seq)
+	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {
 		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
 			h.e.index.Apply(env)

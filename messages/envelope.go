@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -52,6 +53,28 @@ type Encoded struct {
 	JSON  []byte
 	// env is the decoded form when the event was encoded in this process.
 	env *Envelope
+	// sse caches the SSE frame, built by the first stream that needs it.
+	sse atomic.Pointer[[]byte]
+}
+
+// SSEFrame returns the event as one Server-Sent Events frame, LF line
+// endings: "id: <seq>\nevent: <type>\ndata: <envelope JSON>\n\n". It is built
+// once and shared by every stream (the JSON has no raw newlines, so one
+// data line carries it).
+func (e *Encoded) SSEFrame() []byte {
+	if f := e.sse.Load(); f != nil {
+		return *f
+	}
+	b := make([]byte, 0, len(e.JSON)+len(e.Type)+40)
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, e.Type...)
+	b = append(b, "\ndata: "...)
+	b = append(b, e.JSON...)
+	b = append(b, "\n\n"...)
+	e.sse.Store(&b) // racing builders store equal frames; either wins
+	return b
 }
 
 // Encode encodes env once.

@@ -40,7 +40,7 @@ type Source interface {
 }
 
 // DefaultQueue is the default bound of a subscriber's live queue.
-const DefaultQueue = 1024
+const DefaultQueue = 256
 
 // Subscription is one consumer's view of a session. Offer and Close may be
 // called from any goroutine; Next must be called from one goroutine at a time.
@@ -77,6 +77,14 @@ func New(src Source, after uint64, queue int) *Subscription {
 
 // Cursor is the last seq delivered.
 func (s *Subscription) Cursor() uint64 { return s.cursor.Load() }
+
+// Lag is how many acknowledged events the consumer has not read yet.
+func (s *Subscription) Lag() uint64 {
+	if h, c := s.src.Head(), s.cursor.Load(); h > c {
+		return h - c
+	}
+	return 0
+}
 
 // Dropped counts events that did not fit the live queue and were (or will
 // be) read from the journal instead. Nothing is lost either way.

@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Page sizes of GET /api/v1/runs.
+const (
+	defaultPage = 50
+	maxPage     = 200
+)
+
+// engineTimeout bounds one call into the engine from a request.
+const engineTimeout = 10 * time.Second
+
+// engineError maps engine errors to API errors.
+func engineError(err error) *apiError {
+	switch {
+	case errors.Is(err, actors.ErrInvalidRequest):
+		return errorf(http.StatusUnprocessableEntity, codeBadRequest, err.Error())
+	case errors.Is(err, actors.ErrSessionNotFound), errors.Is(err, actors.ErrRunNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, actors.ErrRunTerminal):
+		return errorf(http.StatusConflict, codeConflict, err.Error())
+	case errors.Is(err, actors.ErrCursorAhead):
+		return errorf(http.StatusBadRequest, codeCursorAhead, err.Error())
+	case errors.Is(err, actors.ErrShuttingDown):
+		return errorf(http.StatusServiceUnavailable, codeUnavailable, err.Error())
+	default:
+		return errorf(http.StatusInternalServerError, codeInternal, err.Error())
+	}
+}
+
+// createRun: POST /api/v1/runs with a messages.StartRun body.
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	body, aerr := readBody(w, r, s.cfg.MaxBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	create := func() (messages.RunCreated, *apiError) {
+		var cmd messages.StartRun
+		if aerr := decodeStrict(body, &cmd); aerr != nil {
+			return messages.RunCreated{}, aerr
+		}
+		cmd.Tenant = tenant
+		ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
+		defer cancel()
+		ref, err := s.engine.StartRun(ctx, cmd)
+		if err != nil {
+			return messages.RunCreated{}, engineError(err)
+		}
+		return s.runCreated(r, ref), nil
+	}
+	key := r.Header.Get("Idempotency-Key")
+	var created messages.RunCreated
+	replayed := false
+	switch {
+	case key == "":
+		created, aerr = create()
+	case len(key) > MaxIdempotencyKey:
+		aerr = errorf(http.StatusBadRequest, codeBadRequest, "Idempotency-Key is longer than 255 characters")
+	default:
+		created, replayed, aerr = s.idem.do(tenant, key, body, create)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Location", "/api/v1/runs/"+url.PathEscape(string(created.RunID)))
+	writeJSON(w, http.StatusCreated, created)
+}
+
+func (s *Server) runCreated(r *http.Request, ref actors.RunRef) messages.RunCreated {
+	scheme, wsScheme := "http", "ws"
+	if r.TLS != nil {
+		scheme, wsScheme = "https", "wss"
+	}
+	q := "?session_id=" + url.QueryEscape(string(ref.SessionID))
+	return messages.RunCreated{
+		RunID: ref.RunID, SessionID: ref.SessionID,
+		StreamURL: scheme + "://" + r.Host + "/api/v1/events/stream" + q,
+		WSURL:     wsScheme + "://" + r.Host + "/api/v1/events/ws" + q,
+	}
+}
+
+// listRuns: GET /api/v1/runs?session_id=&status=&limit=&cursor=
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	q := r.URL.Query()
+	f := runindex.Filter{Tenant: tenant, Limit: defaultPage}
+	if v := q.Get("session_id"); v != "" {
+		id, err := messages.NewSessionID(v)
+		if err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, err.Error()))
+			return
+		}
+		f.Session = id
+	}
+	if v := q.Get("status"); v != "" {
+		st, err := messages.ParseRunStatus(v)
+		if err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, err.Error()))
+			return
+		}
+		f.Status = st
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPage {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer in 1..200"))
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		id, err := messages.NewRunID(v)
+		if err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "cursor: "+err.Error()))
+			return
+		}
+		if _, err := s.engine.Run(tenant, id); err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "cursor does not name a run of yours"))
+			return
+		}
+		f.After = id
+	}
+	runs, next := s.engine.Runs(f)
+	if runs == nil {
+		runs = []messages.RunSummary{}
+	}
+	writeJSON(w, http.StatusOK, messages.RunList{Runs: runs, NextCursor: next})
+}
+
+func runIDFrom(r *http.Request) (messages.RunID, *apiError) {
+	id, err := messages.NewRunID(r.PathValue("id"))
+	if err != nil {
+		return "", errorf(http.StatusNotFound, codeNotFound, "run not found")
+	}
+	return id, nil
+}
+
+// getRun: GET /api/v1/runs/{id}
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	id, aerr := runIDFrom(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	sum, err := s.engine.Run(tenant, id)
+	if err != nil {
+		writeError(w, engineError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, sum)
+}
+
+// abortRun: POST /api/v1/runs/{id}/abort. 202: the run is stopping and its
+// stream will end with run_error{code:"aborted"}; 409 if it already ended.
+func (s *Server) abortRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	id, aerr := runIDFrom(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if r.ContentLength != 0 {
+		raw, aerr := readBody(w, r, s.cfg.MaxBody)
+		if aerr == nil && len(raw) > 0 {
+			aerr = decodeStrict(raw, &body)
+		}
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+	}
+	if sum, err := s.engine.Run(tenant, id); err == nil && sum.Status.Terminal() {
+		writeError(w, errorf(http.StatusConflict, codeConflict, "run already ended ("+string(sum.Status)+")"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
+	defer cancel()
+	if err := s.engine.Abort(ctx, messages.AbortRun{Tenant: tenant, RunID: id, Reason: body.Reason}); err != nil {
+		writeError(w, engineError(err))
+		return
+	}
+	sum, _ := s.engine.Run(tenant, id)
+	writeJSON(w, http.StatusAccepted, sum)
+}

@@ -1,0 +1,537 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+	"github.com/conclave-ai/conclave/transport"
+)
+
+type harness struct {
+	t      *testing.T
+	engine *actors.Engine
+	srv    *transport.Server
+	base   string
+	client *http.Client
+}
+
+// newHarness serves a fresh engine on a random loopback port and tears
+// everything down (engine, then server) when the test ends.
+func newHarness(t *testing.T, cfg transport.Config) *harness {
+	t.Helper()
+	e, err := actors.New(actors.Config{Logger: testkit.TestLogger(t, 8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engine = e
+	if cfg.Logger == nil {
+		cfg.Logger = testkit.TestLogger(t, 8) // errors only
+	}
+	srv, err := transport.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := srv.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	h := &harness{t: t, engine: e, srv: srv, base: "http://" + l.Addr().String(), client: &http.Client{Timeout: testkit.Watchdog}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Errorf("engine shutdown: %v", err)
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("server shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, transport.ErrServerClosed) {
+			t.Errorf("Serve = %v", err)
+		}
+		h.client.CloseIdleConnections()
+	})
+	return h
+}
+
+func (h *harness) do(method, path string, body any, hdr ...string) (*http.Response, []byte) {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, h.base+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp, out
+}
+
+func (h *harness) startRun(body any, hdr ...string) messages.RunCreated {
+	h.t.Helper()
+	resp, out := h.do("POST", "/api/v1/runs", body, hdr...)
+	if resp.StatusCode != http.StatusCreated {
+		h.t.Fatalf("POST /runs = %d %s", resp.StatusCode, out)
+	}
+	var rc messages.RunCreated
+	if err := json.Unmarshal(out, &rc); err != nil {
+		h.t.Fatal(err)
+	}
+	return rc
+}
+
+// sse opens a stream; hdr are header name/value pairs.
+func (h *harness) sse(ctx context.Context, query string, hdr ...string) (*http.Response, *testkit.SSEReader) {
+	h.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.base+"/api/v1/events/stream?"+query, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp, testkit.NewSSEReader(resp.Body)
+}
+
+// readUntil reads envelopes from an SSE stream until stop (inclusive),
+// checking that each frame's id and event match its envelope.
+func readUntil(t *testing.T, r *testkit.SSEReader, stop func(*messages.Envelope) bool) []*messages.Envelope {
+	t.Helper()
+	var out []*messages.Envelope
+	for {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("SSE read after %d events: %v", len(out), err)
+		}
+		if f.Comment != "" && f.Data == "" {
+			continue
+		}
+		var env messages.Envelope
+		if err := json.Unmarshal([]byte(f.Data), &env); err != nil {
+			t.Fatalf("frame %+v: %v", f, err)
+		}
+		if f.ID != strconv.FormatUint(env.Seq, 10) || f.Event != string(env.Type) {
+			t.Fatalf("frame id/event %q/%q do not match envelope %d/%s", f.ID, f.Event, env.Seq, env.Type)
+		}
+		out = append(out, &env)
+		if stop(&env) {
+			return out
+		}
+	}
+}
+
+func terminalOf(run messages.RunID) func(*messages.Envelope) bool { return testkit.TerminalOf(run) }
+
+func scenario(nodes, tokens int) *messages.Scenario {
+	return &messages.Scenario{Nodes: nodes, Waves: min(3, nodes), Tokens: tokens, ToolsPerNode: 1, SubagentsPerNode: 1}
+}
+
+func TestSSE_FollowRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "why is the sky blue", Scenario: scenario(6, 12)})
+	if !strings.HasPrefix(rc.StreamURL, h.base+"/api/v1/events/stream?session_id=") || !strings.HasPrefix(rc.WSURL, "ws://") {
+		t.Fatalf("urls = %+v", rc)
+	}
+	ctx := context.Background()
+	resp, r := h.sse(ctx, "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	events := readUntil(t, r, terminalOf(rc.RunID))
+	testkit.AssertInvariants(t, events)
+	if events[len(events)-1].Type != messages.RunFinished {
+		t.Fatalf("ended with %s", events[len(events)-1].Type)
+	}
+	// The run's summary agrees.
+	_, out := h.do("GET", "/api/v1/runs/"+string(rc.RunID), nil)
+	var sum messages.RunSummary
+	if err := json.Unmarshal(out, &sum); err != nil || sum.Status != messages.StatusFinished || sum.Nodes.Completed != 6 {
+		t.Fatalf("GET run = %s (%v)", out, err)
+	}
+}
+
+// TestSSE_ResumeWithLastEventID disconnects at a point in the run and
+// reconnects with Last-Event-ID: the second stream holds exactly the rest.
+func TestSSE_ResumeWithLastEventID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 8, Tokens: 30, TokenDelayMS: 1}})
+	for _, cut := range []int{1, 7, 40, 123} {
+		ctx, cancel := context.WithCancel(context.Background())
+		resp, r := h.sse(ctx, "session_id="+string(rc.SessionID))
+		n := 0
+		first := readUntil(t, r, func(*messages.Envelope) bool { n++; return n == cut })
+		cancel()
+		resp.Body.Close()
+		last := first[len(first)-1].Seq
+
+		resp, r = h.sse(context.Background(), "session_id="+string(rc.SessionID), "Last-Event-ID", strconv.FormatUint(last, 10))
+		rest := readUntil(t, r, terminalOf(rc.RunID))
+		resp.Body.Close()
+		if rest[0].Seq != last+1 {
+			t.Fatalf("cut %d: resumed at seq %d, want %d", cut, rest[0].Seq, last+1)
+		}
+		all := append(first, rest...)
+		testkit.AssertInvariants(t, all)
+	}
+	// ?after= works the same.
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID)+"&after=5")
+	defer resp.Body.Close()
+	if evs := readUntil(t, r, terminalOf(rc.RunID)); evs[0].Seq != 6 {
+		t.Fatalf("after=5 started at %d", evs[0].Seq)
+	}
+}
+
+func TestSSE_HundredSubscribersIdentical(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 20, Tokens: 20, TokenDelayMS: 1}})
+	const n = 100
+	got := make([][]uint64, n)
+	ids := make([][]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+			defer resp.Body.Close()
+			for _, env := range readUntil(t, r, terminalOf(rc.RunID)) {
+				got[i] = append(got[i], env.Seq)
+				ids[i] = append(ids[i], env.ID.String())
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if fmt.Sprint(ids[i]) != fmt.Sprint(ids[0]) {
+			t.Fatalf("subscriber %d saw a different sequence (%d events vs %d)", i, len(ids[i]), len(ids[0]))
+		}
+	}
+	for j, s := range got[0] {
+		if s != uint64(j+1) {
+			t.Fatalf("seq %d at position %d", s, j)
+		}
+	}
+}
+
+// TestSSE_SlowReaderDelaysNoOne: a client that stops reading does not hold
+// back the others, and still gets every event once it reads again.
+func TestSSE_SlowReaderDelaysNoOne(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	// Big enough that the stalled client's socket buffers fill up.
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 200, Tokens: 60}})
+	slowResp, slow := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer slowResp.Body.Close()
+	first := readUntil(t, slow, func(*messages.Envelope) bool { return true }) // then stall
+
+	for range 3 { // fast clients finish the whole run while the slow one reads nothing
+		resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+		events := readUntil(t, r, terminalOf(rc.RunID))
+		resp.Body.Close()
+		testkit.AssertInvariants(t, events)
+	}
+	rest := readUntil(t, slow, terminalOf(rc.RunID))
+	testkit.AssertInvariants(t, append(first, rest...))
+}
+
+func TestAPI_TenantIsolation(t *testing.T) {
+	t.Parallel()
+	var toks transport.Tokens
+	if err := toks.Add("token-aaaaaaaaaaaaaaaa", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := toks.Add("token-bbbbbbbbbbbbbbbb", "globex"); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, transport.Config{Tokens: toks})
+	acme := []string{"Authorization", "Bearer token-aaaaaaaaaaaaaaaa"}
+	globex := []string{"Authorization", "Bearer token-bbbbbbbbbbbbbbbb"}
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 3)}, acme...)
+
+	if resp, _ := h.do("GET", "/api/v1/runs/"+string(rc.RunID), nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := h.do("GET", "/api/v1/runs/"+string(rc.RunID), nil, "Authorization", "Bearer wrong-token-xxxxxxxx"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("bad token: %d, want 401", resp.StatusCode)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v1/runs/" + string(rc.RunID)},
+		{"POST", "/api/v1/runs/" + string(rc.RunID) + "/abort"},
+		{"GET", "/api/v1/events/stream?session_id=" + string(rc.SessionID)},
+	} {
+		resp, body := h.do(c.method, c.path, nil, globex...)
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":"not_found"`) {
+			t.Fatalf("globex %s %s = %d %s, want 404", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	resp, body := h.do("POST", "/api/v1/runs", messages.StartRun{Question: "q", SessionID: rc.SessionID}, globex...)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("globex run in acme's session = %d %s, want 404", resp.StatusCode, body)
+	}
+	_, body = h.do("GET", "/api/v1/runs", nil, globex...)
+	if strings.Contains(string(body), string(rc.RunID)) {
+		t.Fatalf("globex lists acme's run: %s", body)
+	}
+	// access_token in the query works for EventSource.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sresp, _ := h.sse(ctx, "session_id="+string(rc.SessionID)+"&access_token=token-aaaaaaaaaaaaaaaa")
+	sresp.Body.Close()
+	if sresp.StatusCode != http.StatusOK {
+		t.Fatalf("access_token stream = %d", sresp.StatusCode)
+	}
+}
+
+func TestAPI_BadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 2)})
+	big := `{"question":"` + strings.Repeat("x", transport.DefaultMaxBody) + `"}`
+	cases := []struct {
+		name, method, path string
+		body               any
+		hdr                []string
+		status             int
+		code               string
+	}{
+		{"malformed json", "POST", "/api/v1/runs", `{"question":`, nil, 400, "invalid_json"},
+		{"not an object", "POST", "/api/v1/runs", `[1,2]`, nil, 400, "invalid_json"},
+		{"unknown field", "POST", "/api/v1/runs", `{"question":"q","colour":"red"}`, nil, 400, "unknown_field"},
+		{"unknown scenario field", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodez":3}}`, nil, 400, "unknown_field"},
+		{"trailing data", "POST", "/api/v1/runs", `{"question":"q"} {}`, nil, 400, "invalid_json"},
+		{"wrong type", "POST", "/api/v1/runs", `{"question":7}`, nil, 400, "invalid_json"},
+		{"body over 1 MiB", "POST", "/api/v1/runs", big, nil, 413, "body_too_large"},
+		{"empty question", "POST", "/api/v1/runs", `{"question":""}`, nil, 422, "bad_request"},
+		{"bad scenario", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodes":-4}}`, nil, 422, "bad_request"},
+		{"bad hitl", "POST", "/api/v1/runs", `{"question":"q","hitl":"always"}`, nil, 400, "invalid_json"},
+		{"wrong media type", "POST", "/api/v1/runs", `question=q`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"wrong method", "DELETE", "/api/v1/runs", nil, nil, 405, "method_not_allowed"},
+		{"wrong method on stream", "POST", "/api/v1/events/stream?session_id=x", nil, nil, 405, "method_not_allowed"},
+		{"unknown endpoint", "GET", "/api/v2/nothing", nil, nil, 404, "not_found"},
+		{"unknown run", "GET", "/api/v1/runs/nope", nil, nil, 404, "not_found"},
+		{"unknown session", "GET", "/api/v1/events/stream?session_id=nope", nil, nil, 404, "not_found"},
+		{"missing session", "GET", "/api/v1/events/stream", nil, nil, 400, "bad_request"},
+		{"non-numeric Last-Event-ID", "GET", "/api/v1/events/stream?session_id=" + string(rc.SessionID), nil, []string{"Last-Event-ID", "12abc"}, 400, "invalid_cursor"},
+		{"negative after", "GET", "/api/v1/events/stream?session_id=" + string(rc.SessionID) + "&after=-1", nil, nil, 400, "invalid_cursor"},
+		{"future Last-Event-ID", "GET", "/api/v1/events/stream?session_id=" + string(rc.SessionID), nil, []string{"Last-Event-ID", "99999999"}, 400, "cursor_ahead"},
+		{"huge Last-Event-ID", "GET", "/api/v1/events/stream?session_id=" + string(rc.SessionID), nil, []string{"Last-Event-ID", "99999999999999999999999"}, 400, "invalid_cursor"},
+		{"bad limit", "GET", "/api/v1/runs?limit=0", nil, nil, 400, "bad_request"},
+		{"bad status", "GET", "/api/v1/runs?status=sleeping", nil, nil, 400, "bad_request"},
+		{"ws without upgrade", "GET", "/api/v1/events/ws?session_id=" + string(rc.SessionID), nil, nil, 400, "bad_request"},
+	}
+	for _, c := range cases {
+		resp, body := h.do(c.method, c.path, c.body, c.hdr...)
+		var eb messages.ErrorBody
+		if resp.StatusCode != c.status || json.Unmarshal(body, &eb) != nil || eb.Error.Code != c.code || eb.Error.Message == "" {
+			t.Errorf("%s: %d %s, want %d with code %s", c.name, resp.StatusCode, truncate(body), c.status, c.code)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", c.name, ct)
+		}
+	}
+	// Nothing broke: the server still runs councils.
+	rc2 := h.startRun(messages.StartRun{Question: "still fine", Scenario: scenario(2, 2)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc2.SessionID))
+	defer resp.Body.Close()
+	testkit.AssertInvariants(t, readUntil(t, r, terminalOf(rc2.RunID)))
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+func TestAPI_IdempotencyKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	body := messages.StartRun{Question: "once", Scenario: scenario(2, 2)}
+	const n = 10
+	got := make([]messages.RunCreated, n)
+	var wg sync.WaitGroup
+	for i := range n { // concurrent retries: one run
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = h.startRun(body, "Idempotency-Key", "k-1") }()
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i].RunID != got[0].RunID {
+			t.Fatalf("retry %d started run %s, first was %s", i, got[i].RunID, got[0].RunID)
+		}
+	}
+	resp, out := h.do("POST", "/api/v1/runs", messages.StartRun{Question: "different"}, "Idempotency-Key", "k-1")
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(out), "idempotency_key_reused") {
+		t.Fatalf("reuse with another body = %d %s", resp.StatusCode, out)
+	}
+	if other := h.startRun(body, "Idempotency-Key", "k-2"); other.RunID == got[0].RunID {
+		t.Fatal("another key returned the same run")
+	}
+	_, list := h.do("GET", "/api/v1/runs?session_id="+string(got[0].SessionID), nil)
+	var rl messages.RunList
+	if err := json.Unmarshal(list, &rl); err != nil || len(rl.Runs) != 1 {
+		t.Fatalf("runs in the session: %s", list)
+	}
+}
+
+func TestAPI_AbortAndList(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Tokens: 1000, TokenDelayMS: 5}})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.NodeStarted })
+	if resp, out := h.do("POST", "/api/v1/runs/"+string(rc.RunID)+"/abort", `{"reason":"enough"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("abort = %d %s", resp.StatusCode, out)
+	}
+	events := readUntil(t, r, terminalOf(rc.RunID))
+	last := events[len(events)-1].Payload.(*messages.RunErrorPayload)
+	if last.Code != messages.ErrCodeAborted || last.Message != "enough" {
+		t.Fatalf("terminal = %+v", last)
+	}
+	if resp, out := h.do("POST", "/api/v1/runs/"+string(rc.RunID)+"/abort", nil); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("second abort = %d %s", resp.StatusCode, out)
+	}
+	_, out := h.do("GET", "/api/v1/runs?status=aborted", nil)
+	var rl messages.RunList
+	if err := json.Unmarshal(out, &rl); err != nil || len(rl.Runs) != 1 || rl.Runs[0].RunID != rc.RunID {
+		t.Fatalf("aborted runs = %s", out)
+	}
+}
+
+func TestServer_RefusesOpenBindWithoutTokens(t *testing.T) {
+	t.Parallel()
+	e, err := actors.New(actors.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := transport.New(transport.Config{Engine: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = e.Shutdown(context.Background())
+		_ = srv.Shutdown(context.Background())
+	}()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		if l, err := srv.Listen(addr); !errors.Is(err, transport.ErrInsecureBind) {
+			if l != nil {
+				l.Close()
+			}
+			t.Fatalf("Listen(%q) = %v, want ErrInsecureBind", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		l, err := srv.Listen(addr)
+		if err != nil {
+			var opErr *net.OpError
+			if errors.As(err, &opErr) && strings.Contains(addr, "::1") {
+				continue // no IPv6 on this machine
+			}
+			t.Fatalf("Listen(%q) = %v", addr, err)
+		}
+		l.Close()
+	}
+}
+
+func TestServer_HealthzAndMetrics(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 2)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	readUntil(t, r, terminalOf(rc.RunID))
+	if resp, body := h.do("GET", "/healthz", nil); resp.StatusCode != 200 || !strings.Contains(string(body), "ok") {
+		t.Fatalf("healthz = %d %s", resp.StatusCode, body)
+	}
+	_, body := h.do("GET", "/metrics", nil)
+	for _, want := range []string{
+		`conclave_stream_connections{transport="sse"} 1`,
+		`conclave_events_published_total`, `conclave_events_delivered_total{transport="sse"}`,
+		`conclave_stream_lag_events_max`, `conclave_runs{status="finished"} 1`, `go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	resp.Body.Close()
+}
+
+// TestSSE_HeartbeatAndShutdownFrame: an idle stream gets ": ping" comments;
+// at shutdown it gets the final stream_closed frame.
+func TestSSE_HeartbeatAndShutdownFrame(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{Heartbeat: 40 * time.Millisecond})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(1, 1)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, terminalOf(rc.RunID))
+	f, err := r.Next()
+	if err != nil || f.Comment != "ping" || f.Data != "" {
+		t.Fatalf("idle stream frame = %+v, %v; want a ping comment", f, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+		defer cancel()
+		done <- h.srv.Shutdown(ctx)
+	}()
+	for {
+		f, err = r.Next()
+		if err != nil {
+			t.Fatalf("no stream_closed frame before EOF: %v", err)
+		}
+		if f.Event == "stream_closed" {
+			break
+		}
+	}
+	if !strings.Contains(f.Data, "shutting down") {
+		t.Fatalf("final frame data %q", f.Data)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the final frame: %v, want EOF", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,307 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+const (
+	// maxBatch bounds the events sent in one write.
+	maxBatch = 512
+	// linger is how long a writer goroutine waits for more events before it
+	// exits and leaves the connection idle (no goroutine).
+	linger = time.Second
+)
+
+// framer writes one transport's frames to one connection. Only the
+// connection's writer goroutine calls it, one call at a time.
+type framer interface {
+	// writeEvents sends the events in one write.
+	writeEvents(evs []*messages.Encoded) error
+	// writePing keeps an idle stream alive (SSE comment, WebSocket ping).
+	writePing() error
+	// writeFinal sends the last frame, saying why the stream ends.
+	writeFinal(reason error) error
+	// close closes the connection.
+	close() error
+	transport() string
+}
+
+// streamConn is one SSE or WebSocket stream. Its lifecycle:
+//
+//   - The hub (through the subscription's OnReady) or the heartbeat loop
+//     calls ready. If no writer goroutine runs, ready starts one; otherwise
+//     it leaves a token in wake for the running one.
+//   - The writer polls the subscription and writes everything pending in
+//     one write, repeats until nothing is pending, then waits up to linger
+//     for another wake-up before it exits. An idle stream has no goroutine.
+//   - Write errors mean the client is gone; a closed subscription means the
+//     server (or the hub) ended the stream: the writer sends the final frame.
+//     Either way the writer closes the connection, once.
+type streamConn struct {
+	srv     *Server
+	f       framer
+	ctx     context.Context // cancelled when the stream ends
+	cancel  context.CancelFunc
+	session messages.SessionID
+	tenant  messages.TenantID
+
+	mu  sync.Mutex // guards sub, which a WebSocket resubscribe replaces
+	sub *actors.Subscription
+
+	wake      chan struct{} // capacity 1: a pending wake-up is remembered, ready never blocks
+	running   atomic.Bool   // a writer goroutine owns the connection
+	needPing  atomic.Bool
+	lastWrite atomic.Int64 // unix nanoseconds
+	ended     atomic.Bool
+	done      chan struct{} // closed when the stream has ended
+
+	buf []*messages.Encoded // writer-owned; released when the writer exits
+}
+
+func (s *Server) newStreamConn(f framer, tenant messages.TenantID, session messages.SessionID, sub *actors.Subscription) *streamConn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &streamConn{srv: s, f: f, ctx: ctx, cancel: cancel, tenant: tenant, session: session, sub: sub,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c.lastWrite.Store(s.cfg.Now().UnixNano())
+	return c
+}
+
+// start registers the stream and delivers what is already pending (replay).
+func (c *streamConn) start() {
+	c.srv.streams.add(c)
+	c.srv.metrics.connections.WithLabelValues(c.f.transport()).Inc()
+	c.current().OnReady(c.ready)
+	c.ready()
+}
+
+func (c *streamConn) current() *actors.Subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sub
+}
+
+// resubscribe replaces the subscription (WebSocket "subscribe" frames).
+func (c *streamConn) resubscribe(sub *actors.Subscription) {
+	c.mu.Lock()
+	old := c.sub
+	c.sub = sub
+	c.mu.Unlock()
+	sub.OnReady(c.ready)
+	old.Close()
+	c.ready()
+}
+
+// ready wakes the writer. It never blocks: it runs on hub goroutines.
+func (c *streamConn) ready() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	if c.running.CompareAndSwap(false, true) {
+		if !c.srv.writers.Go(c.writeLoop) { // the server is shutting down
+			c.running.Store(false)
+			c.end()
+		}
+	}
+}
+
+func (c *streamConn) writeLoop() {
+	var idle, delay *time.Timer
+	defer func() {
+		for _, t := range []*time.Timer{idle, delay} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}()
+	for {
+		select {
+		case <-c.wake:
+		default:
+		}
+		if d := c.srv.cfg.FlushDelay; d > 0 { // let more events join this write
+			if delay == nil {
+				delay = time.NewTimer(d)
+			} else {
+				delay.Reset(d)
+			}
+			select {
+			case <-delay.C:
+			case <-c.ctx.Done():
+			}
+		}
+		if !c.drain() {
+			c.end()
+			return
+		}
+		if idle == nil {
+			idle = time.NewTimer(linger)
+		} else {
+			idle.Reset(linger)
+		}
+		select {
+		case <-c.wake:
+			continue
+		case <-c.ctx.Done():
+			continue // drain sees the closed subscription
+		case <-idle.C:
+		}
+		c.buf = nil // an idle stream keeps no batch buffer
+		c.running.Store(false)
+		// A wake-up that came after the timer but before the Store saw a
+		// running writer and left only a token: take over again if so.
+		if len(c.wake) == 0 || !c.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// drain writes everything pending. It reports false when the stream ended.
+func (c *streamConn) drain() bool {
+	for {
+		sub := c.current()
+		evs, err := sub.Poll(c.ctx, c.buf, maxBatch)
+		c.buf = evs[:0]
+		if len(evs) > 0 {
+			if werr := c.f.writeEvents(evs); werr != nil {
+				c.srv.cfg.Logger.Debug("stream: client gone", "transport", c.f.transport(), "session", c.session, "err", werr)
+				return false
+			}
+			c.lastWrite.Store(c.srv.cfg.Now().UnixNano())
+			c.srv.metrics.delivered.WithLabelValues(c.f.transport()).Add(float64(len(evs)))
+			c.srv.metrics.writes.WithLabelValues(c.f.transport()).Inc()
+			clear(evs) // drop references to delivered events
+		}
+		if err != nil {
+			if errors.Is(err, feed.ErrClosed) && sub != c.current() {
+				continue // replaced by a resubscribe
+			}
+			if errors.Is(err, feed.ErrClosed) || errors.Is(err, context.Canceled) {
+				err = errShutdown
+			}
+			_ = c.f.writeFinal(err)
+			return false
+		}
+		if len(evs) == 0 {
+			if c.needPing.Swap(false) {
+				if err := c.f.writePing(); err != nil {
+					return false
+				}
+				c.lastWrite.Store(c.srv.cfg.Now().UnixNano())
+			}
+			return true
+		}
+	}
+}
+
+var errShutdown = errors.New("server shutting down")
+
+// end closes the stream once: connection, subscription, registry.
+func (c *streamConn) end() {
+	if !c.ended.CompareAndSwap(false, true) {
+		return
+	}
+	c.cancel()
+	_ = c.f.close()
+	c.current().Close()
+	c.srv.streams.remove(c)
+	c.srv.metrics.connections.WithLabelValues(c.f.transport()).Dec()
+	close(c.done)
+}
+
+// shutdown ends the stream from outside: the subscription closes, and the
+// writer delivers what is left, the final frame, and closes.
+func (c *streamConn) shutdown() {
+	c.current().Close()
+	c.ready()
+}
+
+// streamSet is the registry of open streams, for heartbeats, metrics and shutdown.
+type streamSet struct {
+	mu    sync.Mutex // guards conns
+	conns map[*streamConn]struct{}
+}
+
+func newStreamSet() *streamSet { return &streamSet{conns: map[*streamConn]struct{}{}} }
+
+func (s *streamSet) add(c *streamConn) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *streamSet) remove(c *streamConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *streamSet) snapshot() []*streamConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*streamConn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// closeAll ends every stream and waits until each has sent its final frame
+// (or failed to).
+func (s *streamSet) closeAll() {
+	conns := s.snapshot()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	for _, c := range conns {
+		<-c.done
+	}
+}
+
+func (s *streamSet) maxLag() uint64 {
+	var lag uint64
+	for _, c := range s.snapshot() {
+		sub := c.current()
+		if l := sub.Lag(); l > lag {
+			lag = l
+		}
+	}
+	return lag
+}
+
+func (s *streamSet) catchup() uint64 {
+	var n uint64
+	for _, c := range s.snapshot() {
+		n += c.current().Dropped()
+	}
+	return n
+}
+
+// heartbeatLoop pings streams that have written nothing for a heartbeat
+// interval. One goroutine serves every stream.
+func (s *Server) heartbeatLoop() {
+	tick := time.NewTicker(s.cfg.Heartbeat / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopBeat:
+			return
+		case <-tick.C:
+		}
+		now := s.cfg.Now().UnixNano()
+		for _, c := range s.streams.snapshot() {
+			if now-c.lastWrite.Load() >= int64(s.cfg.Heartbeat) {
+				c.needPing.Store(true)
+				c.ready()
+			}
+		}
+	}
+}

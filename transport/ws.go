@@ -1,0 +1,198 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Private WebSocket close codes (RFC 6455 reserves 4000–4999 for
+// applications). docs/api.md documents each.
+const (
+	// CloseBadFrame: a client frame was not valid JSON or not a JSON object.
+	CloseBadFrame = 4000
+	// CloseUnknownType: a client frame had a type other than "subscribe".
+	CloseUnknownType = 4001
+	// CloseCursorAhead: a subscribe asked for events after a seq the session does not have yet.
+	CloseCursorAhead = 4002
+	// CloseBinaryFrame: the client sent a binary frame; only text frames are accepted.
+	CloseBinaryFrame = 4003
+	// CloseSessionGone: the session's journal failed; the stream cannot continue.
+	CloseSessionGone = 4004
+)
+
+// wsBufferPool lends write buffers to connections only while they write.
+var wsBufferPool sync.Pool
+
+func (s *Server) upgrader() *websocket.Upgrader {
+	return &websocket.Upgrader{
+		ReadBufferSize:  512, // client frames are small; bigger ones are refused by the read limit
+		WriteBufferPool: &wsBufferPool,
+		CheckOrigin:     func(r *http.Request) bool { return s.originAllowed(r.Header.Get("Origin")) },
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			code := codeBadRequest
+			if status == http.StatusForbidden {
+				code = "origin_not_allowed"
+			}
+			writeError(w, errorf(status, code, reason.Error()))
+		},
+	}
+}
+
+// wsStream: GET /api/v1/events/ws?session_id=...[&after=N]. Validation
+// errors are JSON answers before the upgrade. After it, every server message
+// is a text frame holding one or more envelopes, one JSON object per line
+// (NDJSON), in seq order; the client may send {"type":"subscribe","after":N}
+// to restart the stream after seq N.
+func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "this endpoint needs a WebSocket upgrade request"))
+		return
+	}
+	if !s.originAllowed(r.Header.Get("Origin")) { // checked before subscribing, so a refused origin costs nothing
+		writeError(w, errorf(http.StatusForbidden, "origin_not_allowed", "origin "+r.Header.Get("Origin")+" is not allowed"))
+		return
+	}
+	sub, session, aerr := s.subscribe(r, tenant)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	conn, err := s.upgrader().Upgrade(w, r, nil)
+	if err != nil { // the upgrader has answered
+		sub.Close()
+		return
+	}
+	conn.SetReadLimit(s.cfg.WSReadLimit)
+	f := &wsFramer{conn: conn, timeout: s.cfg.WriteTimeout, now: s.cfg.Now}
+	c := s.newStreamConn(f, tenant, session, sub)
+	c.start()
+	if !s.writers.Go(func() { s.wsRead(c, f) }) {
+		c.shutdown()
+	}
+}
+
+// wsRead is the connection's reader: gorilla needs one to handle pings,
+// pongs and close frames, and it takes the client's subscribe frames.
+func (s *Server) wsRead(c *streamConn, f *wsFramer) {
+	conn := f.conn
+	pongWait := 2*s.cfg.Heartbeat + s.cfg.Heartbeat/2
+	_ = conn.SetReadDeadline(s.cfg.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(s.cfg.Now().Add(pongWait)) })
+	for {
+		typ, data, err := conn.ReadMessage()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				f.closeWith(websocket.CloseMessageTooBig, fmt.Sprintf("frames are limited to %d bytes", s.cfg.WSReadLimit))
+			}
+			c.end() // client gone, closed, or too slow to answer pings
+			return
+		}
+		_ = conn.SetReadDeadline(s.cfg.Now().Add(pongWait))
+		if typ != websocket.TextMessage {
+			f.closeWith(CloseBinaryFrame, "only text frames are accepted")
+			c.end()
+			return
+		}
+		if code, reason := s.wsCommand(c, data); code != 0 {
+			f.closeWith(code, reason)
+			c.end()
+			return
+		}
+	}
+}
+
+// wsCommand handles one client frame; a non-zero code closes the connection.
+func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
+	var m messages.WSClientMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return CloseBadFrame, truncateReason("bad frame: " + err.Error())
+	}
+	if m.Type != messages.WSSubscribe {
+		return CloseUnknownType, truncateReason(fmt.Sprintf("unknown message type %q", m.Type))
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, engineTimeout)
+	defer cancel()
+	sub, err := s.engine.Subscribe(ctx, messages.Subscribe{Tenant: c.tenant, SessionID: c.session, After: m.After})
+	if err != nil {
+		aerr := engineError(err)
+		if aerr.code == codeCursorAhead {
+			return CloseCursorAhead, truncateReason(err.Error())
+		}
+		return websocket.CloseInternalServerErr, truncateReason(err.Error())
+	}
+	c.resubscribe(sub)
+	return 0, ""
+}
+
+// truncateReason keeps a close reason within the 123 bytes a close frame allows.
+func truncateReason(s string) string {
+	if len(s) > 120 {
+		return s[:120]
+	}
+	return s
+}
+
+// wsFramer writes NDJSON text frames with gorilla/websocket.
+type wsFramer struct {
+	conn    *websocket.Conn
+	timeout time.Duration
+	now     func() time.Time
+	once    sync.Once
+}
+
+func (f *wsFramer) writeEvents(evs []*messages.Encoded) error {
+	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	w, err := f.conn.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	for i, e := range evs {
+		if i > 0 {
+			if _, err := w.Write([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(e.JSON); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+func (f *wsFramer) writePing() error {
+	return f.conn.WriteControl(websocket.PingMessage, nil, f.now().Add(f.timeout))
+}
+
+func (f *wsFramer) writeFinal(reason error) error {
+	code := websocket.CloseGoingAway
+	if !errors.Is(reason, errShutdown) {
+		code = CloseSessionGone
+	}
+	f.closeWith(code, truncateReason(reason.Error()))
+	return nil
+}
+
+// closeWith sends a close frame (safe from any goroutine).
+func (f *wsFramer) closeWith(code int, reason string) {
+	_ = f.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), f.now().Add(time.Second))
+}
+
+func (f *wsFramer) close() error {
+	var err error
+	f.once.Do(func() { err = f.conn.Close() })
+	return err
+}
+
+func (f *wsFramer) transport() string { return "ws" }

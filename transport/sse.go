@@ -127,4 +127,3 @@ func (f *sseFramer) close() error {
 }
 
 func (f *sseFramer) transport() string { return "sse" }
-

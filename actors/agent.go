@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -24,6 +25,13 @@ type agentShared struct {
 	opened    bool   // the lane's opening event was emitted
 	lastPanic string // why the last attempt panicked
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
+
+	// done is the agent's report, stored before it is sent. protoactor
+	// delivers a child's Terminated (a system message) ahead of queued user
+	// messages, so a parent may learn that the child stopped before it
+	// receives the child's AgentDone; it then takes the report from here
+	// instead of closing the lane a second time.
+	done atomic.Pointer[messages.AgentDone]
 }
 
 // agentSpec is fixed when the agent is spawned.
@@ -64,6 +72,7 @@ type agentActor struct {
 
 type subagent struct {
 	pid      *actor.PID
+	shared   *agentShared
 	agentID  string
 	lane     messages.Lane
 	idx      int // index of its call in results
@@ -198,13 +207,19 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
 	if a.subs == nil {
 		a.subs = map[string]*subagent{}
 	}
-	a.subs[pid.Id] = &subagent{pid: pid, agentID: id, lane: lane, idx: idx}
+	a.subs[pid.Id] = &subagent{pid: pid, shared: spec.shared, agentID: id, lane: lane, idx: idx}
 	a.waiting++
 }
 
 func (a *agentActor) subagentDone(ctx actor.Context, m *messages.AgentDone) {
-	s := a.subs[ctx.Sender().Id]
-	if s == nil || s.reported {
+	if s := a.subs[ctx.Sender().Id]; s != nil {
+		a.takeReport(ctx, s, m)
+	}
+}
+
+func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.AgentDone) {
+	if s.reported || a.finished || a.stopping {
+		s.reported = true
 		return
 	}
 	s.reported = true
@@ -220,6 +235,10 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(a.subs, who.Id)
+	if d := s.shared.done.Load(); d != nil { // it reported; the report is still queued
+		a.takeReport(ctx, s, d)
+		return
+	}
 	if s.reported {
 		return
 	}
@@ -284,5 +303,6 @@ func (a *agentActor) finishFailed(ctx actor.Context, err error) {
 // report tells the parent the agent is done; the parent stops it.
 func (a *agentActor) report(ctx actor.Context, done *messages.AgentDone) {
 	a.finished = true
+	a.spec.shared.done.Store(done)
 	ctx.Request(ctx.Parent(), done) // Request, not Send: the parent identifies us by Sender()
 }

@@ -535,3 +535,22 @@ func TestEngine_RunIndexAndTenants(t *testing.T) {
 		t.Fatalf("finished runs = %d, want 5", got)
 	}
 }
+
+// TestEngine_FailureRacesSiblingCompletion: siblings of a failing node that
+// complete right after it must not start the next wave (regression: a late
+// AgentDone used to advance the failing run).
+func TestEngine_FailureRacesSiblingCompletion(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Concurrency: 8})
+	for i := range 30 {
+		sc := messages.Scenario{Nodes: 12, Waves: 3, Tokens: 2, FailNodes: messages.NodeSelector{IDs: []string{"n001"}}, Seed: int64(i)}
+		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+		testkit.AssertInvariants(t, events)
+		if p := terminal[*messages.RunErrorPayload](t, events, ref.RunID); p.Code != messages.ErrCodeNodeFailed {
+			t.Fatalf("iteration %d: run_error code %q", i, p.Code)
+		}
+		if t.Failed() {
+			t.Fatalf("iteration %d failed", i)
+		}
+	}
+}

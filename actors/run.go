@@ -141,12 +141,22 @@ func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lan
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
-	c := r.children[ctx.Sender().Id]
-	if c == nil || c.reported {
+	if c := r.children[ctx.Sender().Id]; c != nil {
+		r.takeReport(ctx, c, m, true)
+	}
+}
+
+// takeReport handles a child's report, once. alive is false when the
+// child already terminated (its Terminated overtook its AgentDone).
+func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone, alive bool) {
+	if c.reported {
 		return
 	}
 	c.reported = true
-	ctx.Stop(c.pid) // an idle, finished agent; its Terminated follows
+	if alive && !c.stopping {
+		c.stopping = true
+		ctx.Stop(c.pid) // an idle, finished agent; its Terminated follows
+	}
 	r.usage = r.usage.Add(m.Usage)
 	switch c.role {
 	case model.RoleDirector:
@@ -180,13 +190,17 @@ func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
 		r.state[c.agentID] = nodeCompleted
 		r.counts.Completed++
 		r.outputs[c.agentID] = m.Output
-		r.advance(ctx)
+		r.advance(ctx) // does nothing once the run is failing
 	case model.RoleSynthesizer:
-		if m.Err != nil {
+		switch {
+		case r.failCode != "":
+			// The run is already ending (e.g. aborted while the answer was
+			// being written): the failure stands; maybeEndFailure ends it.
+		case m.Err != nil:
 			r.fail(ctx, messages.ErrCodeSynthesis, m.Err.Error())
-			return
+		default:
+			r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output})
 		}
-		r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output})
 	}
 }
 
@@ -196,7 +210,9 @@ func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(r.children, who.Id)
-	if !c.reported {
+	if d := c.shared.done.Load(); d != nil {
+		r.takeReport(ctx, c, d, false) // no-op if its AgentDone came first
+	} else if !c.reported {
 		// The agent died without reporting: stopped by us, or by its
 		// supervisor after too many panics. Close its lane for it.
 		r.closeDeadLane(ctx, c)
@@ -258,6 +274,11 @@ func (r *runActor) startWave(ctx actor.Context, i int) {
 // advance starts queued nodes up to the concurrency limit, and moves to the
 // next wave once the current one is done.
 func (r *runActor) advance(ctx actor.Context) {
+	if r.failCode != "" || r.terminal != nil {
+		// A sibling that finished after the run started failing must not
+		// start more nodes or the next wave.
+		return
+	}
 	for r.running < r.spec.concurrency && len(r.queue) > 0 {
 		id := r.queue[0]
 		r.queue = r.queue[1:]

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// output writes a followed run to stdout. The follow loop calls it from one
+// goroutine: event for each event of a batch read from the subscription,
+// then flush; idle when no event arrived for a tick; finish once, after
+// the run's terminal event (nil when the run did not end).
+type output interface {
+	event(enc *messages.Encoded, env *messages.Envelope)
+	flush() error
+	idle() error
+	finish(term *messages.Envelope) error
+}
+
+var (
+	_ output = (*jsonOutput)(nil)
+	_ output = (*plainOutput)(nil)
+	_ output = (*ttyOutput)(nil)
+)
+
+// jsonOutput writes JSONL: each event's wire JSON on its own line, nothing else.
+type jsonOutput struct{ w *bufio.Writer }
+
+func (o *jsonOutput) event(enc *messages.Encoded, _ *messages.Envelope) {
+	o.w.Write(enc.JSON)
+	o.w.WriteByte('\n')
+}
+func (o *jsonOutput) flush() error                    { return o.w.Flush() }
+func (o *jsonOutput) idle() error                     { return nil }
+func (o *jsonOutput) finish(*messages.Envelope) error { return o.w.Flush() }
+
+// plainOutput writes one progress line per event and the summary, with no
+// terminal escapes: for pipes, files and logs.
+type plainOutput struct {
+	w     *bufio.Writer
+	r     *renderer
+	notes []note
+}
+
+func (o *plainOutput) event(_ *messages.Encoded, env *messages.Envelope) {
+	o.notes = o.r.Event(o.notes[:0], env)
+	for _, n := range o.notes {
+		o.w.WriteString(n.text)
+		o.w.WriteByte('\n')
+	}
+}
+func (o *plainOutput) flush() error { return o.w.Flush() }
+func (o *plainOutput) idle() error  { return nil }
+func (o *plainOutput) finish(*messages.Envelope) error {
+	for _, n := range o.r.Summary() {
+		o.w.WriteString(n.text)
+		o.w.WriteByte('\n')
+	}
+	return o.w.Flush()
+}
+
+// maxWaveLines caps the wave lines of the status block.
+const maxWaveLines = 10
+
+// redrawEvery throttles the terminal's status block to about 10 redraws a second.
+const redrawEvery = 100 * time.Millisecond
+
+// ttyOutput keeps a compact, coloured status block at the bottom of the
+// terminal, redrawn in place at most every redrawEvery, and prints the
+// notable progress lines (warnings, failures, restarts) above it.
+type ttyOutput struct {
+	w        *bufio.Writer
+	r        *renderer
+	now      func() time.Time
+	start    time.Time
+	lastDraw time.Time
+	// width is the terminal's width in columns (0 when unknown), to count
+	// the rows of a status line that wraps.
+	width int
+	drawn int // rows of the status block on screen, above the cursor
+	notes []note
+}
+
+func (o *ttyOutput) event(_ *messages.Encoded, env *messages.Envelope) {
+	o.notes = o.r.Event(o.notes[:0], env)
+	for _, n := range o.notes {
+		if n.kind < noteWarn {
+			continue
+		}
+		o.erase()
+		o.w.WriteString(paint(n.kind, n.text, true))
+		o.w.WriteByte('\n')
+	}
+}
+
+func (o *ttyOutput) flush() error {
+	if now := o.now(); now.Sub(o.lastDraw) >= redrawEvery {
+		o.draw(now)
+	}
+	return o.w.Flush()
+}
+
+func (o *ttyOutput) idle() error {
+	o.draw(o.now())
+	return o.w.Flush()
+}
+
+func (o *ttyOutput) finish(*messages.Envelope) error {
+	o.draw(o.now())
+	o.drawn = 0 // the final block stays on screen
+	for _, n := range o.r.Summary() {
+		o.w.WriteString(paint(n.kind, n.text, true))
+		o.w.WriteByte('\n')
+	}
+	return o.w.Flush()
+}
+
+// erase moves the cursor up to the first line of the status block and clears
+// from there to the end of the screen.
+func (o *ttyOutput) erase() {
+	if o.drawn > 0 {
+		fmt.Fprintf(o.w, "\x1b[%dA\x1b[J", o.drawn)
+		o.drawn = 0
+	}
+}
+
+func (o *ttyOutput) draw(now time.Time) {
+	o.erase()
+	lines := formatStatus(o.r.Status(), now.Sub(o.start), true)
+	for _, l := range lines {
+		o.w.WriteString(l)
+		o.w.WriteByte('\n')
+	}
+	o.drawn, o.lastDraw = 0, now
+	for _, l := range lines {
+		o.drawn += rows(l, o.width)
+	}
+}
+
+// rows is how many terminal rows line takes at width columns (escape
+// sequences take none).
+func rows(line string, width int) int {
+	if width <= 0 {
+		return 1
+	}
+	n := 0
+	for i := 0; i < len(line); i++ {
+		if line[i] == '\x1b' { // skip a CSI sequence: ESC [ params final-byte
+			for i++; i < len(line) && (line[i] < '@' || line[i] > '~' || line[i] == '['); i++ {
+			}
+			continue
+		}
+		if !utf8.RuneStart(line[i]) {
+			continue
+		}
+		n++
+	}
+	return max(1, (n+width-1)/width)
+}
+
+// ANSI SGR sequences.
+const (
+	sgrReset  = "\x1b[0m"
+	sgrBold   = "\x1b[1m"
+	sgrDim    = "\x1b[2m"
+	sgrRed    = "\x1b[31m"
+	sgrGreen  = "\x1b[32m"
+	sgrYellow = "\x1b[33m"
+	sgrCyan   = "\x1b[36m"
+)
+
+func paint(kind noteKind, s string, color bool) string {
+	var sgr string
+	switch kind {
+	case noteOK:
+		sgr = sgrGreen
+	case noteWarn:
+		sgr = sgrYellow
+	case noteBad:
+		sgr = sgrRed
+	}
+	return colorize(sgr, s, color)
+}
+
+func colorize(sgr, s string, color bool) string {
+	if !color || sgr == "" || s == "" {
+		return s
+	}
+	return sgr + s + sgrReset
+}
+
+// formatStatus renders the status block: one line per wave with its node
+// counts, then the phase, the tokens streamed and the elapsed time. Lines are
+// kept short so they never wrap (the block is redrawn by counting lines).
+func formatStatus(st status, elapsed time.Duration, color bool) []string {
+	lines := make([]string, 0, min(len(st.Waves), maxWaveLines)+1)
+	window := ""
+	var b strings.Builder
+	count := func(n int, label, sgr string) {
+		s := fmt.Sprintf("  %3d %s", n, label)
+		if n == 0 {
+			sgr = sgrDim
+		}
+		b.WriteString(colorize(sgr, s, color))
+	}
+	waves := st.Waves
+	if len(waves) > maxWaveLines {
+		// Show the window of waves that are in progress; a block taller
+		// than the screen could not be redrawn in place.
+		from := len(waves) - maxWaveLines
+		for i, w := range waves {
+			if w.Pending+w.Running > 0 {
+				from = min(i, from)
+				break
+			}
+		}
+		waves = waves[from : from+maxWaveLines]
+		window = fmt.Sprintf("waves %d-%d of %d · ", from, from+maxWaveLines-1, len(st.Waves))
+	}
+	for _, w := range waves {
+		b.Reset()
+		b.WriteString(colorize(sgrBold, fmt.Sprintf("wave %-3d", w.Wave), color))
+		if w.Pending > 0 {
+			count(w.Pending, "pending", "")
+		}
+		count(w.Running, "running", sgrCyan)
+		count(w.Completed, "completed", sgrGreen)
+		count(w.Failed, "failed", sgrRed)
+		if w.Cancelled > 0 {
+			count(w.Cancelled, "cancelled", sgrYellow)
+		}
+		count(w.Skipped, "skipped", sgrYellow)
+		lines = append(lines, b.String())
+	}
+	lines = append(lines, fmt.Sprintf("%s%s · %d tokens · %s", window,
+		colorize(sgrBold, st.Phase, color), st.Tokens, elapsed.Round(100*time.Millisecond)))
+	return lines
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// renderer folds the events of one run into what a person wants to see: a
+// progress line per notable event, a status snapshot (per-wave node counts,
+// tokens streamed) and a final summary. It does no I/O and keeps no clock,
+// so it is fed one envelope at a time and tested without a terminal; the
+// outputs in output.go decide how and when to write what it produces.
+//
+// It type-switches on payload structs; events of other runs are ignored.
+type renderer struct {
+	run    messages.RunID
+	phase  string
+	nodes  map[string]*nodeState
+	lanes  map[messages.StreamID]*nodeState
+	waves  [][]*nodeState
+	tokens int // text_delta events of the run, on every lane
+	term   *messages.Envelope
+}
+
+type nodeStatus int
+
+const (
+	nodePending nodeStatus = iota
+	nodeRunning
+	nodeCompleted
+	nodeFailed
+	nodeCancelled
+	nodeSkipped
+)
+
+type nodeState struct {
+	id     string
+	wave   int
+	status nodeStatus
+	tokens int // text_delta events of the current attempt
+}
+
+// noteKind says how a progress line reads. The terminal output shows only
+// the notable kinds (warn, bad) above its status block; the plain output
+// shows every line.
+type noteKind int
+
+const (
+	noteInfo noteKind = iota
+	noteOK
+	noteWarn
+	noteBad
+)
+
+// note is one progress line.
+type note struct {
+	kind noteKind
+	text string
+}
+
+// waveCounts is the status of one wave's nodes.
+type waveCounts struct {
+	Wave                                                    int
+	Pending, Running, Completed, Failed, Cancelled, Skipped int
+}
+
+// status is a snapshot of the run for the live status block.
+type status struct {
+	Phase  string
+	Waves  []waveCounts
+	Tokens int
+}
+
+func newRenderer(run messages.RunID) *renderer {
+	return &renderer{
+		run: run, phase: "starting",
+		nodes: make(map[string]*nodeState), lanes: make(map[messages.StreamID]*nodeState),
+	}
+}
+
+// node returns the state of node id, creating it in wave (when >= 0) if the
+// plan did not list it.
+func (r *renderer) node(id string, wave int) *nodeState {
+	if n, ok := r.nodes[id]; ok {
+		return n
+	}
+	n := &nodeState{id: id, wave: wave}
+	r.nodes[id] = n
+	r.lanes[messages.NodeStream(id)] = n
+	if wave >= 0 {
+		for len(r.waves) <= wave {
+			r.waves = append(r.waves, nil)
+		}
+		r.waves[wave] = append(r.waves[wave], n)
+	}
+	return n
+}
+
+// Event updates the state with env and appends its progress lines to dst.
+// Terminal events add no line: see Summary.
+func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
+	if env.RunID != r.run {
+		return dst
+	}
+	add := func(kind noteKind, format string, args ...any) {
+		dst = append(dst, note{kind: kind, text: fmt.Sprintf(format, args...)})
+	}
+	switch p := env.Payload.(type) {
+	case *messages.RunStartedPayload:
+		r.phase = "starting"
+		add(noteInfo, "run %s: %q", env.RunID, p.Question)
+	case *messages.PlanningStartedPayload:
+		r.phase = "planning"
+		add(noteInfo, "planning")
+	case *messages.PlanProposedPayload:
+		r.phase = "plan proposed"
+		for w, ids := range p.Waves {
+			for _, id := range ids {
+				r.node(id, w)
+			}
+		}
+		add(noteInfo, "plan: %d nodes in %d waves", len(p.Plan.Nodes), len(p.Waves))
+	case *messages.PlanningFailedPayload:
+		r.phase = "planning failed"
+		add(noteBad, "planning failed: %s", p.Error)
+	case *messages.PlanApprovedPayload:
+		r.phase = "plan approved"
+		if p.Automatic {
+			add(noteInfo, "plan approved (automatic)")
+		} else {
+			add(noteInfo, "plan approved")
+		}
+	case *messages.PlanRejectedPayload:
+		r.phase = "plan rejected"
+		add(noteBad, "plan rejected: %s", p.Reason)
+	case *messages.WaveStartedPayload:
+		r.phase = fmt.Sprintf("wave %d", p.Wave)
+		for _, id := range p.NodeIDs {
+			r.node(id, p.Wave)
+		}
+		add(noteInfo, "wave %d started: %s", p.Wave, strings.Join(p.NodeIDs, " "))
+	case *messages.WaveCompletedPayload:
+		kind := noteOK
+		if p.Failed+p.Cancelled+p.Skipped > 0 {
+			kind = noteWarn
+		}
+		add(kind, "wave %d completed: %s", p.Wave, counts(p.Completed, p.Failed, p.Cancelled, p.Skipped))
+	case *messages.NodeStartedPayload:
+		n := r.node(p.NodeID, p.Wave)
+		n.status, n.tokens = nodeRunning, 0
+		add(noteInfo, "node %s started", p.NodeID)
+	case *messages.NodeCompletedPayload:
+		n := r.node(p.NodeID, -1)
+		n.status = nodeCompleted
+		if p.Attempts > 1 {
+			add(noteOK, "node %s completed (%d tokens, %d attempts)", p.NodeID, n.tokens, p.Attempts)
+		} else {
+			add(noteOK, "node %s completed (%d tokens)", p.NodeID, n.tokens)
+		}
+	case *messages.NodeFailedPayload:
+		r.node(p.NodeID, -1).status = nodeFailed
+		if p.Panicked {
+			add(noteBad, "node %s failed after %d attempts: %s", p.NodeID, p.Attempts, p.Error)
+		} else {
+			add(noteBad, "node %s failed: %s", p.NodeID, p.Error)
+		}
+	case *messages.NodeCancelledPayload:
+		r.node(p.NodeID, -1).status = nodeCancelled
+		add(noteWarn, "node %s cancelled: %s", p.NodeID, p.Reason)
+	case *messages.NodeSkippedPayload:
+		r.node(p.NodeID, -1).status = nodeSkipped
+		add(noteWarn, "node %s skipped: %s", p.NodeID, p.Reason)
+	case *messages.TextDeltaPayload:
+		r.tokens++
+		if n, ok := r.lanes[env.Lane.StreamID]; ok {
+			n.tokens++
+		}
+	case *messages.AgentRestartedPayload:
+		// The failed attempt's partial output is discarded: so is its count.
+		if n, ok := r.lanes[env.Lane.StreamID]; ok {
+			n.tokens = 0
+			add(noteWarn, "node %s restarted (attempt %d): %s", n.id, p.Attempt, p.Reason)
+		} else {
+			add(noteWarn, "%s restarted (attempt %d): %s", env.AgentID, p.Attempt, p.Reason)
+		}
+	case *messages.WarningPayload:
+		add(noteWarn, "warning from %s: %s: %s", env.AgentID, p.Code, p.Message)
+	case *messages.ToolCallFinishedPayload:
+		if p.IsError {
+			add(noteWarn, "tool %s of %s failed: %s", p.Tool, env.AgentID, p.Result)
+		}
+	case *messages.SubagentStartedPayload:
+		add(noteInfo, "sub-agent %s of %s started", p.SubagentID, env.Lane.ParentStreamID)
+	case *messages.SubagentFinishedPayload:
+		if p.Outcome == messages.OutcomeOK {
+			add(noteInfo, "sub-agent %s of %s finished", p.SubagentID, env.Lane.ParentStreamID)
+		} else {
+			add(noteWarn, "sub-agent %s of %s %s: %s", p.SubagentID, env.Lane.ParentStreamID, p.Outcome, p.Error)
+		}
+	case *messages.SynthesisStartedPayload:
+		r.phase = "synthesis"
+		add(noteInfo, "synthesis started (%d inputs)", p.Inputs)
+	case *messages.SynthesisCompletedPayload:
+		add(noteOK, "synthesis completed")
+	case *messages.SynthesisFailedPayload:
+		add(noteBad, "synthesis failed: %s", p.Error)
+	case *messages.InterruptRaisedPayload:
+		add(noteWarn, "interrupt %s raised by %s: %s", p.InterruptID, env.AgentID, p.Kind)
+	case *messages.InterruptResolvedPayload:
+		add(noteInfo, "interrupt %s resolved: %s", p.InterruptID, p.Decision)
+	case *messages.InterruptExpiredPayload:
+		add(noteWarn, "interrupt %s expired: %s", p.InterruptID, p.Action)
+	case *messages.RunFinishedPayload:
+		r.phase, r.term = "finished", env
+	case *messages.RunErrorPayload:
+		r.phase, r.term = "failed: "+string(p.Code), env
+	}
+	return dst
+}
+
+// Status returns a snapshot for the live status block.
+func (r *renderer) Status() status {
+	st := status{Phase: r.phase, Tokens: r.tokens, Waves: make([]waveCounts, len(r.waves))}
+	for w, nodes := range r.waves {
+		c := &st.Waves[w]
+		c.Wave = w
+		for _, n := range nodes {
+			switch n.status {
+			case nodePending:
+				c.Pending++
+			case nodeRunning:
+				c.Running++
+			case nodeCompleted:
+				c.Completed++
+			case nodeFailed:
+				c.Failed++
+			case nodeCancelled:
+				c.Cancelled++
+			case nodeSkipped:
+				c.Skipped++
+			}
+		}
+	}
+	return st
+}
+
+// Summary returns the closing lines: the answer of run_finished, or the
+// code and message of run_error.
+func (r *renderer) Summary() []note {
+	if r.term == nil {
+		return []note{{noteBad, "the run did not end"}}
+	}
+	switch p := r.term.Payload.(type) {
+	case *messages.RunFinishedPayload:
+		return []note{
+			{noteInfo, ""},
+			{noteInfo, p.Answer},
+			{noteInfo, ""},
+			{noteOK, fmt.Sprintf("run finished in %s: %d/%d nodes completed, %d tokens in, %d out",
+				ms(p.DurationMS), p.Nodes.Completed, p.Nodes.Total, p.Usage.InputTokens, p.Usage.OutputTokens)},
+		}
+	case *messages.RunErrorPayload:
+		n := p.Nodes
+		return []note{
+			{noteBad, fmt.Sprintf("run failed (%s): %s", p.Code, p.Message)},
+			{noteInfo, fmt.Sprintf("after %s, %d nodes: %s", ms(p.DurationMS), n.Total,
+				counts(n.Completed, n.Failed, n.Cancelled, n.Skipped))},
+		}
+	}
+	return nil
+}
+
+func counts(completed, failed, cancelled, skipped int) string {
+	return fmt.Sprintf("%d completed, %d failed, %d cancelled, %d skipped", completed, failed, cancelled, skipped)
+}
+
+func ms(v int64) time.Duration {
+	return (time.Duration(v) * time.Millisecond).Round(time.Millisecond)
+}

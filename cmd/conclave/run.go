@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+const (
+	// abortGrace bounds how long an interrupted run may take to report its
+	// terminal event after it was aborted.
+	abortGrace = 10 * time.Second
+	// shutdownGrace bounds the engine's shutdown.
+	shutdownGrace = 10 * time.Second
+	// batchMax is how many events one read from the subscription returns at most.
+	batchMax = 256
+)
+
+// cliDefaults is the scenario of a run without --scenario, before the
+// flags: a little more to watch than messages.DefaultScenario (reasoning,
+// one tool call per node, and a token delay a person can follow, except
+// with --json). Waves is left to WithDefaults: min(3, nodes).
+func cliDefaults(jsonOut bool) messages.Scenario {
+	s := messages.Scenario{Nodes: 6, Tokens: 24, ReasoningTokens: 4, ToolsPerNode: 1, TokenDelayMS: 15}
+	if jsonOut {
+		s.TokenDelayMS = 0
+	}
+	return s
+}
+
+// intFlag is a scenario field set by an integer flag.
+type intFlag struct {
+	name     string
+	field    func(*messages.Scenario) *int
+	min, max int
+	usage    string
+	// ownDefault: the usage states the default, which is not a constant.
+	ownDefault bool
+}
+
+// scenarioIntFlags lists the integer fields of messages.Scenario, one flag
+// each. Fields whose zero value means "the default" start at 1: an explicit
+// 0 would silently become the default.
+var scenarioIntFlags = []intFlag{
+	{"nodes", func(s *messages.Scenario) *int { return &s.Nodes }, 1, messages.MaxNodes,
+		"council worker nodes in the plan", false},
+	{"waves", func(s *messages.Scenario) *int { return &s.Waves }, 1, messages.MaxNodes,
+		"dependency levels the nodes are spread over, at most --nodes (default min(3, nodes))", true},
+	{"fan-in", func(s *messages.Scenario) *int { return &s.FanIn }, 1, messages.MaxFanIn,
+		"dependencies of each node on the previous wave, at most", false},
+	{"tokens", func(s *messages.Scenario) *int { return &s.Tokens }, 1, messages.MaxTokens,
+		"text tokens each worker node streams", false},
+	{"reasoning-tokens", func(s *messages.Scenario) *int { return &s.ReasoningTokens }, 0, messages.MaxTokens,
+		"reasoning tokens each worker node streams", false},
+	{"synthesis-tokens", func(s *messages.Scenario) *int { return &s.SynthesisTokens }, 1, messages.MaxTokens,
+		"text tokens the synthesiser streams", false},
+	{"token-delay-ms", func(s *messages.Scenario) *int { return &s.TokenDelayMS }, 0, messages.MaxTokenDelayMS,
+		"delay before each streamed token in milliseconds; 0 by default with --json", false},
+	{"tools-per-node", func(s *messages.Scenario) *int { return &s.ToolsPerNode }, 0, messages.MaxToolsPerNode,
+		"tool calls each worker node makes", false},
+	{"subagents-per-node", func(s *messages.Scenario) *int { return &s.SubagentsPerNode }, 0, messages.MaxSubagents,
+		"sub-agents each worker node delegates to", false},
+	{"panic-attempts", func(s *messages.Scenario) *int { return &s.PanicAttempts }, 1, 100,
+		"attempts of each --panic-nodes node that panic before one succeeds", false},
+}
+
+// runCmd holds the flags of `conclave run`.
+type runCmd struct {
+	app *app
+
+	// sc receives the scenario flags; only the flags the user set are
+	// copied into the run's scenario.
+	sc           messages.Scenario
+	failNodes    selectorFlag
+	panicNodes   selectorFlag
+	scenarioFile string
+	concurrency  int
+	hitl         string
+	jsonOut      bool
+	session      string
+	logLevel     string
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	c := &runCmd{app: a}
+	cmd := &cobra.Command{
+		Use:   "run QUESTION [flags]",
+		Short: "Run a council in-process and show it live",
+		Long: `Run a council on an in-process engine (in-memory journal, scripted model) and show
+its progress live: a status block on a terminal, plain progress lines otherwise,
+then the answer. With --json, print every event as one JSON envelope per line.
+
+The scenario flags mirror the fields of a scenario file one to one. Without
+--scenario the defaults below apply; with --scenario the file's fields apply
+(unset ones take the scenario defaults) and only the flags given override them.
+
+Exit status: 0 when the run finished, 1 when it ended with run_error,
+2 for bad usage, 130 when interrupted (the run is aborted first).`,
+		Example: `  conclave run "why is the sky blue"
+  conclave run "why is the sky blue" --nodes 12 --waves 4 --fail-nodes 0.1 --json
+  conclave run "why is the sky blue" --scenario scenario.json --seed 7`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageError(errors.New(`missing question: conclave run "your question" [flags]`))
+			case len(args) > 1:
+				return usageError(fmt.Errorf("expected one question, got %d arguments (quote the question)", len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.run(cmd.Context(), cmd.Flags(), args[0])
+		},
+	}
+	fs := cmd.Flags()
+	defaults := cliDefaults(false).WithDefaults()
+	for _, f := range scenarioIntFlags {
+		def := *f.field(&defaults)
+		if f.ownDefault {
+			def = 0 // pflag shows no default for a zero value
+		}
+		fs.IntVar(f.field(&c.sc), f.name, def, f.usage)
+	}
+	fs.Var(&c.failNodes, "fail-nodes", "nodes that fail halfway: ids (n001,n007) or a fraction of all nodes (0.05)")
+	fs.Var(&c.panicNodes, "panic-nodes", "nodes that panic and are restarted: ids (n001,n007) or a fraction (0.05)")
+	fs.Int64Var(&c.sc.Seed, "seed", 0, "seed of the scripted model; the same seed replays the same run")
+	fs.StringVar(&c.scenarioFile, "scenario", "", "JSON scenario `file`; the flags given override its fields")
+	fs.IntVar(&c.concurrency, "concurrency", 0, fmt.Sprintf("nodes of one wave running at once, 1..%d (default 8)", actors.MaxConcurrency))
+	fs.StringVar(&c.hitl, "hitl", string(messages.HITLNone), "human-in-the-loop gates: none|plan|node|tools (only none is implemented)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print each event's JSON envelope, one per line (JSONL), and nothing else")
+	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
+	return cmd
+}
+
+// scenario builds the run's scenario: the file or the CLI defaults, then
+// the flags the user set. Every error is a usage error naming the flag or
+// field.
+func (c *runCmd) scenario(fs *pflag.FlagSet) (messages.Scenario, error) {
+	sc := cliDefaults(c.jsonOut)
+	if c.scenarioFile != "" {
+		var err error
+		if sc, err = readScenario(c.scenarioFile); err != nil {
+			return sc, usageError(fmt.Errorf("--scenario %s: %w", c.scenarioFile, err))
+		}
+	}
+	for _, f := range scenarioIntFlags {
+		if !fs.Changed(f.name) {
+			continue
+		}
+		v := *f.field(&c.sc)
+		if v < f.min || v > f.max {
+			return sc, usageError(fmt.Errorf("invalid --%s %d: must be in %d..%d", f.name, v, f.min, f.max))
+		}
+		*f.field(&sc) = v
+	}
+	if fs.Changed("seed") {
+		sc.Seed = c.sc.Seed
+	}
+	if fs.Changed("fail-nodes") {
+		sc.FailNodes = c.failNodes.sel
+	}
+	if fs.Changed("panic-nodes") {
+		sc.PanicNodes = c.panicNodes.sel
+	}
+	sc = sc.WithDefaults()
+	if err := sc.Validate(); err != nil {
+		return sc, usageError(err)
+	}
+	return sc, nil
+}
+
+// readScenario decodes a scenario file with messages.DecodeScenario, which
+// validates it, and returns its fields before defaults: a flag that
+// overrides one field must not leave a defaulted other field behind (a file
+// without waves and --nodes 2 gets min(3, 2) waves, not 3).
+func readScenario(path string) (messages.Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return messages.Scenario{}, err
+	}
+	if _, err := messages.DecodeScenario(bytes.NewReader(b)); err != nil {
+		return messages.Scenario{}, err
+	}
+	var raw messages.Scenario
+	if err := json.Unmarshal(b, &raw); err != nil { // cannot fail after DecodeScenario
+		return messages.Scenario{}, err
+	}
+	return raw, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	switch strings.ToLower(s) {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn", "warning":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return l, fmt.Errorf("invalid --log-level %q: must be debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// run starts the council, follows it to its terminal event and maps the
+// outcome to an exit status. The engine is always shut down before it
+// returns.
+func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, question string) (err error) {
+	level, err := parseLevel(c.logLevel)
+	if err != nil {
+		return usageError(err)
+	}
+	sc, err := c.scenario(fs)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
+	eng, err := actors.New(actors.Config{Logger: logger})
+	if err != nil {
+		return failure(err)
+	}
+	defer func() {
+		// The signal context may be done already: shut down on our own clock.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if serr := eng.Shutdown(sctx); serr != nil {
+			logger.Error("engine shutdown", "err", serr)
+			if err == nil {
+				err = failure(fmt.Errorf("engine shutdown: %w", serr))
+			}
+		}
+	}()
+
+	ref, err := eng.StartRun(ctx, messages.StartRun{
+		SessionID:   messages.SessionID(c.session),
+		Question:    question,
+		HITL:        messages.HITLMode(c.hitl),
+		Scenario:    &sc,
+		Concurrency: c.concurrency,
+	})
+	if err != nil {
+		if errors.Is(err, actors.ErrInvalidRequest) {
+			return usageError(err)
+		}
+		return failure(err)
+	}
+	start := c.app.now()
+	sub, err := eng.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID})
+	if err != nil {
+		return failure(err)
+	}
+	defer sub.Close()
+
+	f := &follower{eng: eng, sub: sub, ref: ref, sc: sc, stderr: c.app.stderr, logger: logger}
+	w := bufio.NewWriter(c.app.stdout)
+	switch {
+	case c.jsonOut:
+		f.out = &jsonOutput{w: w}
+	case c.app.isTTY(c.app.stdout):
+		f.out = &ttyOutput{w: w, r: newRenderer(ref.RunID), now: c.app.now, start: start, width: terminalWidth(c.app.stdout)}
+		f.tick = redrawEvery
+	default:
+		f.out = &plainOutput{w: w, r: newRenderer(ref.RunID)}
+	}
+	term, err := f.follow(ctx)
+	if err != nil {
+		_ = f.out.finish(nil) // best effort: says the run did not end
+		if f.interrupted {
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: %w", err)}
+		}
+		return failure(err)
+	}
+	if err := f.out.finish(term); err != nil {
+		return failure(fmt.Errorf("write output: %w", err))
+	}
+	if f.interrupted {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	}
+	if p, ok := term.Payload.(*messages.RunErrorPayload); ok {
+		if c.jsonOut { // human outputs have shown it already
+			return failure(fmt.Errorf("run %s failed (%s): %s", ref.RunID, p.Code, p.Message))
+		}
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+// follower reads a run's session from the start until the run's terminal
+// event, feeding out.
+type follower struct {
+	eng    *actors.Engine
+	sub    *actors.Subscription
+	ref    actors.RunRef
+	sc     messages.Scenario
+	out    output
+	stderr io.Writer
+	logger *slog.Logger
+	// tick, when > 0, bounds each wait for events so out.idle runs
+	// (the live clock on a terminal).
+	tick time.Duration
+
+	interrupted bool // ctx ended and the run was aborted
+}
+
+// follow returns the run's terminal event. When ctx ends first, it aborts
+// the run and keeps reading for at most abortGrace, so that even an
+// interrupted run shows how it ended.
+func (f *follower) follow(ctx context.Context) (*messages.Envelope, error) {
+	readCtx := ctx
+	var batch []*messages.Encoded
+	for {
+		waitCtx, cancel := readCtx, context.CancelFunc(func() {})
+		if f.tick > 0 {
+			waitCtx, cancel = context.WithTimeout(readCtx, f.tick)
+		}
+		var err error
+		batch, err = f.sub.Next(waitCtx, batch, batchMax)
+		cancel()
+		var term *messages.Envelope
+		for _, enc := range batch {
+			env, derr := enc.Envelope()
+			if derr != nil {
+				return nil, fmt.Errorf("decode event seq %d: %w", enc.Seq, derr)
+			}
+			f.out.event(enc, env)
+			if env.RunID != f.ref.RunID {
+				continue
+			}
+			if p, ok := env.Payload.(*messages.PlanProposedPayload); ok {
+				f.warnUnknownNodes(p)
+			}
+			if env.Type.Terminal() {
+				term = env
+				break
+			}
+		}
+		if ferr := f.out.flush(); ferr != nil {
+			return nil, fmt.Errorf("write output: %w", ferr)
+		}
+		if term != nil {
+			return term, nil
+		}
+		switch {
+		case err == nil:
+		case f.tick > 0 && errors.Is(err, context.DeadlineExceeded) && readCtx.Err() == nil:
+			if ierr := f.out.idle(); ierr != nil {
+				return nil, fmt.Errorf("write output: %w", ierr)
+			}
+		case ctx.Err() != nil && !f.interrupted:
+			f.interrupted = true
+			f.abort(ctx)
+			var cancelGrace context.CancelFunc
+			readCtx, cancelGrace = context.WithTimeout(context.WithoutCancel(ctx), abortGrace)
+			defer cancelGrace()
+		default:
+			return nil, fmt.Errorf("read events of run %s: %w", f.ref.RunID, err)
+		}
+	}
+}
+
+func (f *follower) abort(ctx context.Context) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortGrace)
+	defer cancel()
+	err := f.eng.Abort(actx, messages.AbortRun{RunID: f.ref.RunID, Reason: "interrupted by signal"})
+	if err != nil && !errors.Is(err, actors.ErrRunTerminal) {
+		f.logger.Warn("abort run", "run_id", f.ref.RunID, "err", err)
+	}
+}
+
+// warnUnknownNodes tells on stderr about --fail-nodes and --panic-nodes ids
+// that are not in the plan: the scripted model ignores them, so a typo
+// (n1 for n001) would otherwise go unnoticed.
+func (f *follower) warnUnknownNodes(p *messages.PlanProposedPayload) {
+	for _, s := range []struct {
+		field string
+		ids   []string
+	}{{"fail_nodes", f.sc.FailNodes.IDs}, {"panic_nodes", f.sc.PanicNodes.IDs}} {
+		for _, id := range s.ids {
+			if !slices.ContainsFunc(p.Plan.Nodes, func(n messages.PlanNode) bool { return n.ID == id }) {
+				fmt.Fprintf(f.stderr, "conclave: warning: %s: %q is not a node of the plan; ignored\n", s.field, id)
+			}
+		}
+	}
+}
+
+// selectorFlag is a messages.NodeSelector as a flag: a comma-separated list
+// of node ids (n001,n007) or a fraction of all nodes in [0, 1] (0.05).
+type selectorFlag struct{ sel messages.NodeSelector }
+
+var _ pflag.Value = (*selectorFlag)(nil)
+
+func (s *selectorFlag) String() string {
+	if len(s.sel.IDs) > 0 {
+		return strings.Join(s.sel.IDs, ",")
+	}
+	if s.sel.Fraction == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(s.sel.Fraction, 'g', -1, 64)
+}
+
+func (s *selectorFlag) Type() string { return "ids|fraction" }
+
+func (s *selectorFlag) Set(v string) error {
+	sel, err := parseSelector(v)
+	if err != nil {
+		return err
+	}
+	s.sel = sel
+	return nil
+}
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+func parseSelector(v string) (messages.NodeSelector, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return messages.NodeSelector{}, errors.New("want node ids (n001,n007) or a fraction in [0, 1]")
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if !(f >= 0 && f <= 1) { // also rejects NaN
+			return messages.NodeSelector{}, fmt.Errorf("fraction %s is not in [0, 1]", v)
+		}
+		return messages.NodeSelector{Fraction: f}, nil
+	}
+	ids := strings.Split(v, ",")
+	for i, id := range ids {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			return messages.NodeSelector{}, fmt.Errorf("empty node id at position %d of the list", i+1)
+		}
+		if !nodeIDPattern.MatchString(id) {
+			return messages.NodeSelector{}, fmt.Errorf("node id %q: want letters, digits, '_' or '-'", id)
+		}
+		ids[i] = id
+	}
+	return messages.NodeSelector{IDs: ids}, nil
+}

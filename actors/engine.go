@@ -201,6 +201,11 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
+	if hitl != messages.HITLNone {
+		// The interrupt gates are not built yet: refuse rather than run
+		// without the approvals the caller asked for.
+		return nil, bad("hitl %q is not supported yet; only %q", hitl, messages.HITLNone)
+	}
 	tenant := cmd.Tenant
 	if tenant == "" {
 		tenant = messages.LocalTenant

@@ -425,6 +425,7 @@ func TestEngine_BadRequests(t *testing.T) {
 		"no question":    {},
 		"bad session":    {Question: "q", SessionID: "has space"},
 		"bad hitl":       {Question: "q", HITL: "always"},
+		"unbuilt hitl":   {Question: "q", HITL: messages.HITLTools},
 		"bad scenario":   {Question: "q", Scenario: &messages.Scenario{Nodes: -1}},
 		"too many waves": {Question: "q", Scenario: &messages.Scenario{Nodes: 2, Waves: 5}},
 		"concurrency":    {Question: "q", Concurrency: -3},

@@ -14,8 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultFlushDelay is the coalescing window conclave serve uses.
+const DefaultFlushDelay = 0
 
 // ErrInsecureBind is returned by Listen for a non-loopback address without tokens.
 var ErrInsecureBind = errors.New("transport: refusing to listen on a non-loopback address without tokens (configure tokens, or bind 127.0.0.1)")
@@ -171,13 +177,7 @@ func (s *Server) authed(h authedHandler) http.HandlerFunc {
 
 // methods dispatches on the method and answers others with a JSON 405.
 func (s *Server) methods(byMethod map[string]http.HandlerFunc) http.HandlerFunc {
-	allow := ""
-	for m := range byMethod {
-		if allow != "" {
-			allow += ", "
-		}
-		allow += m
-	}
+	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := byMethod[r.Method]; ok {
 			h(w, r)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+func TestServe_StartsAndStopsOnSignal(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	a := &app{stdout: &bytes.Buffer{}, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", ready: func(s string) { addr <- s }}
+		done <- sc.run(ctx)
+	}()
+	base := "http://" + <-addr
+	body, _ := json.Marshal(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
+	resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc messages.RunCreated
+	if err := json.NewDecoder(resp.Body).Decode(&rc); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("POST = %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	stream, err := http.Get(rc.StreamURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.NewSSEReader(stream.Body)
+	for {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Event == string(messages.RunFinished) {
+			break
+		}
+	}
+	cancel() // SIGINT
+	for {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("stream ended without its final frame: %v", err)
+		}
+		if f.Event == "stream_closed" {
+			break
+		}
+	}
+	stream.Body.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v, stderr:\n%s", err, stderr.String())
+	}
+}
+
+func TestServe_RefusesOpenAddressWithoutTokens(t *testing.T) {
+	t.Setenv("CONCLAVE_TOKENS", "")
+	var stdout, stderr bytes.Buffer
+	a := &app{stdout: &stdout, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
+	if c := execute(context.Background(), a, []string{"serve", "--addr", "0.0.0.0:0"}); c != exitUsage {
+		t.Fatalf("exit %d, want %d", c, exitUsage)
+	}
+	if !strings.Contains(stderr.String(), "without tokens") {
+		t.Fatalf("stderr = %q", stderr.String())
+	}
+}

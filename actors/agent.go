@@ -25,6 +25,7 @@ type agentShared struct {
 	opened    bool   // the lane's opening event was emitted
 	lastPanic string // why the last attempt panicked
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
+	approved  bool   // a human approved the node (hitl node and above)
 
 	// done is the agent's report, stored before it is sent. protoactor
 	// delivers a child's Terminated (a system message) ahead of queued user
@@ -61,10 +62,13 @@ type agentActor struct {
 	text    strings.Builder // answer text of this attempt, all turns
 	usage   messages.Usage
 	cur     *turnHandle
-	results []model.ToolResult // of the calls of the last turn
-	callIDs []string           // lane-unique ids of those calls
+	calls   []model.ToolCall   // the calls of the last turn
+	next    int                // the next of them to run
+	results []model.ToolResult // their results
+	callIDs []string           // their lane-unique ids
 	waiting int                // sub-agents still working on those calls
 	subs    map[string]*subagent
+	parked  *parking // the pending interrupt, while parked
 
 	finished bool // reported AgentDone
 	stopping bool // Stopping or Restarting received
@@ -83,18 +87,20 @@ func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
 	ctx.Send(a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane, Payload: p})
 }
 
+func (a *agentActor) target() interruptTarget {
+	return interruptTarget{e: a.spec.e, run: a.spec.run, agent: a.spec.agentID, lane: a.spec.lane, parked: &a.parked}
+}
+
 func (a *agentActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		sh := a.spec.shared
 		sh.attempts++
-		if !sh.opened {
-			sh.opened = true
-			a.emit(ctx, a.openPayload())
-		} else {
-			a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+		if a.spec.role == model.RoleWorker && a.spec.run.hitl.Includes(messages.HITLNode) && !sh.approved {
+			a.nodeGate(ctx)
+			return
 		}
-		a.startTurn(ctx)
+		a.begin(ctx)
 	case *turnDone:
 		a.turnDone(ctx, m)
 	case *turnPanicked:
@@ -106,8 +112,46 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.subagentTerminated(ctx, m.Who)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
+		a.target().cancelParked(ctx)
 		a.stopTurn()
 	}
+}
+
+// begin opens the lane (or reports the restart) and starts the first turn.
+func (a *agentActor) begin(ctx actor.Context) {
+	sh := a.spec.shared
+	if !sh.opened {
+		sh.opened = true
+		a.emit(ctx, a.openPayload())
+	} else {
+		a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+	}
+	a.startTurn(ctx)
+}
+
+// nodeGate asks a human whether the node may start (hitl node and above).
+// The node has no lane yet, so the interrupt is on the run lane. A
+// rejected (or timed out and rejected) node reports without opening its
+// lane; the run supervisor skips it and its dependents.
+func (a *agentActor) nodeGate(ctx actor.Context) {
+	t := a.target()
+	t.lane = messages.RunLane()
+	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID},
+		func(res *messages.Resolution) {
+			if res.Decision == messages.DecisionApprove {
+				a.spec.shared.approved = true
+				a.begin(ctx)
+				return
+			}
+			reason := "rejected by a human"
+			switch {
+			case res.Expired:
+				reason = "node approval timed out"
+			case res.Feedback != "":
+				reason += ": " + res.Feedback
+			}
+			a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Attempts: a.spec.shared.attempts, Err: errors.New(reason), Rejected: true})
+		})
 }
 
 func (a *agentActor) openPayload() messages.Payload {
@@ -141,10 +185,13 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 	}
 }
 
-// runTools executes the calls of one turn. Tools other than delegate run
-// inline through Config.Tools; delegate spawns a sub-agent and the next
-// turn starts when every sub-agent has answered.
+// runTools executes the calls of one turn, in order. Tools other than
+// delegate run inline through Config.Tools; delegate spawns a sub-agent;
+// ask_human raises an info_request; with hitl "tools" every call first
+// waits for a human's approval. The next turn starts once every call has
+// a result (sub-agents answer asynchronously).
 func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
+	a.calls, a.next = calls, 0
 	a.results = make([]model.ToolResult, len(calls))
 	a.callIDs = make([]string, len(calls))
 	for i, c := range calls {
@@ -154,28 +201,99 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 		}
 		a.callIDs[i] = id
 		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
-		args := c.Args
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
+		if len(c.Args) == 0 {
+			a.calls[i].Args = json.RawMessage("{}")
 		}
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: args})
-		if c.Name == model.ToolDelegate && a.spec.role == model.RoleWorker {
-			var in struct {
-				Task string `json:"task"`
-			}
-			if err := json.Unmarshal(args, &in); err != nil || in.Task == "" {
-				a.toolResult(ctx, i, "", errors.New(`delegate needs {"task": "<what to do>"}`))
-				continue
-			}
-			a.spawnSubagent(ctx, i, in.Task)
-			continue
+	}
+	a.continueTools(ctx)
+}
+
+// continueTools runs the remaining calls of the turn until one parks the
+// agent on an interrupt; the interrupt's outcome continues from there.
+func (a *agentActor) continueTools(ctx actor.Context) {
+	for a.next < len(a.calls) {
+		i := a.next
+		a.next++
+		c := a.calls[i]
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: a.callIDs[i], Tool: c.Name, Args: c.Args})
+		switch {
+		case c.Name == model.ToolAskHuman:
+			a.askHuman(ctx, i, c)
+			return
+		case a.spec.run.hitl.Includes(messages.HITLTools):
+			a.approveTool(ctx, i, c)
+			return
 		}
-		out, err := a.spec.e.cfg.Tools.RunTool(context.Background(), c)
-		a.toolResult(ctx, i, out, err)
+		a.execute(ctx, i, c)
 	}
 	if a.waiting == 0 {
 		a.startTurn(ctx)
 	}
+}
+
+func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
+	var in struct {
+		Question string `json:"question"`
+		Context  string `json:"context"`
+	}
+	if err := json.Unmarshal(c.Args, &in); err != nil || in.Question == "" {
+		a.toolResult(ctx, i, "", errors.New(`ask_human needs {"question": "<text>", "context": "<text>"}`))
+		a.continueTools(ctx)
+		return
+	}
+	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
+		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
+		func(res *messages.Resolution) {
+			if res.Expired {
+				a.toolResult(ctx, i, "", errors.New("nobody answered before the timeout"))
+			} else {
+				a.toolResult(ctx, i, res.Response, nil)
+			}
+			a.continueTools(ctx)
+		})
+}
+
+func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
+	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
+		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i]},
+		func(res *messages.Resolution) {
+			switch res.Decision {
+			case messages.DecisionApprove:
+				a.execute(ctx, i, c)
+			case messages.DecisionRevise:
+				c.Args = res.EditedArgs // validated: a JSON object
+				a.calls[i] = c
+				a.execute(ctx, i, c)
+			default:
+				reason := "rejected by a human"
+				switch {
+				case res.Expired:
+					reason = "approval timed out; rejected"
+				case res.Feedback != "":
+					reason += ": " + res.Feedback
+				}
+				a.toolResult(ctx, i, "", errors.New(reason)) // the model sees it and can act on it
+			}
+			a.continueTools(ctx)
+		})
+}
+
+// execute runs call i now: delegate spawns a sub-agent (it answers later),
+// anything else runs inline.
+func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
+	if c.Name == model.ToolDelegate && a.spec.role == model.RoleWorker {
+		var in struct {
+			Task string `json:"task"`
+		}
+		if err := json.Unmarshal(c.Args, &in); err != nil || in.Task == "" {
+			a.toolResult(ctx, i, "", errors.New(`delegate needs {"task": "<what to do>"}`))
+			return
+		}
+		a.spawnSubagent(ctx, i, in.Task)
+		return
+	}
+	out, err := a.spec.e.cfg.Tools.RunTool(context.Background(), c)
+	a.toolResult(ctx, i, out, err)
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
@@ -256,7 +374,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string, err error) {
 	a.toolResult(ctx, s.idx, out, err)
 	a.waiting--
-	if a.waiting == 0 && !a.finished && !a.stopping {
+	if a.waiting == 0 && a.next == len(a.calls) && a.parked == nil && !a.finished && !a.stopping {
 		a.startTurn(ctx)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runindex"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/journal"
@@ -45,7 +46,16 @@ var (
 	ErrRunTerminal     = errors.New("actors: run already ended")
 	ErrCursorAhead     = errors.New("actors: cursor is ahead of the session's last event")
 	ErrInvalidRequest  = errors.New("actors: invalid request")
+
+	// Interrupt resumes: see package interrupts for the states.
+	ErrInterruptNotFound = interrupts.ErrNotFound
+	ErrInterruptConflict = interrupts.ErrConflict
+	ErrInterruptExpired  = interrupts.ErrExpired
 )
+
+// InvalidResumeError is a resume that lacks what its interrupt's kind needs;
+// the interrupt stays pending.
+type InvalidResumeError = interrupts.InvalidError
 
 // Config configures an Engine. The zero value is valid.
 type Config struct {
@@ -70,6 +80,9 @@ type Config struct {
 	RestartWindow time.Duration
 	// Concurrency is the default cap on nodes of one wave running at once. Default 8.
 	Concurrency int
+	// InterruptTimeout is how long an interrupt waits for a human unless
+	// the run asks otherwise. Default 10 minutes.
+	InterruptTimeout time.Duration
 }
 
 // MaxConcurrency caps StartRun.Concurrency.
@@ -100,6 +113,9 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = 8
 	}
+	if c.InterruptTimeout == 0 {
+		c.InterruptTimeout = 10 * time.Minute
+	}
 	return c
 }
 
@@ -110,6 +126,7 @@ type Engine struct {
 	system     *actor.ActorSystem
 	root       *actor.PID // the engine actor
 	index      *runindex.Index
+	interrupts *interrupts.Registry
 	turns      routine.Group
 	closing    atomic.Bool
 	published  atomic.Uint64
@@ -131,7 +148,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
-	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New()}
+	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now)}
 	if cfg.Journal == nil {
 		e.cfg.Journal, e.ownJournal = journal.NewMemory(), true
 	}
@@ -201,10 +218,20 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	if hitl != messages.HITLNone {
-		// The interrupt gates are not built yet: refuse rather than run
-		// without the approvals the caller asked for.
-		return nil, bad("hitl %q is not supported yet; only %q", hitl, messages.HITLNone)
+	timeout := e.cfg.InterruptTimeout
+	if s := cmd.ApprovalTimeoutSeconds; s != 0 {
+		if s < 1 || s > messages.MaxApprovalTimeoutSeconds {
+			return nil, bad("approval_timeout_seconds must be in 1..%d, got %d", messages.MaxApprovalTimeoutSeconds, s)
+		}
+		timeout = time.Duration(s) * time.Second
+	}
+	action := cmd.ApprovalTimeoutAction
+	switch action {
+	case "":
+		action = messages.DecisionReject
+	case messages.DecisionReject, messages.DecisionApprove:
+	default:
+		return nil, bad("approval_timeout_action must be reject or approve, got %q", action)
 	}
 	tenant := cmd.Tenant
 	if tenant == "" {
@@ -241,6 +268,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	return &runSpec{
 		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: session,
 		question: cmd.Question, hitl: hitl, scenario: sc, concurrency: conc, model: m,
+		approvalTimeout: timeout, timeoutAction: action,
 	}, nil
 }
 
@@ -288,6 +316,29 @@ func (e *Engine) Publish(ctx context.Context, tenant messages.TenantID, session 
 	}
 	e.system.Root.Send(res.(*sessionEntry).pid, emit)
 	return nil
+}
+
+// Resume answers an interrupt of res.Tenant. The parked agent receives the
+// answer and carries on; the stream shows interrupt_resolved on its lane.
+func (e *Engine) Resume(res messages.Resume) (messages.Interrupt, error) {
+	res.Tenant = tenantOr(res.Tenant)
+	return e.interrupts.Resolve(res)
+}
+
+// Interrupt returns an interrupt of tenant.
+func (e *Engine) Interrupt(tenant messages.TenantID, id string) (messages.Interrupt, bool) {
+	return e.interrupts.Get(tenantOr(tenant), id)
+}
+
+// PendingInterrupts lists the open interrupts of a session of tenant, in
+// the order they were raised, after the interrupt id after, with the cursor
+// of the next page ("" on the last).
+func (e *Engine) PendingInterrupts(ctx context.Context, tenant messages.TenantID, session messages.SessionID, after string, limit int) ([]messages.Interrupt, string, error) {
+	if _, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session}); err != nil {
+		return nil, "", err
+	}
+	list, next := e.interrupts.Pending(tenantOr(tenant), session, after, limit)
+	return list, next, nil
 }
 
 // Run returns the summary of a run owned by tenant.

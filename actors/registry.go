@@ -80,6 +80,9 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		switch {
 		case ok:
 			ctx.Send(r.pid, m.stop)
+			// A supervisor parked on the plan gate handles the cancellation
+			// (a system message) first, then the queued StopRun.
+			a.e.interrupts.CancelRun(m.runID)
 			ctx.Respond(true)
 		case a.ended[m.runID]:
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
@@ -88,8 +91,9 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 	case *shutdownReq:
 		a.shutdown = ctx.Sender()
-		for _, r := range a.runs {
+		for id, r := range a.runs {
 			ctx.Send(r.pid, &messages.StopRun{Code: messages.ErrCodeInterrupted, Reason: "server shutting down"})
+			a.e.interrupts.CancelRun(id)
 		}
 		a.maybeStopHubs(ctx)
 	case *actor.Terminated:

@@ -30,6 +30,9 @@ type runSpec struct {
 	scenario    messages.Scenario
 	concurrency int
 	model       model.Model
+	// approvalTimeout and timeoutAction apply to every interrupt of the run.
+	approvalTimeout time.Duration
+	timeoutAction   messages.Decision
 }
 
 type runPhase int
@@ -93,6 +96,11 @@ type runActor struct {
 	failDep  string // the node whose failure fails the run
 
 	terminal messages.Payload // decided; emitted once every child has stopped
+	parked   *parking         // the plan gate, while a human decides
+}
+
+func (r *runActor) target() interruptTarget {
+	return interruptTarget{e: r.e, run: r.spec, agent: supervisorAgentID, lane: messages.RunLane(), parked: &r.parked}
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
@@ -124,6 +132,8 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.childTerminated(ctx, m.Who)
 	case *messages.StopRun:
 		r.fail(ctx, m.Code, m.Reason)
+	case *actor.Stopping:
+		r.target().cancelParked(ctx)
 	}
 }
 
@@ -164,22 +174,20 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			r.fail(ctx, messages.ErrCodePlanningFailed, m.Err.Error())
 			return
 		}
-		r.plan, r.waves = *m.Plan, m.Waves
-		r.nodes = make(map[string]*messages.PlanNode, len(r.plan.Nodes))
-		r.state = make(map[string]nodeState, len(r.plan.Nodes))
-		r.outputs = make(map[string]string, len(r.plan.Nodes))
-		r.counts.Total = len(r.plan.Nodes)
-		for i := range r.plan.Nodes {
-			r.nodes[r.plan.Nodes[i].ID] = &r.plan.Nodes[i]
-		}
+		r.setPlan(*m.Plan, m.Waves)
 		if r.failCode != "" {
 			return // aborted while planning
 		}
-		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
-		r.phase = phaseExecuting
-		r.startWave(ctx, 0)
+		r.planGate(ctx)
 	case model.RoleWorker:
 		r.running--
+		if m.Rejected {
+			// A human rejected the node before it started: it never opened
+			// its lane; its dependents will be skipped, the run goes on.
+			r.skip(ctx, c.agentID, m.Err.Error(), "")
+			r.advance(ctx)
+			return
+		}
 		if m.Err != nil {
 			r.state[c.agentID] = nodeFailed
 			r.counts.Failed++
@@ -202,6 +210,57 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output})
 		}
 	}
+}
+
+func (r *runActor) setPlan(p messages.Plan, waves [][]string) {
+	r.plan, r.waves = p, waves
+	r.nodes = make(map[string]*messages.PlanNode, len(r.plan.Nodes))
+	r.state = make(map[string]nodeState, len(r.plan.Nodes))
+	r.outputs = make(map[string]string, len(r.plan.Nodes))
+	r.counts.Total = len(r.plan.Nodes)
+	for i := range r.plan.Nodes {
+		r.nodes[r.plan.Nodes[i].ID] = &r.plan.Nodes[i]
+	}
+}
+
+// planGate approves the plan automatically, or (hitl plan and above) parks
+// the supervisor on a plan_approval interrupt: approve, approve an edited
+// plan (revise), or reject. An expired gate takes the run's timeout action.
+func (r *runActor) planGate(ctx actor.Context) {
+	if !r.spec.hitl.Includes(messages.HITLPlan) {
+		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
+		r.phase = phaseExecuting
+		r.startWave(ctx, 0)
+		return
+	}
+	plan := r.plan
+	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan},
+		func(res *messages.Resolution) {
+			if r.failCode != "" {
+				return
+			}
+			switch res.Decision {
+			case messages.DecisionApprove:
+				r.emit(ctx, &messages.PlanApprovedPayload{})
+			case messages.DecisionRevise:
+				r.setPlan(*res.Plan, dag.Waves(*res.Plan)) // validated by the registry
+				p := r.plan
+				r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: r.waves})
+			default:
+				reason := res.Reason
+				if reason == "" {
+					reason = res.Feedback
+				}
+				if res.Expired {
+					reason = "plan approval timed out"
+				}
+				r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason})
+				r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
+				return
+			}
+			r.phase = phaseExecuting
+			r.startWave(ctx, 0)
+		})
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
@@ -282,6 +341,10 @@ func (r *runActor) advance(ctx actor.Context) {
 	for r.running < r.spec.concurrency && len(r.queue) > 0 {
 		id := r.queue[0]
 		r.queue = r.queue[1:]
+		if dep := r.incompleteDep(id); dep != "" {
+			r.skip(ctx, id, "dependency "+dep+" did not complete", dep)
+			continue
+		}
 		r.startNode(ctx, id)
 	}
 	if r.running == 0 && len(r.queue) == 0 && r.inWave {
@@ -324,7 +387,9 @@ func (r *runActor) startSynthesis(ctx actor.Context) {
 	r.phase = phaseSynthesizing
 	inputs := make([]string, 0, len(r.plan.Nodes))
 	for _, n := range r.plan.Nodes {
-		inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.outputs[n.ID]))
+		if r.state[n.ID] == nodeCompleted { // rejected nodes and their dependents have no output
+			inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.outputs[n.ID]))
+		}
 	}
 	r.spawn(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
 		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil)
@@ -345,7 +410,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 		}
 	}
 	for _, id := range r.queue {
-		r.skip(ctx, id)
+		r.skipFailed(ctx, id)
 	}
 	r.queue = nil
 	r.maybeEndFailure(ctx)
@@ -360,26 +425,36 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 	}
 	for _, n := range r.plan.Nodes {
 		if r.state[n.ID] == nodePending {
-			r.skip(ctx, n.ID)
+			r.skipFailed(ctx, n.ID)
 		}
 	}
 	r.finish(ctx, &messages.RunErrorPayload{Code: r.failCode, Message: r.failMsg})
 }
 
-// skip closes the lane of a node that never ran.
-func (r *runActor) skip(ctx actor.Context, id string) {
-	r.state[id] = nodeSkipped
-	r.counts.Skipped++
-	dep, reason := "", "run ended before the node started: "+r.failMsg
+func (r *runActor) incompleteDep(id string) string {
 	for _, d := range r.nodes[id].Deps {
 		if r.state[d] != nodeCompleted {
-			dep, reason = d, "dependency "+d+" did not complete"
-			break
+			return d
 		}
 	}
-	if dep == "" && r.failDep != "" && dag.Downstream(r.plan, r.failDep)[id] {
+	return ""
+}
+
+// skipFailed skips a node that never ran because the run is ending.
+func (r *runActor) skipFailed(ctx actor.Context, id string) {
+	dep, reason := r.incompleteDep(id), "run ended before the node started: "+r.failMsg
+	if dep != "" {
+		reason = "dependency " + dep + " did not complete"
+	} else if r.failDep != "" && dag.Downstream(r.plan, r.failDep)[id] {
 		dep = r.failDep
 	}
+	r.skip(ctx, id, reason, dep)
+}
+
+// skip closes the lane of a node that never ran (a single node_skipped).
+func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
+	r.state[id] = nodeSkipped
+	r.counts.Skipped++
 	r.emitFor(ctx, id, messages.RunLane().Child(messages.NodeStream(id)),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
 }

@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // Bodies of the HTTP API (see docs/api.md). Requests reuse the commands:
 // POST /api/v1/runs takes a StartRun.
 
@@ -39,3 +41,42 @@ type WSClientMessage struct {
 
 // WSSubscribe is the only WSClientMessage type.
 const WSSubscribe = "subscribe"
+
+// InterruptStatus is where an interrupt is in its life.
+type InterruptStatus string
+
+// Interrupt statuses.
+const (
+	InterruptPending   InterruptStatus = "pending"
+	InterruptResolving InterruptStatus = "resolving"
+	InterruptAnswered  InterruptStatus = "resolved"
+	InterruptTimedOut  InterruptStatus = "expired"
+	InterruptCancelled InterruptStatus = "cancelled"
+)
+
+// Interrupt is an interrupt as GET /api/v1/interrupts lists it: what was
+// raised, by whom, and until when it waits.
+type Interrupt struct {
+	InterruptRaisedPayload
+	SessionID SessionID       `json:"session_id"`
+	RunID     RunID           `json:"run_id"`
+	AgentID   string          `json:"agent_id"`
+	Lane      Lane            `json:"lane"`
+	Status    InterruptStatus `json:"status"`
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt time.Time       `json:"expires_at"`
+	// Seq is the seq of its interrupt_raised event.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// InterruptList answers GET /api/v1/interrupts.
+type InterruptList struct {
+	Interrupts []Interrupt `json:"interrupts"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// Resumed answers a successful resume.
+type Resumed struct {
+	InterruptID string          `json:"interrupt_id"`
+	Status      InterruptStatus `json:"status"`
+}

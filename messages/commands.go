@@ -1,5 +1,7 @@
 package messages
 
+import "encoding/json"
+
 // Commands are what clients ask of the runtime. They are plain structs sent to
 // the engine (and, inside it, to actors).
 
@@ -16,7 +18,16 @@ type StartRun struct {
 	Seed *int64 `json:"seed,omitempty"`
 	// Concurrency caps the nodes of one wave running at once (default 8).
 	Concurrency int `json:"concurrency,omitempty"`
+	// ApprovalTimeoutSeconds bounds how long an interrupt of this run waits
+	// for a human (default: the server's, 600 s).
+	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds,omitempty"`
+	// ApprovalTimeoutAction is what an expired approval decides: reject
+	// (the default) or approve. Expired info requests get an empty response.
+	ApprovalTimeoutAction Decision `json:"approval_timeout_action,omitempty"`
 }
+
+// MaxApprovalTimeoutSeconds bounds StartRun.ApprovalTimeoutSeconds (7 days).
+const MaxApprovalTimeoutSeconds = 7 * 24 * 3600
 
 // MaxQuestionBytes bounds StartRun.Question.
 const MaxQuestionBytes = 64 << 10
@@ -43,10 +54,22 @@ type Steer struct {
 	Note  string `json:"note"`
 }
 
-// Resume answers an interrupt.
+// Resume answers an interrupt. Which fields it needs depends on the
+// interrupt's kind (see docs/api.md):
+//
+//   - tool_approval: decision approve | reject | revise; revise needs
+//     edited_args (the full replacement arguments); feedback optional.
+//   - info_request: response.
+//   - plan_approval: decision approve | reject | revise; revise needs plan;
+//     reason optional.
+//   - node_approval, spawn_approval: decision approve | reject; feedback optional.
 type Resume struct {
-	InterruptID string   `json:"interrupt_id"`
-	Decision    Decision `json:"decision,omitempty"`
-	Feedback    string   `json:"feedback,omitempty"`
-	Response    string   `json:"response,omitempty"`
+	Tenant      TenantID        `json:"-"`
+	InterruptID string          `json:"-"` // from the URL
+	Decision    Decision        `json:"decision,omitempty"`
+	Feedback    string          `json:"feedback,omitempty"`
+	Response    string          `json:"response,omitempty"`
+	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
+	Plan        *Plan           `json:"plan,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
 }

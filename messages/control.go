@@ -18,6 +18,9 @@ type AgentDone struct {
 	Waves [][]string
 	// Err is set when the agent failed.
 	Err error
+	// Rejected: a human rejected the node before it started; it opened no
+	// lane, and its parent reports it as skipped.
+	Rejected bool
 }
 
 // StopRun asks a run supervisor to stop its run: running agents are
@@ -26,4 +29,16 @@ type AgentDone struct {
 type StopRun struct {
 	Code   ErrorCode
 	Reason string
+}
+
+// Resolution ends a parked interrupt: delivered by the interrupt registry
+// to the parked actor, exactly once, whether a human answered, the
+// interrupt expired, or its run stopped first.
+type Resolution struct {
+	Resume
+	Kind InterruptKind
+	// Expired: nobody answered in time; Decision holds the timeout action.
+	Expired bool
+	// Cancelled: the run or agent stopped first; nothing is to be done.
+	Cancelled bool
 }

@@ -1,6 +1,9 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Payload is the typed body of an event. Each event type has exactly one
 // concrete payload struct, named <Type>Payload.
@@ -82,10 +85,13 @@ type PlanningFailedPayload struct {
 	Error string `json:"error"`
 }
 
-// PlanApprovedPayload records the plan gate's approval.
+// PlanApprovedPayload records the plan gate's approval. When a human
+// approved an edited plan, Plan and Waves are the plan that runs.
 type PlanApprovedPayload struct {
-	Automatic bool `json:"automatic"`
-	Edited    bool `json:"edited"`
+	Automatic bool       `json:"automatic"`
+	Edited    bool       `json:"edited"`
+	Plan      *Plan      `json:"plan,omitempty"`
+	Waves     [][]string `json:"waves,omitempty"`
 }
 
 // PlanRejectedPayload records the plan gate's rejection.
@@ -246,12 +252,23 @@ const (
 // Decision is a human's answer to an approval interrupt.
 type Decision string
 
-// Decisions.
+// Decisions. Cancel is never sent by a human: it records an interrupt
+// that ended because its run or agent stopped first.
 const (
 	DecisionApprove Decision = "approve"
 	DecisionReject  Decision = "reject"
 	DecisionRevise  Decision = "revise"
+	DecisionCancel  Decision = "cancel"
 )
+
+// ParseDecision validates a human's decision (approve, reject or revise).
+func ParseDecision(s string) (Decision, error) {
+	switch d := Decision(s); d {
+	case DecisionApprove, DecisionReject, DecisionRevise:
+		return d, nil
+	}
+	return "", fmt.Errorf("messages: decision %q is not one of approve, reject, revise", truncate(s, 32))
+}
 
 // InterruptRaisedPayload describes what the agent needs. Fields beyond the
 // first three are set according to Kind.
@@ -280,6 +297,9 @@ type InterruptResolvedPayload struct {
 	Feedback    string          `json:"feedback,omitempty"`
 	Response    string          `json:"response,omitempty"`
 	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
+	// Plan is the edited plan of a revised plan approval.
+	Plan   *Plan  `json:"plan,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // InterruptExpiredPayload records an interrupt's timeout.

@@ -39,6 +39,14 @@ type Scenario struct {
 	PanicNodes NodeSelector `json:"panic_nodes,omitzero"`
 	// PanicAttempts is how many attempts of a panic node panic (default 1).
 	PanicAttempts int `json:"panic_attempts,omitempty"`
+	// Approvals adds this many search tool calls to the run, one per worker
+	// node in id order (wrapping around), so that a run with hitl "tools"
+	// makes exactly this many approval-gated calls when ToolsPerNode and
+	// SubagentsPerNode are 0.
+	Approvals int `json:"approvals,omitempty"`
+	// InfoRequests adds this many ask_human tool calls, one per worker node
+	// in id order (wrapping around); each raises an info_request interrupt.
+	InfoRequests int `json:"info_requests,omitempty"`
 	// Seed makes the run reproducible.
 	Seed int64 `json:"seed,omitempty"`
 }
@@ -106,6 +114,8 @@ func (s Scenario) Validate() error {
 	check(s.ToolsPerNode >= 0 && s.ToolsPerNode <= MaxToolsPerNode, "tools_per_node must be in 0..%d, got %d", MaxToolsPerNode, s.ToolsPerNode)
 	check(s.SubagentsPerNode >= 0 && s.SubagentsPerNode <= MaxSubagents, "subagents_per_node must be in 0..%d, got %d", MaxSubagents, s.SubagentsPerNode)
 	check(s.PanicAttempts >= 1 && s.PanicAttempts <= 100, "panic_attempts must be in 1..100, got %d", s.PanicAttempts)
+	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)
+	check(s.InfoRequests >= 0 && s.InfoRequests <= MaxNodes, "info_requests must be in 0..%d, got %d", MaxNodes, s.InfoRequests)
 	if err := s.FailNodes.validate("fail_nodes"); err != nil {
 		errs = append(errs, err)
 	}

@@ -51,6 +51,9 @@ const (
 	// ToolDelegate hands a task to a sub-agent; args {"task": string}. The
 	// runtime runs the sub-agent and returns its output as the tool result.
 	ToolDelegate = "delegate"
+	// ToolAskHuman asks a human; args {"question": string, "context": string}.
+	// The runtime raises an info_request interrupt and returns the answer.
+	ToolAskHuman = "ask_human"
 )
 
 // Request is one model turn.

@@ -473,9 +473,13 @@ func (c *checker) attach(r *runState, env *messages.Envelope, st *streamState) {
 func (c *checker) payload(r *runState, env *messages.Envelope) {
 	switch p := env.Payload.(type) {
 	case *messages.PlanProposedPayload:
-		c.planProposed(r, env, p)
+		c.planProposed(r, env, p.Plan, p.Waves)
 	case *messages.PlanApprovedPayload:
 		c.planDecision(r, env)
+		if p.Plan != nil { // a human approved an edited plan: it is the one that runs
+			r.proposed = false
+			c.planProposed(r, env, *p.Plan, p.Waves)
+		}
 		r.approved = true
 	case *messages.PlanRejectedPayload:
 		c.planDecision(r, env)
@@ -501,21 +505,21 @@ func (c *checker) payload(r *runState, env *messages.Envelope) {
 	}
 }
 
-func (c *checker) planProposed(r *runState, env *messages.Envelope, p *messages.PlanProposedPayload) {
+func (c *checker) planProposed(r *runState, env *messages.Envelope, plan messages.Plan, waves [][]string) {
 	if r.proposed {
 		return // a second plan_proposed already broke the director lane's lifecycle
 	}
 	r.proposed = true
-	r.nodes = make(map[string]*nodeState, len(p.Plan.Nodes))
-	for _, n := range p.Plan.Nodes {
+	r.nodes = make(map[string]*nodeState, len(plan.Nodes))
+	for _, n := range plan.Nodes {
 		if _, dup := r.nodes[n.ID]; dup {
 			c.report(env.Seq, r.id, RulePayloadConsistency, "plan lists node %q twice", n.ID)
 			continue
 		}
 		r.nodes[n.ID] = &nodeState{id: n.ID, deps: n.Deps, wave: -1}
 	}
-	r.waves = make([]*waveState, len(p.Waves))
-	for i, ids := range p.Waves {
+	r.waves = make([]*waveState, len(waves))
+	for i, ids := range waves {
 		r.waves[i] = &waveState{nodes: ids}
 		for _, id := range ids {
 			switch n := r.nodes[id]; {
@@ -528,7 +532,7 @@ func (c *checker) planProposed(r *runState, env *messages.Envelope, p *messages.
 			}
 		}
 	}
-	for _, pn := range p.Plan.Nodes {
+	for _, pn := range plan.Nodes {
 		n := r.nodes[pn.ID]
 		if n.wave < 0 {
 			c.report(env.Seq, r.id, RulePayloadConsistency, "node %q is in no wave", n.id)

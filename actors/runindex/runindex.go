@@ -76,6 +76,10 @@ func Fold(s *messages.RunSummary, env *messages.Envelope) {
 		s.Waves = len(p.Waves)
 	case *messages.PlanApprovedPayload:
 		s.Status = messages.StatusRunning
+		if p.Plan != nil { // an edited plan replaces the proposed one
+			s.Nodes.Total = len(p.Plan.Nodes)
+			s.Waves = len(p.Waves)
+		}
 	case *messages.WaveStartedPayload:
 		s.Wave = p.Wave
 	case *messages.NodeStartedPayload:

@@ -70,6 +70,7 @@ type Model struct {
 
 	failIDs, panicIDs []string // sorted, disjoint
 	fail, panics      map[string]struct{}
+	nodeIndex         map[string]int // plan node id → 0-based position
 }
 
 // Factory builds a scripted model for a run; it is a model.Factory.
@@ -108,6 +109,10 @@ func New(s messages.Scenario) (*Model, error) {
 		return ok
 	})
 	m.panics = toSet(m.panicIDs)
+	m.nodeIndex = make(map[string]int, len(plan.Nodes))
+	for i, n := range plan.Nodes {
+		m.nodeIndex[n.ID] = i
+	}
 	return m, nil
 }
 
@@ -192,7 +197,8 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 // turns a worker has; it adds nothing for a turn beyond that number.
 func (m *Model) worker(st *stream, req model.Request) (turns int) {
 	t := m.s.Tokens
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode
+	approvals, asks := m.extraCalls(req.AgentID)
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks
 	turns = 1
 	if calls > 0 {
 		turns = 2
@@ -237,11 +243,31 @@ func textStep(n int, lastTurn bool, context []string) step {
 	return s
 }
 
+// extraCalls is how many of the scenario's Approvals (extra search calls)
+// and InfoRequests (ask_human calls) fall on node id: one per node in id
+// order, wrapping around.
+func (m *Model) extraCalls(id string) (approvals, asks int) {
+	i, ok := m.nodeIndex[id]
+	if !ok {
+		return 0, 0
+	}
+	share := func(total int) int {
+		n := total / m.s.Nodes
+		if i < total%m.s.Nodes {
+			n++
+		}
+		return n
+	}
+	return share(m.s.Approvals), share(m.s.InfoRequests)
+}
+
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
-// calls, then SubagentsPerNode delegate calls.
+// calls, then SubagentsPerNode delegate calls, then the node's share of the
+// scenario's Approvals (search calls) and InfoRequests (ask_human calls).
 func (m *Model) toolCalls(req model.Request) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
-	calls := make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode)
+	approvals, asks := m.extraCalls(req.AgentID)
+	calls := make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks)
 	call := func(name string, args any) {
 		b, err := json.Marshal(args)
 		if err != nil {
@@ -256,7 +282,18 @@ func (m *Model) toolCalls(req model.Request) []model.ToolCall {
 	for k := 1; k <= m.s.SubagentsPerNode; k++ {
 		call(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
+	for k := 1; k <= approvals; k++ {
+		call(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " gated " + strconv.Itoa(k))})
+	}
+	for k := 1; k <= asks; k++ {
+		call(model.ToolAskHuman, askArgs{Question: "What should " + req.AgentID + " assume about " + goal + "?", Context: "question " + strconv.Itoa(k) + " of " + req.AgentID})
+	}
 	return calls
+}
+
+type askArgs struct {
+	Question string `json:"question"`
+	Context  string `json:"context"`
 }
 
 type searchArgs struct {

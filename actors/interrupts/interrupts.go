@@ -1,0 +1,301 @@
+// Package interrupts is the registry of human-in-the-loop interrupts. It is
+// the single arbiter of how each interrupt ends, exactly once: a human's
+// resume, its timeout, or the cancellation of its run or agent. The parked
+// actor learns the outcome through the Deliver function it registered.
+//
+// States: pending → resolving (a resume was accepted and is being applied
+// by the parked actor) → resolved; pending → expired; pending → cancelled.
+// A resume of an unknown, another tenant's, resolved or cancelled interrupt
+// is ErrNotFound; of a resolving one ErrConflict; of an expired one
+// ErrExpired. A resume that lacks what its kind needs is an *InvalidError
+// and leaves the interrupt pending.
+package interrupts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Errors.
+var (
+	ErrNotFound = errors.New("interrupts: interrupt not found or already resolved")
+	ErrConflict = errors.New("interrupts: interrupt is being resolved by another request")
+	ErrExpired  = errors.New("interrupts: interrupt expired")
+)
+
+// InvalidError is a resume that does not fit its interrupt's kind.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return "interrupts: invalid resume: " + e.Reason }
+
+// Deliver hands the outcome to the parked actor. It must not block; it is
+// called at most once per interrupt, without the registry's lock held.
+type Deliver func(*messages.Resolution)
+
+// Registry holds the interrupts of every session. The zero value is not
+// usable; call New.
+type Registry struct {
+	now func() time.Time
+
+	mu        sync.Mutex // guards everything below
+	byID      map[string]*entry
+	bySession map[sessionKey][]*entry // in creation order; ended entries are pruned lazily
+	byRun     map[messages.RunID]map[*entry]struct{}
+}
+
+type sessionKey struct {
+	tenant  messages.TenantID
+	session messages.SessionID
+}
+
+type entry struct {
+	info    messages.Interrupt
+	tenant  messages.TenantID
+	action  messages.Decision // what a timeout decides
+	deliver Deliver
+	timer   *time.Timer
+}
+
+// New returns an empty registry.
+func New(now func() time.Time) *Registry {
+	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID]map[*entry]struct{}{}}
+}
+
+// Raise registers a pending interrupt. After timeout (> 0) it expires and
+// deliver receives a Resolution with Expired set and Decision = action.
+func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, timeout time.Duration, action messages.Decision, deliver Deliver) {
+	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver}
+	e.info.Status = messages.InterruptPending
+	e.info.CreatedAt = r.now().UTC()
+	e.info.ExpiresAt = e.info.CreatedAt.Add(timeout)
+	e.info.TimeoutSeconds = int(timeout / time.Second)
+	r.mu.Lock()
+	r.byID[info.InterruptID] = e
+	k := sessionKey{tenant, info.SessionID}
+	r.bySession[k] = append(r.bySession[k], e)
+	if r.byRun[info.RunID] == nil {
+		r.byRun[info.RunID] = map[*entry]struct{}{}
+	}
+	r.byRun[info.RunID][e] = struct{}{}
+	if timeout > 0 {
+		e.timer = time.AfterFunc(timeout, func() { r.expire(e) })
+	}
+	r.mu.Unlock()
+}
+
+func (r *Registry) expire(e *entry) {
+	r.mu.Lock()
+	if e.info.Status != messages.InterruptPending {
+		r.mu.Unlock()
+		return
+	}
+	e.info.Status = messages.InterruptTimedOut
+	deliver := e.deliver
+	r.endLocked(e)
+	r.mu.Unlock()
+	deliver(&messages.Resolution{
+		Resume: messages.Resume{InterruptID: e.info.InterruptID, Decision: e.action},
+		Kind:   e.info.Kind, Expired: true,
+	})
+}
+
+// Resolve applies a human's answer. On success the parked actor receives
+// it and the interrupt is resolving until the actor calls Done.
+func (r *Registry) Resolve(res messages.Resume) (messages.Interrupt, error) {
+	r.mu.Lock()
+	e, ok := r.byID[res.InterruptID]
+	if !ok || e.tenant != res.Tenant {
+		r.mu.Unlock()
+		return messages.Interrupt{}, ErrNotFound
+	}
+	switch e.info.Status {
+	case messages.InterruptResolving:
+		r.mu.Unlock()
+		return messages.Interrupt{}, ErrConflict
+	case messages.InterruptTimedOut:
+		r.mu.Unlock()
+		return messages.Interrupt{}, ErrExpired
+	case messages.InterruptPending:
+	default:
+		r.mu.Unlock()
+		return messages.Interrupt{}, ErrNotFound
+	}
+	if err := Validate(e.info.Kind, &res); err != nil {
+		r.mu.Unlock()
+		return messages.Interrupt{}, err
+	}
+	e.info.Status = messages.InterruptResolving
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	info, deliver := e.info, e.deliver
+	r.mu.Unlock()
+	deliver(&messages.Resolution{Resume: res, Kind: info.Kind})
+	return info, nil
+}
+
+// Done marks a resolving interrupt resolved: the parked actor applied the
+// answer. Later resumes get ErrNotFound.
+func (r *Registry) Done(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byID[id]; ok && e.info.Status == messages.InterruptResolving {
+		e.info.Status = messages.InterruptAnswered
+		r.endLocked(e)
+	}
+}
+
+// Cancel ends a pending interrupt because its agent or run stopped; the
+// parked actor receives a Resolution with Cancelled set. It reports
+// whether the interrupt was pending.
+func (r *Registry) Cancel(id string) bool {
+	r.mu.Lock()
+	e, ok := r.byID[id]
+	if !ok || e.info.Status != messages.InterruptPending {
+		r.mu.Unlock()
+		return false
+	}
+	e.info.Status = messages.InterruptCancelled
+	deliver := e.deliver
+	r.endLocked(e)
+	r.mu.Unlock()
+	deliver(&messages.Resolution{Resume: messages.Resume{InterruptID: id, Decision: messages.DecisionCancel}, Kind: e.info.Kind, Cancelled: true})
+	return true
+}
+
+// CancelRun cancels every pending interrupt of run.
+func (r *Registry) CancelRun(run messages.RunID) {
+	r.mu.Lock()
+	var ids []string
+	for e := range r.byRun[run] {
+		ids = append(ids, e.info.InterruptID)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.Cancel(id)
+	}
+}
+
+// endLocked forgets an interrupt that can no longer be answered. An
+// expired one stays listed by id, so that a late resume says "expired"
+// (409) rather than "not found". Must be called with r.mu held.
+func (r *Registry) endLocked(e *entry) {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	e.deliver = nil
+	if e.info.Status != messages.InterruptTimedOut {
+		delete(r.byID, e.info.InterruptID)
+	}
+	if m := r.byRun[e.info.RunID]; m != nil {
+		delete(m, e)
+		if len(m) == 0 {
+			delete(r.byRun, e.info.RunID)
+		}
+	}
+}
+
+// Get returns an interrupt of tenant.
+func (r *Registry) Get(tenant messages.TenantID, id string) (messages.Interrupt, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byID[id]
+	if !ok || e.tenant != tenant {
+		return messages.Interrupt{}, false
+	}
+	return e.info, true
+}
+
+// Pending lists the open (pending or resolving) interrupts of a session in
+// the order they were raised, after the interrupt id after ("" from the
+// start), at most limit, with the cursor of the next page.
+func (r *Registry) Pending(tenant messages.TenantID, session messages.SessionID, after string, limit int) ([]messages.Interrupt, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := sessionKey{tenant, session}
+	list := r.bySession[k][:0:0]
+	for _, e := range r.bySession[k] { // prune ended entries while listing
+		if e.info.Status == messages.InterruptPending || e.info.Status == messages.InterruptResolving {
+			list = append(list, e)
+		}
+	}
+	r.bySession[k] = list
+	start := 0
+	if after != "" {
+		start = len(list)
+		for i, e := range list {
+			if e.info.InterruptID == after {
+				start = i + 1
+				break
+			}
+		}
+	}
+	var out []messages.Interrupt
+	for _, e := range list[start:] {
+		if len(out) == limit {
+			return out, out[len(out)-1].InterruptID
+		}
+		out = append(out, e.info)
+	}
+	return out, ""
+}
+
+// Validate checks that res carries what an interrupt of kind needs, and
+// normalises it (an info request's decision is approve).
+func Validate(kind messages.InterruptKind, res *messages.Resume) error {
+	decision := func(allowRevise bool) error {
+		switch res.Decision {
+		case messages.DecisionApprove, messages.DecisionReject:
+			return nil
+		case messages.DecisionRevise:
+			if allowRevise {
+				return nil
+			}
+			return &InvalidError{Reason: fmt.Sprintf("decision revise is not possible for a %s; use approve or reject", kind)}
+		case "":
+			return &InvalidError{Reason: fmt.Sprintf("a %s needs a decision: approve or reject", kind)}
+		default:
+			return &InvalidError{Reason: fmt.Sprintf("decision %q is not one of approve, reject, revise", res.Decision)}
+		}
+	}
+	switch kind {
+	case messages.InterruptToolApproval:
+		if err := decision(true); err != nil {
+			return err
+		}
+		if res.Decision == messages.DecisionRevise {
+			var obj map[string]json.RawMessage
+			if len(res.EditedArgs) == 0 || json.Unmarshal(res.EditedArgs, &obj) != nil {
+				return &InvalidError{Reason: "decision revise needs edited_args: the tool's full replacement arguments, a JSON object"}
+			}
+		}
+	case messages.InterruptInfoRequest:
+		if res.Response == "" {
+			return &InvalidError{Reason: "an info_request needs a non-empty response"}
+		}
+		res.Decision = messages.DecisionApprove
+	case messages.InterruptPlanApproval:
+		if err := decision(true); err != nil {
+			return err
+		}
+		if res.Decision == messages.DecisionRevise {
+			if res.Plan == nil {
+				return &InvalidError{Reason: "decision revise needs plan: the edited plan"}
+			}
+			if err := dag.Validate(*res.Plan); err != nil {
+				return &InvalidError{Reason: err.Error()}
+			}
+		}
+	case messages.InterruptNodeApproval, messages.InterruptSpawnApproval:
+		return decision(false)
+	default:
+		return &InvalidError{Reason: fmt.Sprintf("unknown interrupt kind %q", kind)}
+	}
+	return nil
+}

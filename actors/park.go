@@ -1,0 +1,99 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// parking is an actor's pending interrupt: while it is set the actor's
+// mailbox is suspended, so messages that arrive stay queued, in order.
+//
+// The pattern (shared/design/protoactor-notes.md §4, variant D): the actor
+// suspends its own mailbox with a system message, and waits on a future
+// with ReenterAfter. The continuation is a system message, so it runs
+// although the mailbox is suspended; it applies the outcome and resumes the
+// mailbox. No goroutine waits: the future and the registry's timer are all
+// a parked actor holds.
+//
+// The interrupt registry decides the outcome (a human's answer, the
+// timeout, or cancellation) and completes the future through Deliver.
+// An actor stopped while parked cancels its interrupt in its Stopping
+// handler, while it is still registered, so the continuation never goes to
+// a dead actor.
+type parking struct {
+	id   string
+	kind messages.InterruptKind
+	lane messages.Lane
+}
+
+// interruptTarget is what raiseInterrupt needs to know of the raising actor.
+type interruptTarget struct {
+	e      *Engine
+	run    *runSpec
+	agent  string
+	lane   messages.Lane
+	parked **parking // the actor's field; set while parked
+}
+
+// raiseInterrupt publishes interrupt_raised, registers the interrupt and
+// parks the actor. onResolved runs on the actor (as a continuation) with
+// the outcome; for an expired interrupt it runs after interrupt_expired,
+// for an answered one after interrupt_resolved, and for a cancelled one
+// after interrupt_resolved{decision: cancel}.
+func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.InterruptRaisedPayload, onResolved func(*messages.Resolution)) {
+	id := t.e.cfg.NewID().String()
+	p.InterruptID = id
+	timeout := t.run.approvalTimeout
+	p.TimeoutSeconds = int(timeout.Seconds())
+	emit := func(pl messages.Payload) {
+		ctx.Send(t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: pl})
+	}
+	emit(p)
+
+	f := actor.NewFuture(ctx.ActorSystem(), -1) // no timeout: the registry owns the timer
+	self := ctx.Self()
+	proc, _ := ctx.ActorSystem().ProcessRegistry.Get(self)
+	proc.SendSystemMessage(self, &actor.SuspendMailbox{}) // applies before the next user message
+	*t.parked = &parking{id: id, kind: p.Kind, lane: t.lane}
+	ctx.ReenterAfter(f, func(res any, err error) {
+		selfCancelled := *t.parked == nil // cancelParked already emitted the outcome
+		*t.parked = nil
+		r, _ := res.(*messages.Resolution)
+		if r == nil { // cannot happen: only the registry completes the future
+			r = &messages.Resolution{Resume: messages.Resume{InterruptID: id, Decision: messages.DecisionCancel}, Kind: p.Kind, Cancelled: true}
+		}
+		switch {
+		case r.Cancelled && selfCancelled:
+		case r.Expired:
+			emit(&messages.InterruptExpiredPayload{InterruptID: id, Kind: p.Kind, Action: r.Decision})
+		default:
+			emit(&messages.InterruptResolvedPayload{InterruptID: id, Kind: p.Kind, Decision: r.Decision, Feedback: r.Feedback,
+				Response: r.Response, EditedArgs: r.EditedArgs, Plan: r.Plan, Reason: r.Reason})
+		}
+		t.e.interrupts.Done(id)
+		if !r.Cancelled {
+			onResolved(r)
+		}
+		proc.SendSystemMessage(self, &actor.ResumeMailbox{})
+	})
+	info := messages.Interrupt{InterruptRaisedPayload: *p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: t.lane}
+	t.e.interrupts.Raise(t.run.tenant, info, timeout, t.run.timeoutAction, func(r *messages.Resolution) {
+		t.e.system.Root.Send(f.PID(), r)
+	})
+}
+
+// cancelParked cancels the actor's pending interrupt, if any, from its
+// Stopping or Restarting handler. It publishes interrupt_resolved{cancel}
+// right away, so it precedes the lane's closing event (which the parent
+// emits once the actor has stopped).
+func (t interruptTarget) cancelParked(ctx actor.Context) {
+	p := *t.parked
+	if p == nil {
+		return
+	}
+	*t.parked = nil
+	ctx.Send(t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: p.lane,
+		Payload: &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel}})
+	t.e.interrupts.Cancel(p.id)
+}

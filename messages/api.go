@@ -31,16 +31,37 @@ type APIError struct {
 	Message string `json:"message"`
 }
 
-// WSClientMessage is a frame a WebSocket client may send.
+// WSClientMessage is a frame a WebSocket client may send:
+//
+//	{"type":"subscribe","after":N}
+//	{"type":"resume","interrupt_id":"…","decision":"approve",…,"request_id":"…"}
 type WSClientMessage struct {
-	// Type is "subscribe".
 	Type string `json:"type"`
-	// After is the last seq the client has; the stream restarts after it.
-	After uint64 `json:"after"`
+	// After (subscribe) is the last seq the client has; the stream restarts after it.
+	After uint64 `json:"after,omitempty"`
+	// RequestID (resume) is echoed in the reply.
+	RequestID string `json:"request_id,omitempty"`
+	// InterruptID and the Resume fields (resume) answer an interrupt.
+	InterruptID string `json:"interrupt_id,omitempty"`
+	Resume
 }
 
-// WSSubscribe is the only WSClientMessage type.
-const WSSubscribe = "subscribe"
+// WebSocket client message types.
+const (
+	WSSubscribe = "subscribe"
+	WSResume    = "resume"
+)
+
+// WSReply answers a client's resume frame. It is a line of its own in a
+// server text message; envelopes have a "seq", replies a "reply_to".
+type WSReply struct {
+	ReplyTo     string    `json:"reply_to"`
+	RequestID   string    `json:"request_id,omitempty"`
+	InterruptID string    `json:"interrupt_id"`
+	OK          bool      `json:"ok"`
+	Status      int       `json:"status"`
+	Error       *APIError `json:"error,omitempty"`
+}
 
 // InterruptStatus is where an interrupt is in its life.
 type InterruptStatus string

@@ -152,6 +152,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.abortRun)}))
 	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.sseStream)}))
 	s.mux.HandleFunc("/api/v1/events/ws", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.wsStream)}))
+	s.mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
+	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
+	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
+	s.mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
 	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
 	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.metrics.handler().ServeHTTP}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

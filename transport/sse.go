@@ -108,6 +108,9 @@ func (f *sseFramer) write(b []byte) error {
 	return err
 }
 
+// writeReplies is never called: SSE clients send nothing.
+func (f *sseFramer) writeReplies([][]byte) error { return nil }
+
 func (f *sseFramer) writePing() error { return f.write([]byte(": ping\n\n")) }
 
 // streamClosed is the data of the final SSE frame.

@@ -29,6 +29,8 @@ type framer interface {
 	writePing() error
 	// writeFinal sends the last frame, saying why the stream ends.
 	writeFinal(reason error) error
+	// writeReplies sends answers to client requests (WebSocket only).
+	writeReplies(replies [][]byte) error
 	// close closes the connection.
 	close() error
 	transport() string
@@ -53,8 +55,9 @@ type streamConn struct {
 	session messages.SessionID
 	tenant  messages.TenantID
 
-	mu  sync.Mutex // guards sub, which a WebSocket resubscribe replaces
-	sub *actors.Subscription
+	mu      sync.Mutex // guards sub (a WebSocket resubscribe replaces it) and replies
+	sub     *actors.Subscription
+	replies [][]byte // answers to client requests, written by the writer
 
 	wake      chan struct{} // capacity 1: a pending wake-up is remembered, ready never blocks
 	running   atomic.Bool   // a writer goroutine owns the connection
@@ -97,6 +100,22 @@ func (c *streamConn) resubscribe(sub *actors.Subscription) {
 	sub.OnReady(c.ready)
 	old.Close()
 	c.ready()
+}
+
+// reply queues an answer to a client request for the writer.
+func (c *streamConn) reply(b []byte) {
+	c.mu.Lock()
+	c.replies = append(c.replies, b)
+	c.mu.Unlock()
+	c.ready()
+}
+
+func (c *streamConn) takeReplies() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.replies
+	c.replies = nil
+	return r
 }
 
 // ready wakes the writer. It never blocks: it runs on hub goroutines.
@@ -167,6 +186,11 @@ func (c *streamConn) writeLoop() {
 // drain writes everything pending. It reports false when the stream ended.
 func (c *streamConn) drain() bool {
 	for {
+		if r := c.takeReplies(); len(r) > 0 {
+			if err := c.f.writeReplies(r); err != nil {
+				return false
+			}
+		}
 		sub := c.current()
 		evs, err := sub.Poll(c.ctx, c.buf, maxBatch)
 		c.buf = evs[:0]

@@ -119,7 +119,12 @@ func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
 	if err := dec.Decode(&m); err != nil {
 		return CloseBadFrame, truncateReason("bad frame: " + err.Error())
 	}
-	if m.Type != messages.WSSubscribe {
+	switch m.Type {
+	case messages.WSSubscribe:
+	case messages.WSResume:
+		s.wsResume(c, &m)
+		return 0, ""
+	default:
 		return CloseUnknownType, truncateReason(fmt.Sprintf("unknown message type %q", m.Type))
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, engineTimeout)
@@ -134,6 +139,21 @@ func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
 	}
 	c.resubscribe(sub)
 	return 0, ""
+}
+
+// wsResume answers an interrupt from a resume frame; the outcome goes back
+// as a reply line (the stream itself shows interrupt_resolved).
+func (s *Server) wsResume(c *streamConn, m *messages.WSClientMessage) {
+	res := m.Resume
+	res.Tenant, res.InterruptID = c.tenant, m.InterruptID
+	reply := messages.WSReply{ReplyTo: messages.WSResume, RequestID: m.RequestID, InterruptID: m.InterruptID, OK: true, Status: http.StatusOK}
+	if _, err := s.engine.Resume(res); err != nil {
+		aerr := resumeError(err)
+		reply.OK, reply.Status = false, aerr.status
+		reply.Error = &messages.APIError{Code: aerr.code, Message: aerr.message}
+	}
+	b, _ := json.Marshal(reply)
+	c.reply(b)
 }
 
 // truncateReason keeps a close reason within the 123 bytes a close frame allows.
@@ -165,6 +185,25 @@ func (f *wsFramer) writeEvents(evs []*messages.Encoded) error {
 			}
 		}
 		if _, err := w.Write(e.JSON); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+func (f *wsFramer) writeReplies(replies [][]byte) error {
+	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	w, err := f.conn.NextWriter(websocket.TextMessage)
+	if err != nil {
+		return err
+	}
+	for i, b := range replies {
+		if i > 0 {
+			if _, err := w.Write([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}

@@ -317,7 +317,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
 		shared: &agentShared{},
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)))
+		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique per parent by construction
 		panic(fmt.Sprintf("spawn %s: %v", id, err))
@@ -325,7 +325,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
 	if a.subs == nil {
 		a.subs = map[string]*subagent{}
 	}
-	a.subs[pid.Id] = &subagent{pid: pid, shared: spec.shared, agentID: id, lane: lane, idx: idx}
+	a.subs[pid.Id] = &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx}
 	a.waiting++
 }
 

@@ -267,7 +267,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	}
 	return &runSpec{
 		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: session,
-		question: cmd.Question, hitl: hitl, scenario: sc, concurrency: conc, model: m,
+		question: cmd.Question, hitl: hitl, scenario: &sc, concurrency: conc, model: m,
 		approvalTimeout: timeout, timeoutAction: action,
 	}, nil
 }

@@ -162,6 +162,8 @@ func (h *hubActor) flush() {
 		sub.Offer(batch)
 	}
 	// Subscribers and the journal keep the events, not the slice, so its
-	// backing array can be reused.
+	// backing array can be reused, once cleared: stale pointers in it would
+	// keep up to maxHubBatch old events alive per session.
+	clear(batch)
 	h.s.pending = batch[:0]
 }

@@ -77,7 +77,7 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 		}
 		proc.SendSystemMessage(self, &actor.ResumeMailbox{})
 	})
-	info := messages.Interrupt{InterruptRaisedPayload: *p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: t.lane}
+	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: t.lane}
 	t.e.interrupts.Raise(t.run.tenant, info, timeout, t.run.timeoutAction, func(r *messages.Resolution) {
 		t.e.system.Root.Send(f.PID(), r)
 	})

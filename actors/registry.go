@@ -126,7 +126,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	ended := new(atomic.Bool)
 	props := actor.PropsFromProducer(func() actor.Actor { return newRunActor(a.e, spec, ended) },
-		actor.WithSupervisor(agentStrategy(a.e.cfg)))
+		actor.WithSupervisor(agentStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, runNamePrefix+string(spec.runID))
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)

@@ -27,7 +27,7 @@ type runSpec struct {
 	hub         *actor.PID
 	question    string
 	hitl        messages.HITLMode
-	scenario    messages.Scenario
+	scenario    *messages.Scenario // for run_started; the model already embodies it
 	concurrency int
 	model       model.Model
 	// approvalTimeout and timeoutAction apply to every interrupt of the run.
@@ -79,9 +79,8 @@ type runActor struct {
 
 	plan    messages.Plan
 	waves   [][]string
-	nodes   map[string]*messages.PlanNode
-	state   map[string]nodeState
-	outputs map[string]string
+	pos     map[string]int // plan node id → index in plan.Nodes and nodes
+	nodes   []nodeRun
 	wave    int      // current wave index
 	inWave  bool     // wave_started emitted, wave_completed not yet
 	queue   []string // nodes of the current wave not started yet
@@ -98,6 +97,17 @@ type runActor struct {
 	terminal messages.Payload // decided; emitted once every child has stopped
 	parked   *parking         // the plan gate, while a human decides
 }
+
+// sendablePID returns a copy of pid to keep and send to. protoactor caches
+// the target's process on the PID object a send goes through, and a parent
+// keeps each child's spawn-time PID in a PIDSet whose Remove leaves the
+// removed element in the slice's spare capacity. Sending only through
+// copies keeps that stale element a bare PID instead of a reference to the
+// whole stopped actor (TestEngine_StoppedAgentsAreFreed).
+func sendablePID(pid *actor.PID) *actor.PID { return actor.NewPID(pid.Address, pid.Id) }
+
+// testHookSpawned, when set by a test, sees every agent spawned.
+var testHookSpawned func(*agentSpec)
 
 func (r *runActor) target() interruptTarget {
 	return interruptTarget{e: r.e, run: r.spec, agent: supervisorAgentID, lane: messages.RunLane(), parked: &r.parked}
@@ -121,8 +131,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.start = r.e.cfg.Now()
-		sc := r.spec.scenario
-		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: &sc})
+		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario})
 		r.phase = phasePlanning
 		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
 			model.Request{Goal: r.spec.question}, nil)
@@ -132,6 +141,10 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.childTerminated(ctx, m.Who)
 	case *messages.StopRun:
 		r.fail(ctx, m.Code, m.Reason)
+	case *gatePlan:
+		if r.failCode == "" {
+			r.planGate(ctx)
+		}
 	case *actor.Stopping:
 		r.target().cancelParked(ctx)
 	}
@@ -142,12 +155,15 @@ func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lan
 	shared := &agentShared{}
 	spec := &agentSpec{e: r.e, run: r.spec, role: role, agentID: agentID, lane: lane, req: req, node: node, shared: shared}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(r.e.cfg)))
+		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, agentID)
 	if err != nil { // names are unique within a run by construction
 		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, agentID, err))
 	}
-	r.children[pid.Id] = &child{pid: pid, agentID: agentID, role: role, shared: shared}
+	if testHookSpawned != nil {
+		testHookSpawned(spec)
+	}
+	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: agentID, role: role, shared: shared}
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
@@ -178,7 +194,10 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		if r.failCode != "" {
 			return // aborted while planning
 		}
-		r.planGate(ctx)
+		// Gate the plan on a message of our own: a parked actor keeps the
+		// message it parked on (ReenterAfter restores it for the
+		// continuation), and the director's report need not be kept.
+		ctx.Send(ctx.Self(), &gatePlan{})
 	case model.RoleWorker:
 		r.running--
 		if m.Rejected {
@@ -189,15 +208,15 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			return
 		}
 		if m.Err != nil {
-			r.state[c.agentID] = nodeFailed
+			r.node(c.agentID).state = nodeFailed
 			r.counts.Failed++
 			r.failDep = c.agentID
 			r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed: %v", c.agentID, m.Err))
 			return
 		}
-		r.state[c.agentID] = nodeCompleted
+		r.node(c.agentID).state = nodeCompleted
 		r.counts.Completed++
-		r.outputs[c.agentID] = m.Output
+		r.node(c.agentID).output = m.Output
 		r.advance(ctx) // does nothing once the run is failing
 	case model.RoleSynthesizer:
 		switch {
@@ -214,12 +233,11 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 
 func (r *runActor) setPlan(p messages.Plan, waves [][]string) {
 	r.plan, r.waves = p, waves
-	r.nodes = make(map[string]*messages.PlanNode, len(r.plan.Nodes))
-	r.state = make(map[string]nodeState, len(r.plan.Nodes))
-	r.outputs = make(map[string]string, len(r.plan.Nodes))
+	r.pos = make(map[string]int, len(r.plan.Nodes))
+	r.nodes = make([]nodeRun, len(r.plan.Nodes))
 	r.counts.Total = len(r.plan.Nodes)
 	for i := range r.plan.Nodes {
-		r.nodes[r.plan.Nodes[i].ID] = &r.plan.Nodes[i]
+		r.pos[r.plan.Nodes[i].ID] = i
 	}
 }
 
@@ -306,12 +324,12 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 		r.running--
 		lane := messages.RunLane().Child(messages.NodeStream(c.agentID))
 		if c.stopping {
-			r.state[c.agentID] = nodeCancelled
+			r.node(c.agentID).state = nodeCancelled
 			r.counts.Cancelled++
 			r.emitFor(ctx, c.agentID, lane, &messages.NodeCancelledPayload{NodeID: c.agentID, Reason: r.failMsg})
 			return
 		}
-		r.state[c.agentID] = nodeFailed
+		r.node(c.agentID).state = nodeFailed
 		r.counts.Failed++
 		r.emitFor(ctx, c.agentID, lane, &messages.NodeFailedPayload{NodeID: c.agentID, Error: reason, Attempts: c.shared.attempts, Panicked: true})
 		r.failDep = c.agentID
@@ -356,7 +374,7 @@ func (r *runActor) advance(ctx actor.Context) {
 func (r *runActor) completeWave(ctx actor.Context) {
 	p := &messages.WaveCompletedPayload{Wave: r.wave}
 	for _, id := range r.waves[r.wave] {
-		switch r.state[id] {
+		switch r.node(id).state {
 		case nodeCompleted:
 			p.Completed++
 		case nodeFailed:
@@ -372,12 +390,12 @@ func (r *runActor) completeWave(ctx actor.Context) {
 }
 
 func (r *runActor) startNode(ctx actor.Context, id string) {
-	n := r.nodes[id]
+	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
 	for _, d := range n.Deps {
-		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.outputs[d]))
+		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.node(d).output))
 	}
-	r.state[id] = nodeRunning
+	r.node(id).state = nodeRunning
 	r.running++
 	r.spawn(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
 		model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}, &nodeInfo{node: n, wave: r.wave})
@@ -387,8 +405,8 @@ func (r *runActor) startSynthesis(ctx actor.Context) {
 	r.phase = phaseSynthesizing
 	inputs := make([]string, 0, len(r.plan.Nodes))
 	for _, n := range r.plan.Nodes {
-		if r.state[n.ID] == nodeCompleted { // rejected nodes and their dependents have no output
-			inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.outputs[n.ID]))
+		if r.node(n.ID).state == nodeCompleted { // rejected nodes and their dependents have no output
+			inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.node(n.ID).output))
 		}
 	}
 	r.spawn(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
@@ -424,7 +442,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 		r.completeWave(ctx)
 	}
 	for _, n := range r.plan.Nodes {
-		if r.state[n.ID] == nodePending {
+		if r.node(n.ID).state == nodePending {
 			r.skipFailed(ctx, n.ID)
 		}
 	}
@@ -432,8 +450,8 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 }
 
 func (r *runActor) incompleteDep(id string) string {
-	for _, d := range r.nodes[id].Deps {
-		if r.state[d] != nodeCompleted {
+	for _, d := range r.planNode(id).Deps {
+		if r.node(d).state != nodeCompleted {
 			return d
 		}
 	}
@@ -453,7 +471,7 @@ func (r *runActor) skipFailed(ctx actor.Context, id string) {
 
 // skip closes the lane of a node that never ran (a single node_skipped).
 func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
-	r.state[id] = nodeSkipped
+	r.node(id).state = nodeSkipped
 	r.counts.Skipped++
 	r.emitFor(ctx, id, messages.RunLane().Child(messages.NodeStream(id)),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
@@ -481,6 +499,18 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 	r.ended.Store(true)
 	ctx.Stop(ctx.Self())
 }
+
+// gatePlan is the supervisor's message to itself to run the plan gate.
+type gatePlan struct{}
+
+// nodeRun is the progress of one plan node.
+type nodeRun struct {
+	state  nodeState
+	output string
+}
+
+func (r *runActor) node(id string) *nodeRun               { return &r.nodes[r.pos[id]] }
+func (r *runActor) planNode(id string) *messages.PlanNode { return &r.plan.Nodes[r.pos[id]] }
 
 // nodeInfo is what a worker agent knows of its plan node.
 type nodeInfo struct {

@@ -42,7 +42,7 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
 	a.cur = h
 	t := &turnRunner{
-		model: a.spec.run.model, req: req, root: ctx.ActorSystem().Root, self: ctx.Self(), hub: a.spec.run.hub,
+		model: a.spec.run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: a.spec.run.hub,
 		emit: messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane},
 	}
 	if !a.spec.e.turns.Go(func() { t.run(tctx, h.done) }) {

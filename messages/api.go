@@ -78,7 +78,7 @@ const (
 // Interrupt is an interrupt as GET /api/v1/interrupts lists it: what was
 // raised, by whom, and until when it waits.
 type Interrupt struct {
-	InterruptRaisedPayload
+	*InterruptRaisedPayload
 	SessionID SessionID       `json:"session_id"`
 	RunID     RunID           `json:"run_id"`
 	AgentID   string          `json:"agent_id"`

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,8 +46,8 @@ type Registry struct {
 
 	mu        sync.Mutex // guards everything below
 	byID      map[string]*entry
-	bySession map[sessionKey][]*entry // in creation order; ended entries are pruned lazily
-	byRun     map[messages.RunID]map[*entry]struct{}
+	bySession map[sessionKey][]*entry     // in creation order; ended entries are pruned lazily
+	byRun     map[messages.RunID][]*entry // open interrupts of each run
 }
 
 type sessionKey struct {
@@ -64,25 +65,22 @@ type entry struct {
 
 // New returns an empty registry.
 func New(now func() time.Time) *Registry {
-	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID]map[*entry]struct{}{}}
+	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID][]*entry{}}
 }
 
 // Raise registers a pending interrupt. After timeout (> 0) it expires and
 // deliver receives a Resolution with Expired set and Decision = action.
+// info's payload is shared, not copied: it must not change afterwards.
 func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, timeout time.Duration, action messages.Decision, deliver Deliver) {
 	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver}
 	e.info.Status = messages.InterruptPending
 	e.info.CreatedAt = r.now().UTC()
 	e.info.ExpiresAt = e.info.CreatedAt.Add(timeout)
-	e.info.TimeoutSeconds = int(timeout / time.Second)
 	r.mu.Lock()
 	r.byID[info.InterruptID] = e
 	k := sessionKey{tenant, info.SessionID}
 	r.bySession[k] = append(r.bySession[k], e)
-	if r.byRun[info.RunID] == nil {
-		r.byRun[info.RunID] = map[*entry]struct{}{}
-	}
-	r.byRun[info.RunID][e] = struct{}{}
+	r.byRun[info.RunID] = append(r.byRun[info.RunID], e)
 	if timeout > 0 {
 		e.timer = time.AfterFunc(timeout, func() { r.expire(e) })
 	}
@@ -173,7 +171,7 @@ func (r *Registry) Cancel(id string) bool {
 func (r *Registry) CancelRun(run messages.RunID) {
 	r.mu.Lock()
 	var ids []string
-	for e := range r.byRun[run] {
+	for _, e := range r.byRun[run] {
 		ids = append(ids, e.info.InterruptID)
 	}
 	r.mu.Unlock()
@@ -193,11 +191,11 @@ func (r *Registry) endLocked(e *entry) {
 	if e.info.Status != messages.InterruptTimedOut {
 		delete(r.byID, e.info.InterruptID)
 	}
-	if m := r.byRun[e.info.RunID]; m != nil {
-		delete(m, e)
-		if len(m) == 0 {
-			delete(r.byRun, e.info.RunID)
-		}
+	open := slices.DeleteFunc(r.byRun[e.info.RunID], func(x *entry) bool { return x == e })
+	if len(open) == 0 {
+		delete(r.byRun, e.info.RunID)
+	} else {
+		r.byRun[e.info.RunID] = open
 	}
 }
 

@@ -17,18 +17,18 @@ type Index struct {
 	mu     sync.RWMutex // guards everything below
 	runs   map[messages.RunID]*entry
 	order  []messages.RunID // registration order, for stable pagination
-	byPos  map[messages.RunID]int
 	active map[messages.RunStatus]int
 }
 
 type entry struct {
 	tenant messages.TenantID
+	pos    int // in order
 	sum    messages.RunSummary
 }
 
 // New returns an empty index.
 func New() *Index {
-	return &Index{runs: map[messages.RunID]*entry{}, byPos: map[messages.RunID]int{}, active: map[messages.RunStatus]int{}}
+	return &Index{runs: map[messages.RunID]*entry{}, active: map[messages.RunStatus]int{}}
 }
 
 // Register records a new run before its first event.
@@ -38,11 +38,10 @@ func (x *Index) Register(tenant messages.TenantID, run messages.RunID, session m
 	if _, ok := x.runs[run]; ok {
 		return
 	}
-	x.runs[run] = &entry{tenant: tenant, sum: messages.RunSummary{
+	x.runs[run] = &entry{tenant: tenant, pos: len(x.order), sum: messages.RunSummary{
 		RunID: run, SessionID: session, Question: question, Status: messages.StatusPlanning,
 		CreatedAt: at.UTC(), UpdatedAt: at.UTC(), Wave: -1,
 	}}
-	x.byPos[run] = len(x.order)
 	x.order = append(x.order, run)
 	x.active[messages.StatusPlanning]++
 }
@@ -143,11 +142,11 @@ func (x *Index) List(f Filter) ([]messages.RunSummary, messages.RunID) {
 	defer x.mu.RUnlock()
 	start := 0
 	if f.After != "" {
-		pos, ok := x.byPos[f.After]
+		e, ok := x.runs[f.After]
 		if !ok {
 			return nil, ""
 		}
-		start = pos + 1
+		start = e.pos + 1
 	}
 	var out []messages.RunSummary
 	for i := start; i < len(x.order); i++ {

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -73,8 +74,52 @@ type Model struct {
 	nodeIndex         map[string]int // plan node id → 0-based position
 }
 
-// Factory builds a scripted model for a run; it is a model.Factory.
-func Factory(s messages.Scenario) (model.Model, error) { return New(s) }
+// Factory builds a scripted model for a run; it is a model.Factory. A model
+// is immutable and depends only on its scenario, so runs with the same
+// scenario share one (the last cacheSize scenarios are kept).
+func Factory(s messages.Scenario) (model.Model, error) { return defaultCache.get(s) }
+
+const cacheSize = 64
+
+var defaultCache = &cache{m: map[string]*Model{}}
+
+// cache holds recently built models by scenario. It is safe for
+// concurrent use; it is a package-level memo of a pure function, not
+// mutable shared state anyone observes.
+type cache struct {
+	mu    sync.Mutex
+	m     map[string]*Model
+	order []string // insertion order, for eviction
+}
+
+func (c *cache) get(s messages.Scenario) (*Model, error) {
+	s = s.WithDefaults()
+	key, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("scripted: %w", err)
+	}
+	c.mu.Lock()
+	m, ok := c.m[string(key)]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err = New(s)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[string(key)]; !ok {
+		if len(c.order) == cacheSize {
+			delete(c.m, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.m[string(key)] = m
+		c.order = append(c.order, string(key))
+	}
+	return m, nil
+}
 
 // New applies the scenario defaults, validates the scenario and precomputes
 // the plan and the nodes that fail or panic.

@@ -1,0 +1,64 @@
+package actors
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// TestEngine_StoppedAgentsAreFreed: a run parked on its plan gate must not
+// keep its stopped director alive (see sendablePID: protoactor's PIDSet
+// keeps a removed child's PID in spare capacity, and a PID caches its
+// process).
+func TestEngine_StoppedAgentsAreFreed(t *testing.T) {
+	var specs []weak.Pointer[agentSpec]
+	testHookSpawned = func(s *agentSpec) { specs = append(specs, weak.Make(s)) }
+	defer func() { testHookSpawned = nil }()
+
+	e, err := New(Config{InterruptTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	ctx := context.Background()
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	// Wait until parked on the plan gate, and the director has stopped.
+	for parked := false; !parked; {
+		evs, err := sub.Next(ctx, nil, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, enc := range evs {
+			parked = parked || enc.Type == messages.InterruptRaised
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		live := 0
+		for _, w := range specs {
+			if w.Value() != nil {
+				live++
+			}
+		}
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d stopped agents are still reachable while the run is parked", live, len(specs))
+		}
+		runtime.Gosched()
+	}
+}

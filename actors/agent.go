@@ -136,7 +136,7 @@ func (a *agentActor) begin(ctx actor.Context) {
 func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
 	t.lane = messages.RunLane()
-	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID},
+	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal},
 		func(res *messages.Resolution) {
 			if res.Decision == messages.DecisionApprove {
 				a.spec.shared.approved = true

@@ -49,7 +49,6 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	emit := func(pl messages.Payload) {
 		ctx.Send(t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: pl})
 	}
-	emit(p)
 
 	f := actor.NewFuture(ctx.ActorSystem(), -1) // no timeout: the registry owns the timer
 	self := ctx.Self()
@@ -81,6 +80,8 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	t.e.interrupts.Raise(t.run.tenant, info, timeout, t.run.timeoutAction, func(r *messages.Resolution) {
 		t.e.system.Root.Send(f.PID(), r)
 	})
+	// Published last: whoever sees interrupt_raised can resume it at once.
+	emit(p)
 }
 
 // cancelParked cancels the actor's pending interrupt, if any, from its

@@ -252,7 +252,7 @@ func (r *runActor) planGate(ctx actor.Context) {
 		return
 	}
 	plan := r.plan
-	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan},
+	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.waves},
 		func(res *messages.Resolution) {
 			if r.failCode != "" {
 				return

@@ -285,8 +285,10 @@ type InterruptRaisedPayload struct {
 	Question       string `json:"question,omitempty"`
 	ContextSnippet string `json:"context_snippet,omitempty"`
 	// plan_approval, node_approval, spawn_approval
-	Plan   *Plan  `json:"plan,omitempty"`
-	NodeID string `json:"node_id,omitempty"`
+	Plan   *Plan      `json:"plan,omitempty"`
+	Waves  [][]string `json:"waves,omitempty"`
+	NodeID string     `json:"node_id,omitempty"`
+	Goal   string     `json:"goal,omitempty"`
 }
 
 // InterruptResolvedPayload records the answer to an interrupt.

@@ -97,8 +97,12 @@ func (r *Registry) expire(e *entry) {
 	deliver := e.deliver
 	r.endLocked(e)
 	r.mu.Unlock()
+	action := e.action
+	if e.info.Kind == messages.InterruptInfoRequest {
+		action = messages.DecisionReject // nobody answered; approving has no meaning here
+	}
 	deliver(&messages.Resolution{
-		Resume: messages.Resume{InterruptID: e.info.InterruptID, Decision: e.action},
+		Resume: messages.Resume{InterruptID: e.info.InterruptID, Decision: action},
 		Kind:   e.info.Kind, Expired: true,
 	})
 }

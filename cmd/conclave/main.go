@@ -34,7 +34,7 @@ func main() {
 	// After the first signal the command winds down (aborting its run);
 	// restoring the default handling lets a second Ctrl-C kill at once.
 	context.AfterFunc(ctx, stop)
-	code := execute(ctx, &app{stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now}, os.Args[1:])
+	code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -42,6 +42,7 @@ func main() {
 // app is what every subcommand gets from main: where to write, how to tell
 // a terminal, and the clock. Tests build one around buffers.
 type app struct {
+	stdin          io.Reader // answers to prompts
 	stdout, stderr io.Writer
 	// isTTY reports whether w is an interactive terminal.
 	isTTY func(w io.Writer) bool
@@ -78,6 +79,9 @@ func newRootCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usageError(errors.New("a command is required (see conclave --help)"))
 		},
+	}
+	if a.stdin != nil {
+		root.SetIn(a.stdin)
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)

@@ -12,12 +12,14 @@ import (
 
 // output writes a followed run to stdout. The follow loop calls it from one
 // goroutine: event for each event of a batch read from the subscription,
-// then flush; idle when no event arrived for a tick; finish once, after
-// the run's terminal event (nil when the run did not end).
+// then flush; idle when no event arrived for a tick; aside before the
+// command writes lines of its own to the terminal (prompts); finish once,
+// after the run's terminal event (nil when the run did not end).
 type output interface {
 	event(enc *messages.Encoded, env *messages.Envelope)
 	flush() error
 	idle() error
+	aside() error
 	finish(term *messages.Envelope) error
 }
 
@@ -36,6 +38,7 @@ func (o *jsonOutput) event(enc *messages.Encoded, _ *messages.Envelope) {
 }
 func (o *jsonOutput) flush() error                    { return o.w.Flush() }
 func (o *jsonOutput) idle() error                     { return nil }
+func (o *jsonOutput) aside() error                    { return o.w.Flush() }
 func (o *jsonOutput) finish(*messages.Envelope) error { return o.w.Flush() }
 
 // plainOutput writes one progress line per event and the summary, with no
@@ -55,6 +58,7 @@ func (o *plainOutput) event(_ *messages.Encoded, env *messages.Envelope) {
 }
 func (o *plainOutput) flush() error { return o.w.Flush() }
 func (o *plainOutput) idle() error  { return nil }
+func (o *plainOutput) aside() error { return o.w.Flush() }
 func (o *plainOutput) finish(*messages.Envelope) error {
 	for _, n := range o.r.Summary() {
 		o.w.WriteString(n.text)
@@ -106,6 +110,15 @@ func (o *ttyOutput) flush() error {
 
 func (o *ttyOutput) idle() error {
 	o.draw(o.now())
+	return o.w.Flush()
+}
+
+// aside erases the status block, so what the command writes next (a
+// prompt, typed answers) stays above the block, which the next flush
+// draws again below it.
+func (o *ttyOutput) aside() error {
+	o.erase()
+	o.lastDraw = time.Time{}
 	return o.w.Flush()
 }
 
@@ -194,10 +207,11 @@ func colorize(sgr, s string, color bool) string {
 }
 
 // formatStatus renders the status block: one line per wave with its node
-// counts, then the phase, the tokens streamed and the elapsed time. Lines are
+// counts, what waits for an answer (if anything), then the phase, the
+// tokens streamed and the elapsed time. Lines are
 // kept short so they never wrap (the block is redrawn by counting lines).
 func formatStatus(st status, elapsed time.Duration, color bool) []string {
-	lines := make([]string, 0, min(len(st.Waves), maxWaveLines)+1)
+	lines := make([]string, 0, min(len(st.Waves), maxWaveLines)+2)
 	window := ""
 	var b strings.Builder
 	count := func(n int, label, sgr string) {
@@ -235,6 +249,13 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 		}
 		count(w.Skipped, "skipped", sgrYellow)
 		lines = append(lines, b.String())
+	}
+	if n := len(st.Waiting); n > 0 {
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (+%d more)", n-1)
+		}
+		lines = append(lines, colorize(sgrYellow, "waiting for you: "+st.Waiting[0]+more, color))
 	}
 	lines = append(lines, fmt.Sprintf("%s%s · %d tokens · %s", window,
 		colorize(sgrBold, st.Phase, color), st.Tokens, elapsed.Round(100*time.Millisecond)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,10 @@ type renderer struct {
 	waves  [][]*nodeState
 	tokens int // text_delta events of the run, on every lane
 	term   *messages.Envelope
+	// interrupts labels the open interrupts; waiting lists their ids in
+	// the order they were raised.
+	interrupts map[string]string
+	waiting    []string
 }
 
 type nodeStatus int
@@ -72,12 +77,15 @@ type status struct {
 	Phase  string
 	Waves  []waveCounts
 	Tokens int
+	// Waiting describes the interrupts waiting for a human, oldest first.
+	Waiting []string
 }
 
 func newRenderer(run messages.RunID) *renderer {
 	return &renderer{
 		run: run, phase: "starting",
 		nodes: make(map[string]*nodeState), lanes: make(map[messages.StreamID]*nodeState),
+		interrupts: make(map[string]string),
 	}
 }
 
@@ -208,11 +216,31 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	case *messages.SynthesisFailedPayload:
 		add(noteBad, "synthesis failed: %s", p.Error)
 	case *messages.InterruptRaisedPayload:
-		add(noteWarn, "interrupt %s raised by %s: %s", p.InterruptID, env.AgentID, p.Kind)
+		label := interruptLabel(p, env.AgentID)
+		r.interrupts[p.InterruptID] = label
+		r.waiting = append(r.waiting, p.InterruptID)
+		add(noteWarn, "waiting for you: %s", label)
 	case *messages.InterruptResolvedPayload:
-		add(noteInfo, "interrupt %s resolved: %s", p.InterruptID, p.Decision)
+		label := r.closeInterrupt(p.InterruptID, p.Kind, env.AgentID)
+		switch p.Decision {
+		case messages.DecisionCancel:
+			add(noteWarn, "%s cancelled", label)
+		case messages.DecisionApprove:
+			if p.Kind == messages.InterruptInfoRequest {
+				add(noteInfo, "%s answered", label)
+			} else {
+				add(noteInfo, "%s: approved", label)
+			}
+		default:
+			add(noteInfo, "%s: %s", label, past(p.Decision))
+		}
 	case *messages.InterruptExpiredPayload:
-		add(noteWarn, "interrupt %s expired: %s", p.InterruptID, p.Action)
+		label := r.closeInterrupt(p.InterruptID, p.Kind, env.AgentID)
+		if p.Kind == messages.InterruptInfoRequest {
+			add(noteWarn, "%s timed out: no answer", label)
+		} else {
+			add(noteWarn, "%s timed out: %s", label, past(p.Action))
+		}
 	case *messages.RunFinishedPayload:
 		r.phase, r.term = "finished", env
 	case *messages.RunErrorPayload:
@@ -221,9 +249,43 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	return dst
 }
 
+// closeInterrupt forgets an open interrupt and returns its label.
+func (r *renderer) closeInterrupt(id string, kind messages.InterruptKind, agent string) string {
+	label, ok := r.interrupts[id]
+	if !ok { // raised before we were watching
+		label = interruptLabel(&messages.InterruptRaisedPayload{Kind: kind, NodeID: agent}, agent)
+	}
+	delete(r.interrupts, id)
+	if i := slices.Index(r.waiting, id); i >= 0 {
+		r.waiting = slices.Delete(r.waiting, i, i+1)
+	}
+	return label
+}
+
+// interruptLabel says in a few words what an interrupt of agent asks for.
+func interruptLabel(p *messages.InterruptRaisedPayload, agent string) string {
+	switch p.Kind {
+	case messages.InterruptToolApproval:
+		if p.ToolName == "" {
+			return "tool approval for " + agent
+		}
+		return fmt.Sprintf("tool approval for %s (%s)", agent, p.ToolName)
+	case messages.InterruptInfoRequest:
+		return "question from " + agent
+	case messages.InterruptPlanApproval:
+		return "plan approval"
+	case messages.InterruptNodeApproval:
+		return "approval to start node " + p.NodeID
+	}
+	return fmt.Sprintf("%s for %s", p.Kind, agent)
+}
+
 // Status returns a snapshot for the live status block.
 func (r *renderer) Status() status {
 	st := status{Phase: r.phase, Tokens: r.tokens, Waves: make([]waveCounts, len(r.waves))}
+	for _, id := range r.waiting {
+		st.Waiting = append(st.Waiting, r.interrupts[id])
+	}
 	for w, nodes := range r.waves {
 		c := &st.Waves[w]
 		c.Wave = w

@@ -196,3 +196,57 @@ func TestRows(t *testing.T) {
 		t.Errorf("rows counts bytes, not runes: %d", got)
 	}
 }
+
+func TestRenderer_Interrupts(t *testing.T) {
+	t.Parallel()
+	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "n001"}, {ID: "n002"}}}
+	r, notes := feed(t,
+		&messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Plan: &plan},
+		&messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionApprove},
+		&messages.InterruptRaisedPayload{InterruptID: "i2", Kind: messages.InterruptNodeApproval, NodeID: "n001"},
+		onNode("n002", &messages.InterruptRaisedPayload{InterruptID: "i3", Kind: messages.InterruptToolApproval, ToolName: "search"}),
+		onNode("n001", &messages.InterruptRaisedPayload{InterruptID: "i4", Kind: messages.InterruptInfoRequest, Question: "which?"}),
+	)
+	if got, want := r.Status().Waiting, []string{"approval to start node n001", "tool approval for n002 (search)", "question from n001"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("waiting = %q, want %q", got, want)
+	}
+	lines := formatStatus(r.Status(), 0, false)
+	if len(lines) < 2 || lines[len(lines)-2] != "waiting for you: approval to start node n001 (+2 more)" {
+		t.Errorf("status block:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, env := range []*messages.Envelope{
+		{RunID: "r1", Lane: messages.RunLane(), Payload: &messages.InterruptResolvedPayload{InterruptID: "i2", Kind: messages.InterruptNodeApproval, Decision: messages.DecisionReject}},
+		{RunID: "r1", Lane: nodeLane("n002"), AgentID: "n002", Payload: &messages.InterruptExpiredPayload{InterruptID: "i3", Kind: messages.InterruptToolApproval, Action: messages.DecisionReject}},
+		{RunID: "r1", Lane: nodeLane("n001"), AgentID: "n001", Payload: &messages.InterruptResolvedPayload{InterruptID: "i4", Kind: messages.InterruptInfoRequest, Decision: messages.DecisionApprove}},
+		// Raised before the renderer was watching: labelled from the event itself.
+		{RunID: "r1", Lane: nodeLane("n002"), AgentID: "n002", Payload: &messages.InterruptResolvedPayload{InterruptID: "i0", Kind: messages.InterruptToolApproval, Decision: messages.DecisionCancel}},
+	} {
+		env.Type = env.Payload.EventType()
+		notes = r.Event(notes, env)
+	}
+	want := []note{
+		{noteWarn, "waiting for you: plan approval"},
+		{noteInfo, "plan approval: approved"},
+		{noteWarn, "waiting for you: approval to start node n001"},
+		{noteWarn, "waiting for you: tool approval for n002 (search)"},
+		{noteWarn, "waiting for you: question from n001"},
+		{noteInfo, "approval to start node n001: rejected"},
+		{noteWarn, "tool approval for n002 (search) timed out: rejected"},
+		{noteInfo, "question from n001 answered"},
+		{noteWarn, "tool approval for n002 cancelled"},
+	}
+	if texts(notes) != texts(want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", texts(notes), texts(want))
+	}
+	for i := range min(len(notes), len(want)) {
+		if notes[i].kind != want[i].kind {
+			t.Errorf("line %q has kind %d, want %d", notes[i].text, notes[i].kind, want[i].kind)
+		}
+	}
+	if st := r.Status(); len(st.Waiting) != 0 {
+		t.Errorf("still waiting for %q", st.Waiting)
+	}
+	if lines := formatStatus(r.Status(), 0, false); strings.Contains(strings.Join(lines, "\n"), "waiting") {
+		t.Errorf("status block without open interrupts:\n%s", strings.Join(lines, "\n"))
+	}
+}

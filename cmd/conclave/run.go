@@ -79,6 +79,10 @@ var scenarioIntFlags = []intFlag{
 		"sub-agents each worker node delegates to", false},
 	{"panic-attempts", func(s *messages.Scenario) *int { return &s.PanicAttempts }, 1, 100,
 		"attempts of each --panic-nodes node that panic before one succeeds", false},
+	{"approvals", func(s *messages.Scenario) *int { return &s.Approvals }, 0, messages.MaxNodes,
+		"search calls dealt to the nodes in id order; with --hitl tools each asks for approval (as every tool call does)", false},
+	{"info-requests", func(s *messages.Scenario) *int { return &s.InfoRequests }, 0, messages.MaxNodes,
+		"ask_human calls dealt to the nodes in id order; each asks you a question, whatever --hitl says", false},
 }
 
 // runCmd holds the flags of `conclave run`.
@@ -93,9 +97,13 @@ type runCmd struct {
 	scenarioFile string
 	concurrency  int
 	hitl         string
-	jsonOut      bool
-	session      string
-	logLevel     string
+	// approvalTimeout is --approval-timeout; 0 leaves the engine's default.
+	approvalTimeout time.Duration
+	timeoutAction   string
+	autoApprove     bool
+	jsonOut         bool
+	session         string
+	logLevel        string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -107,6 +115,15 @@ func newRunCmd(a *app) *cobra.Command {
 its progress live: a status block on a terminal, plain progress lines otherwise,
 then the answer. With --json, print every event as one JSON envelope per line.
 
+With --hitl, the run stops at its gates (each mode includes the ones before:
+plan, then each node, then each tool call) and asks you inline: approve, reject
+or edit. Questions of --info-requests are asked with any --hitl. Answers are
+read from stdin, one per line, so a script can pipe them in; prompts go to the
+terminal (stderr unless the status block is on stdout). An unanswered prompt
+gives up when the interrupt expires (--approval-timeout), and the engine takes
+--approval-timeout-action; at the end of stdin, approvals are rejected with
+"no input". --auto-approve approves everything and says what it approved.
+
 The scenario flags mirror the fields of a scenario file one to one. Without
 --scenario the defaults below apply; with --scenario the file's fields apply
 (unset ones take the scenario defaults) and only the flags given override them.
@@ -115,7 +132,8 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 2 for bad usage, 130 when interrupted (the run is aborted first).`,
 		Example: `  conclave run "why is the sky blue"
   conclave run "why is the sky blue" --nodes 12 --waves 4 --fail-nodes 0.1 --json
-  conclave run "why is the sky blue" --scenario scenario.json --seed 7`,
+  conclave run "why is the sky blue" --scenario scenario.json --seed 7
+  conclave run "why is the sky blue" --hitl tools --approvals 2 --nodes 2 --approval-timeout 2m`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
@@ -126,7 +144,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.run(cmd.Context(), cmd.Flags(), args[0])
+			return c.run(cmd.Context(), cmd.Flags(), cmd.InOrStdin(), args[0])
 		},
 	}
 	fs := cmd.Flags()
@@ -143,7 +161,10 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.Int64Var(&c.sc.Seed, "seed", 0, "seed of the scripted model; the same seed replays the same run")
 	fs.StringVar(&c.scenarioFile, "scenario", "", "JSON scenario `file`; the flags given override its fields")
 	fs.IntVar(&c.concurrency, "concurrency", 0, fmt.Sprintf("nodes of one wave running at once, 1..%d (default 8)", actors.MaxConcurrency))
-	fs.StringVar(&c.hitl, "hitl", string(messages.HITLNone), "human-in-the-loop gates: none|plan|node|tools (only none is implemented)")
+	fs.StringVar(&c.hitl, "hitl", string(messages.HITLNone), "human-in-the-loop gates, each mode including the ones before: none|plan|node|tools")
+	fs.DurationVar(&c.approvalTimeout, "approval-timeout", 0, "how long each interrupt waits for an answer, in whole seconds: 30s, 5m (default 10m)")
+	fs.StringVar(&c.timeoutAction, "approval-timeout-action", string(messages.DecisionReject), "what an approval nobody answered in time decides: reject|approve")
+	fs.BoolVar(&c.autoApprove, "auto-approve", false, "approve every interrupt (answer questions \"ok\") at once, printing what it approved")
 	fs.BoolVar(&c.jsonOut, "json", false, "print each event's JSON envelope, one per line (JSONL), and nothing else")
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
@@ -223,10 +244,32 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// hitlOptions validates --hitl, --approval-timeout and
+// --approval-timeout-action: usage errors naming the flag.
+func (c *runCmd) hitlOptions(fs *pflag.FlagSet) (mode messages.HITLMode, timeoutSeconds int, action messages.Decision, err error) {
+	if mode, err = messages.ParseHITLMode(c.hitl); err != nil {
+		return "", 0, "", usageError(fmt.Errorf("invalid --hitl %q: must be none, plan, node or tools", c.hitl))
+	}
+	if fs.Changed("approval-timeout") {
+		d := c.approvalTimeout
+		if d < time.Second || d%time.Second != 0 || d > messages.MaxApprovalTimeoutSeconds*time.Second {
+			return "", 0, "", usageError(fmt.Errorf("invalid --approval-timeout %s: must be whole seconds in 1s..%s",
+				d, time.Duration(messages.MaxApprovalTimeoutSeconds)*time.Second))
+		}
+		timeoutSeconds = int(d / time.Second)
+	}
+	switch action = messages.Decision(c.timeoutAction); action {
+	case messages.DecisionReject, messages.DecisionApprove:
+	default:
+		return "", 0, "", usageError(fmt.Errorf("invalid --approval-timeout-action %q: must be reject or approve", c.timeoutAction))
+	}
+	return mode, timeoutSeconds, action, nil
+}
+
 // run starts the council, follows it to its terminal event and maps the
-// outcome to an exit status. The engine is always shut down before it
-// returns.
-func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, question string) (err error) {
+// outcome to an exit status. Interrupts are answered with what stdin
+// says. The engine is always shut down before it returns.
+func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, question string) (err error) {
 	level, err := parseLevel(c.logLevel)
 	if err != nil {
 		return usageError(err)
@@ -235,8 +278,14 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, question string) (e
 	if err != nil {
 		return err
 	}
+	hitl, timeoutSeconds, timeoutAction, err := c.hitlOptions(fs)
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
-	eng, err := actors.New(actors.Config{Logger: logger})
+	// The engine stamps events and interrupt expiries with the app's
+	// clock, which the prompts compare deadlines with.
+	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now})
 	if err != nil {
 		return failure(err)
 	}
@@ -255,9 +304,12 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, question string) (e
 	ref, err := eng.StartRun(ctx, messages.StartRun{
 		SessionID:   messages.SessionID(c.session),
 		Question:    question,
-		HITL:        messages.HITLMode(c.hitl),
+		HITL:        hitl,
 		Scenario:    &sc,
 		Concurrency: c.concurrency,
+
+		ApprovalTimeoutSeconds: timeoutSeconds,
+		ApprovalTimeoutAction:  timeoutAction,
 	})
 	if err != nil {
 		if errors.Is(err, actors.ErrInvalidRequest) {
@@ -274,14 +326,28 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, question string) (e
 
 	f := &follower{eng: eng, sub: sub, ref: ref, sc: sc, stderr: c.app.stderr, logger: logger}
 	w := bufio.NewWriter(c.app.stdout)
+	// Prompts go where a person sees them: stderr, unless stdout is the
+	// terminal (the status block is redrawn around them).
+	pw := bufio.NewWriter(c.app.stderr)
 	switch {
 	case c.jsonOut:
 		f.out = &jsonOutput{w: w}
 	case c.app.isTTY(c.app.stdout):
 		f.out = &ttyOutput{w: w, r: newRenderer(ref.RunID), now: c.app.now, start: start, width: terminalWidth(c.app.stdout)}
 		f.tick = redrawEvery
+		pw = w
 	default:
 		f.out = &plainOutput{w: w, r: newRenderer(ref.RunID)}
+	}
+	in := newLineReader(stdin)
+	defer in.close()
+	// A signal ends the prompt being answered at once; no goroutine is
+	// left reading stdin (see lineReader).
+	stopCancel := context.AfterFunc(ctx, in.cancel)
+	defer stopCancel()
+	f.ask = &asker{
+		eng: eng, tenant: ref.Tenant, action: timeoutAction, auto: c.autoApprove, in: in,
+		w: pw, aside: f.out.aside, now: c.app.now, told: make(map[string]bool),
 	}
 	term, err := f.follow(ctx)
 	if err != nil {
@@ -314,6 +380,7 @@ type follower struct {
 	ref    actors.RunRef
 	sc     messages.Scenario
 	out    output
+	ask    *asker // answers the run's interrupts
 	stderr io.Writer
 	logger *slog.Logger
 	// tick, when > 0, bounds each wait for events so out.idle runs
@@ -321,21 +388,39 @@ type follower struct {
 	tick time.Duration
 
 	interrupted bool // ctx ended and the run was aborted
+	// unsettled: the next interrupt to answer was not in the engine's
+	// registry yet; wait a moment for events before asking again.
+	unsettled bool
 }
 
 // follow returns the run's terminal event. When ctx ends first, it aborts
 // the run and keeps reading for at most abortGrace, so that even an
 // interrupted run shows how it ended.
+//
+// Interrupts of the run are answered between batches, one per batch, in
+// the order they were raised. While a prompt waits for the human, events
+// wait in the subscription (it loses nothing: see actors/feed); while
+// interrupts are queued, reads do not wait for events.
 func (f *follower) follow(ctx context.Context) (*messages.Envelope, error) {
 	readCtx := ctx
 	var batch []*messages.Encoded
 	for {
+		asking := f.canAsk(ctx)
+		f.unsettled = f.unsettled && asking
+		wait := f.tick
+		if f.unsettled {
+			wait = settleWait
+		}
 		waitCtx, cancel := readCtx, context.CancelFunc(func() {})
-		if f.tick > 0 {
-			waitCtx, cancel = context.WithTimeout(readCtx, f.tick)
+		if wait > 0 {
+			waitCtx, cancel = context.WithTimeout(readCtx, wait)
 		}
 		var err error
-		batch, err = f.sub.Next(waitCtx, batch, batchMax)
+		if asking && !f.unsettled {
+			batch, err = f.sub.Poll(readCtx, batch, batchMax)
+		} else {
+			batch, err = f.sub.Next(waitCtx, batch, batchMax)
+		}
 		cancel()
 		var term *messages.Envelope
 		for _, enc := range batch {
@@ -347,6 +432,7 @@ func (f *follower) follow(ctx context.Context) (*messages.Envelope, error) {
 			if env.RunID != f.ref.RunID {
 				continue
 			}
+			f.ask.event(env)
 			if p, ok := env.Payload.(*messages.PlanProposedPayload); ok {
 				f.warnUnknownNodes(p)
 			}
@@ -363,7 +449,10 @@ func (f *follower) follow(ctx context.Context) (*messages.Envelope, error) {
 		}
 		switch {
 		case err == nil:
-		case f.tick > 0 && errors.Is(err, context.DeadlineExceeded) && readCtx.Err() == nil:
+		case errors.Is(err, context.DeadlineExceeded) && readCtx.Err() == nil: // our wait ended
+			if f.tick == 0 {
+				break
+			}
 			if ierr := f.out.idle(); ierr != nil {
 				return nil, fmt.Errorf("write output: %w", ierr)
 			}
@@ -376,7 +465,22 @@ func (f *follower) follow(ctx context.Context) (*messages.Envelope, error) {
 		default:
 			return nil, fmt.Errorf("read events of run %s: %w", f.ref.RunID, err)
 		}
+		if f.canAsk(ctx) {
+			answered, aerr := f.ask.answerNext(ctx)
+			f.unsettled = !answered
+			if aerr != nil && ctx.Err() == nil {
+				return nil, fmt.Errorf("answer interrupt: %w", aerr)
+			}
+			// When ctx ended during the prompt, the next read fails with
+			// its error, and the run is aborted as above.
+		}
 	}
+}
+
+// canAsk reports whether an interrupt waits for an answer and may be asked:
+// not once the command is being interrupted.
+func (f *follower) canAsk(ctx context.Context) bool {
+	return f.ask.waiting() && !f.interrupted && ctx.Err() == nil
 }
 
 func (f *follower) abort(ctx context.Context) {

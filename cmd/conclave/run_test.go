@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,19 +51,48 @@ type result struct {
 	stdout, stderr string
 }
 
-// runCLI runs the command line with stdout going to w (a buffer when nil).
+// runCLI runs the command line with stdout going to w (a buffer when nil)
+// and an empty stdin.
 func runCLI(t *testing.T, ctx context.Context, w io.Writer, tty bool, args ...string) result {
+	t.Helper()
+	return runCLIWith(t, ctx, cliIO{stdout: w, tty: tty}, args...)
+}
+
+// cliIO is what a command line reads and where it writes. A nil stdin is
+// empty; a nil stdout or stderr is a buffer. The result holds what a
+// buffer, or a writer with a String method, received.
+type cliIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	tty            bool
+}
+
+func runCLIWith(t *testing.T, ctx context.Context, cio cliIO, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, watchdog)
 	defer cancel()
 	var out bytes.Buffer
-	if w == nil {
-		w = &out
-	}
 	var errb lockedBuffer
-	a := &app{stdout: w, stderr: &errb, isTTY: func(io.Writer) bool { return tty }, now: time.Now}
+	stdout, stderr, stdin := cio.stdout, cio.stderr, cio.stdin
+	if stdout == nil {
+		stdout = &out
+	}
+	if stderr == nil {
+		stderr = &errb
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTTY: func(io.Writer) bool { return cio.tty }, now: time.Now}
 	code := execute(ctx, a, args)
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
+	r := result{code: code, stdout: out.String(), stderr: errb.String()}
+	if s, ok := cio.stdout.(fmt.Stringer); ok {
+		r.stdout = s.String()
+	}
+	if s, ok := cio.stderr.(fmt.Stringer); ok {
+		r.stderr = s.String()
+	}
+	return r
 }
 
 // decodeJSONL decodes every line of out as an envelope.
@@ -175,6 +205,13 @@ func TestRun_BadUsage(t *testing.T) {
 		{"bad hitl", []string{"run", "q", "--hitl", "sometimes"}, "hitl"},
 		{"bad session", []string{"run", "q", "--session", "no spaces"}, "session"},
 		{"bad concurrency", []string{"run", "q", "--concurrency", "-1"}, "concurrency"},
+		{"zero approval timeout", []string{"run", "q", "--approval-timeout", "0s"}, "--approval-timeout"},
+		{"fractional approval timeout", []string{"run", "q", "--approval-timeout", "1500ms"}, "--approval-timeout"},
+		{"approval timeout above a week", []string{"run", "q", "--approval-timeout", "169h"}, "--approval-timeout"},
+		{"unparsable approval timeout", []string{"run", "q", "--approval-timeout", "soon"}, "--approval-timeout"},
+		{"bad timeout action", []string{"run", "q", "--approval-timeout-action", "maybe"}, "--approval-timeout-action"},
+		{"negative approvals", []string{"run", "q", "--approvals", "-1"}, "--approvals"},
+		{"negative info requests", []string{"run", "q", "--info-requests", "-1"}, "--info-requests"},
 		{"bad log level", []string{"run", "q", "--log-level", "loud"}, "--log-level"},
 		{"missing scenario file", []string{"run", "q", "--scenario", filepath.Join(t.TempDir(), "nope.json")}, "--scenario"},
 		{"no command", nil, "command"},
@@ -202,10 +239,14 @@ func TestRun_Help(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"--fail-nodes", "--scenario", "--token-delay-ms", "0 by default with --json", "(default 15)"} {
+	for _, want := range []string{"--fail-nodes", "--scenario", "--token-delay-ms", "0 by default with --json", "(default 15)",
+		"--hitl", "--approval-timeout", "--approval-timeout-action", "--approvals", "--info-requests", "--auto-approve"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("help does not mention %q:\n%s", want, r.stdout)
 		}
+	}
+	if strings.Contains(r.stdout, "only none") {
+		t.Errorf("help still says only --hitl none is implemented:\n%s", r.stdout)
 	}
 }
 

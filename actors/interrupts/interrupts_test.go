@@ -1,0 +1,174 @@
+package interrupts_test
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors/interrupts"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+func raised(id string, kind messages.InterruptKind) messages.Interrupt {
+	return messages.Interrupt{InterruptRaisedPayload: &messages.InterruptRaisedPayload{InterruptID: id, Kind: kind},
+		SessionID: "s", RunID: "r", AgentID: "n001"}
+}
+
+// recorder collects deliveries.
+type recorder struct {
+	mu  sync.Mutex
+	got []*messages.Resolution
+}
+
+func (r *recorder) deliver(res *messages.Resolution) {
+	r.mu.Lock()
+	r.got = append(r.got, res)
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []*messages.Resolution {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*messages.Resolution(nil), r.got...)
+}
+
+func TestRegistry_ResolveLifecycle(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	var rec recorder
+	reg.Raise("t1", raised("i1", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, rec.deliver)
+
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t2", InterruptID: "i1", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+	var invalid *interrupts.InvalidError
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1"}); !errors.As(err, &invalid) {
+		t.Fatalf("no decision: %v", err)
+	}
+	if list, _ := reg.Pending("t1", "s", "", 10); len(list) != 1 || list[0].Status != messages.InterruptPending {
+		t.Fatalf("still pending after an invalid resume: %+v", list)
+	}
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1", Decision: messages.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrConflict) {
+		t.Fatalf("while resolving: %v", err)
+	}
+	reg.Done("i1")
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrNotFound) {
+		t.Fatalf("after done: %v", err)
+	}
+	if got := rec.all(); len(got) != 1 || got[0].Decision != messages.DecisionApprove || got[0].Expired || got[0].Cancelled {
+		t.Fatalf("deliveries %+v", got)
+	}
+	if list, _ := reg.Pending("t1", "s", "", 10); len(list) != 0 {
+		t.Fatalf("pending after done: %+v", list)
+	}
+}
+
+func TestRegistry_ExpiryAndCancel(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := interrupts.New(time.Now)
+		var rec recorder
+		reg.Raise("t", raised("tool", messages.InterruptToolApproval), 30*time.Second, messages.DecisionApprove, rec.deliver)
+		reg.Raise("t", raised("info", messages.InterruptInfoRequest), 30*time.Second, messages.DecisionApprove, rec.deliver)
+		reg.Raise("t", raised("gone", messages.InterruptNodeApproval), time.Hour, messages.DecisionReject, rec.deliver)
+		if in, _ := reg.Get("t", "tool"); !in.ExpiresAt.Equal(in.CreatedAt.Add(30 * time.Second)) {
+			t.Fatalf("expires_at %v, created %v", in.ExpiresAt, in.CreatedAt)
+		}
+		time.Sleep(30 * time.Second) // virtual
+		synctest.Wait()
+		got := rec.all()
+		if len(got) != 2 {
+			t.Fatalf("%d deliveries after the timeout, want 2", len(got))
+		}
+		for _, r := range got {
+			want := messages.DecisionApprove
+			if r.Kind == messages.InterruptInfoRequest {
+				want = messages.DecisionReject // nobody answered
+			}
+			if !r.Expired || r.Decision != want {
+				t.Fatalf("expired delivery %+v", r)
+			}
+		}
+		if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "tool", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrExpired) {
+			t.Fatalf("resume after expiry: %v", err)
+		}
+		reg.CancelRun("r")
+		if got := rec.all(); len(got) != 3 || !got[2].Cancelled {
+			t.Fatalf("cancel: %+v", got)
+		}
+		if reg.Cancel("gone") {
+			t.Fatal("second cancel reported pending")
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if n := len(rec.all()); n != 3 {
+			t.Fatalf("a cancelled interrupt was delivered again (%d deliveries)", n)
+		}
+	})
+}
+
+func TestRegistry_ConcurrentResumesOneWins(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	var rec recorder
+	reg.Raise("t", raised("i", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i", Decision: messages.DecisionApprove}); err == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 1 || len(rec.all()) != 1 {
+		t.Fatalf("%d successes, %d deliveries", ok, len(rec.all()))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	plan := &messages.Plan{Nodes: []messages.PlanNode{{ID: "a"}, {ID: "b", Deps: []string{"a"}}}}
+	cyclic := &messages.Plan{Nodes: []messages.PlanNode{{ID: "a", Deps: []string{"b"}}, {ID: "b", Deps: []string{"a"}}}}
+	tests := []struct {
+		kind messages.InterruptKind
+		res  messages.Resume
+		ok   bool
+	}{
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionApprove}, true},
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionReject, Feedback: "no"}, true},
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionRevise, EditedArgs: json.RawMessage(`{"q":1}`)}, true},
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionRevise, EditedArgs: json.RawMessage(`"x"`)}, false},
+		{messages.InterruptToolApproval, messages.Resume{}, false},
+		{messages.InterruptToolApproval, messages.Resume{Decision: messages.DecisionCancel}, false},
+		{messages.InterruptInfoRequest, messages.Resume{Response: "yes"}, true},
+		{messages.InterruptInfoRequest, messages.Resume{Decision: messages.DecisionApprove}, false},
+		{messages.InterruptPlanApproval, messages.Resume{Decision: messages.DecisionRevise, Plan: plan}, true},
+		{messages.InterruptPlanApproval, messages.Resume{Decision: messages.DecisionRevise, Plan: cyclic}, false},
+		{messages.InterruptPlanApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
+		{messages.InterruptNodeApproval, messages.Resume{Decision: messages.DecisionReject}, true},
+		{messages.InterruptNodeApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
+		{"weird", messages.Resume{Decision: messages.DecisionApprove}, false},
+	}
+	for i, tt := range tests {
+		res := tt.res
+		err := interrupts.Validate(tt.kind, &res)
+		var invalid *interrupts.InvalidError
+		if tt.ok != (err == nil) || (err != nil && !errors.As(err, &invalid)) {
+			t.Errorf("case %d (%s %+v): %v", i, tt.kind, tt.res, err)
+		}
+	}
+}

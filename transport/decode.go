@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -59,14 +60,39 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
-			field = "the body"
+			field = "the value"
 		}
-		return errorf(http.StatusBadRequest, codeInvalidJSON, fmt.Sprintf("%s must be %s, not %s", field, typ.Type, typ.Value))
+		return errorf(http.StatusBadRequest, codeInvalidJSON, fmt.Sprintf("%s must be %s, not %s", field, jsonKind(typ.Type), typ.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errorf(http.StatusBadRequest, codeInvalidJSON, "truncated JSON")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return errorf(http.StatusBadRequest, codeUnknownField, strings.TrimPrefix(err.Error(), "json: ")) // encoding/json has no typed error for this
 	default:
 		return errorf(http.StatusBadRequest, codeInvalidJSON, err.Error())
+	}
+}
+
+// jsonKind names what JSON a Go type decodes from, for error messages
+// (clients speak JSON, not Go type names).
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	default:
+		return "a JSON value"
 	}
 }

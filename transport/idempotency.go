@@ -24,7 +24,15 @@ type idempotency struct {
 
 	mu      sync.Mutex // guards entries and order
 	entries map[idemKey]*idemEntry
-	order   []idemKey // insertion order = expiry order (fixed TTL)
+	order   []idemSlot // insertion order = expiry order (fixed TTL)
+}
+
+// idemSlot remembers which entry a key had when it was inserted: a failed
+// creation is forgotten and its key may be reused, so an old slot must not
+// stand for the newer entry.
+type idemSlot struct {
+	key   idemKey
+	entry *idemEntry
 }
 
 type idemKey struct {
@@ -65,7 +73,7 @@ func (s *idempotency) do(tenant messages.TenantID, key string, body []byte, crea
 	}
 	e := &idemEntry{digest: digest, expires: s.now().Add(s.ttl), done: make(chan struct{})}
 	s.entries[k] = e
-	s.order = append(s.order, k)
+	s.order = append(s.order, idemSlot{k, e})
 	s.mu.Unlock()
 
 	e.created, e.err = create()
@@ -84,24 +92,22 @@ func (s *idempotency) do(tenant messages.TenantID, key string, body []byte, crea
 func (s *idempotency) expireLocked() {
 	now := s.now()
 	n := 0
-	for _, k := range s.order {
-		e, ok := s.entries[k]
-		if !ok {
+	for _, slot := range s.order {
+		if s.entries[slot.key] != slot.entry { // forgotten (failed) or replaced
 			n++
 			continue
 		}
-		if now.Before(e.expires) {
+		if now.Before(slot.entry.expires) {
 			break
 		}
 		select {
-		case <-e.done:
-			delete(s.entries, k)
+		case <-slot.entry.done:
+			delete(s.entries, slot.key)
 			n++
-		default: // still being created; expires later
+			continue
+		default: // still being created; it expires once done
 		}
-		if _, still := s.entries[k]; still {
-			break
-		}
+		break
 	}
 	s.order = s.order[n:]
 }

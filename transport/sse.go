@@ -43,7 +43,7 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messag
 		hdr = append(hdr, "Access-Control-Allow-Origin: "+origin+"\r\nVary: Origin\r\n"...)
 	}
 	hdr = append(hdr, "\r\n"...)
-	f := &sseFramer{conn: conn, timeout: s.cfg.WriteTimeout, now: s.cfg.Now}
+	f := &sseFramer{conn: conn, timeout: s.cfg.WriteTimeout}
 	if err := f.write(hdr); err != nil {
 		sub.Close()
 		_ = conn.Close()
@@ -79,8 +79,7 @@ func (s *Server) subscribe(r *http.Request, tenant messages.TenantID) (*actors.S
 // ": ping\n\n" comments, and a final "event: stream_closed" frame.
 type sseFramer struct {
 	conn    net.Conn
-	timeout time.Duration
-	now     func() time.Time
+	timeout time.Duration // write deadlines use time.Now: they are wall-clock instants
 	once    sync.Once
 }
 
@@ -94,7 +93,7 @@ func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 		bufs = append(bufs, e.SSEFrame()) // built once per event, shared by every stream
 	}
 	keep := bufs
-	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
 	_, err := bufs.WriteTo(f.conn) // one writev for the whole batch
 	clear(keep)
 	*bp = keep[:0]
@@ -103,7 +102,7 @@ func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 }
 
 func (f *sseFramer) write(b []byte) error {
-	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
 	_, err := f.conn.Write(b)
 	return err
 }

@@ -63,8 +63,15 @@ type streamConn struct {
 	running   atomic.Bool   // a writer goroutine owns the connection
 	needPing  atomic.Bool
 	lastWrite atomic.Int64 // unix nanoseconds
-	ended     atomic.Bool
-	done      chan struct{} // closed when the stream has ended
+	lastPing  atomic.Int64 // unix nanoseconds
+	// pingBusy: ping every heartbeat even while events flow. WebSocket
+	// clients prove they are alive only by answering pings (the reader
+	// drops a client silent for 2.5 heartbeats); SSE clients need
+	// heartbeats only when the stream is idle.
+	pingBusy bool
+	stopping bool // under mu: shutdown or end began; a resubscribe must not revive the stream
+	ended    atomic.Bool
+	done     chan struct{} // closed when the stream has ended
 
 	buf []*messages.Encoded // writer-owned; released when the writer exits
 }
@@ -74,14 +81,18 @@ func (s *Server) newStreamConn(f framer, tenant messages.TenantID, session messa
 	c := &streamConn{srv: s, f: f, ctx: ctx, cancel: cancel, tenant: tenant, session: session, sub: sub,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c.lastWrite.Store(s.cfg.Now().UnixNano())
+	c.lastPing.Store(s.cfg.Now().UnixNano())
 	return c
 }
 
 // start registers the stream and delivers what is already pending (replay).
 func (c *streamConn) start() {
-	c.srv.streams.add(c)
 	c.srv.metrics.connections.WithLabelValues(c.f.transport()).Inc()
 	c.current().OnReady(c.ready)
+	if !c.srv.streams.add(c) { // the server is already closing its streams
+		c.shutdown()
+		return
+	}
 	c.ready()
 }
 
@@ -94,6 +105,11 @@ func (c *streamConn) current() *actors.Subscription {
 // resubscribe replaces the subscription (WebSocket "subscribe" frames).
 func (c *streamConn) resubscribe(sub *actors.Subscription) {
 	c.mu.Lock()
+	if c.stopping { // ending: the new subscription must not keep it alive
+		c.mu.Unlock()
+		sub.Close()
+		return
+	}
 	old := c.sub
 	c.sub = sub
 	c.mu.Unlock()
@@ -120,6 +136,9 @@ func (c *streamConn) takeReplies() [][]byte {
 
 // ready wakes the writer. It never blocks: it runs on hub goroutines.
 func (c *streamConn) ready() {
+	if c.ended.Load() {
+		return
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -186,6 +205,12 @@ func (c *streamConn) writeLoop() {
 // drain writes everything pending. It reports false when the stream ended.
 func (c *streamConn) drain() bool {
 	for {
+		if c.pingBusy && c.needPing.Swap(false) { // WebSocket: ping even while behind
+			if err := c.f.writePing(); err != nil {
+				return false
+			}
+			c.lastPing.Store(c.srv.cfg.Now().UnixNano())
+		}
 		if r := c.takeReplies(); len(r) > 0 {
 			if err := c.f.writeReplies(r); err != nil {
 				return false
@@ -215,11 +240,13 @@ func (c *streamConn) drain() bool {
 			return false
 		}
 		if len(evs) == 0 {
-			if c.needPing.Swap(false) {
+			if c.needPing.Swap(false) { // only when idle: a busy stream's writes are its heartbeat
 				if err := c.f.writePing(); err != nil {
 					return false
 				}
-				c.lastWrite.Store(c.srv.cfg.Now().UnixNano())
+				now := c.srv.cfg.Now().UnixNano()
+				c.lastWrite.Store(now)
+				c.lastPing.Store(now)
 			}
 			return true
 		}
@@ -233,6 +260,9 @@ func (c *streamConn) end() {
 	if !c.ended.CompareAndSwap(false, true) {
 		return
 	}
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
 	c.cancel()
 	_ = c.f.close()
 	c.current().Close()
@@ -244,22 +274,33 @@ func (c *streamConn) end() {
 // shutdown ends the stream from outside: the subscription closes, and the
 // writer delivers what is left, the final frame, and closes.
 func (c *streamConn) shutdown() {
-	c.current().Close()
+	c.mu.Lock()
+	c.stopping = true
+	sub := c.sub
+	c.mu.Unlock()
+	sub.Close()
 	c.ready()
 }
 
 // streamSet is the registry of open streams, for heartbeats, metrics and shutdown.
 type streamSet struct {
-	mu    sync.Mutex // guards conns
-	conns map[*streamConn]struct{}
+	mu     sync.Mutex // guards conns and closed
+	conns  map[*streamConn]struct{}
+	closed bool // closeAll ran: no new streams
 }
 
 func newStreamSet() *streamSet { return &streamSet{conns: map[*streamConn]struct{}{}} }
 
-func (s *streamSet) add(c *streamConn) {
+// add registers a stream; it refuses (false) once closeAll has run, so a
+// stream started during shutdown cannot escape it.
+func (s *streamSet) add(c *streamConn) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
 	s.conns[c] = struct{}{}
-	s.mu.Unlock()
+	return true
 }
 
 func (s *streamSet) remove(c *streamConn) {
@@ -281,6 +322,9 @@ func (s *streamSet) snapshot() []*streamConn {
 // closeAll ends every stream and waits until each has sent its final frame
 // (or failed to).
 func (s *streamSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	conns := s.snapshot()
 	for _, c := range conns {
 		c.shutdown()
@@ -322,7 +366,11 @@ func (s *Server) heartbeatLoop() {
 		}
 		now := s.cfg.Now().UnixNano()
 		for _, c := range s.streams.snapshot() {
-			if now-c.lastWrite.Load() >= int64(s.cfg.Heartbeat) {
+			last := c.lastWrite.Load()
+			if c.pingBusy {
+				last = c.lastPing.Load()
+			}
+			if now-last >= int64(s.cfg.Heartbeat) {
 				c.needPing.Store(true)
 				c.ready()
 			}

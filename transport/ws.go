@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -73,8 +74,9 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant message
 		return
 	}
 	conn.SetReadLimit(s.cfg.WSReadLimit)
-	f := &wsFramer{conn: conn, timeout: s.cfg.WriteTimeout, now: s.cfg.Now}
+	f := &wsFramer{conn: conn, timeout: s.cfg.WriteTimeout}
 	c := s.newStreamConn(f, tenant, session, sub)
+	c.pingBusy = true
 	c.start()
 	if !s.writers.Go(func() { s.wsRead(c, f) }) {
 		c.shutdown()
@@ -86,8 +88,10 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant message
 func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 	conn := f.conn
 	pongWait := 2*s.cfg.Heartbeat + s.cfg.Heartbeat/2
-	_ = conn.SetReadDeadline(s.cfg.Now().Add(pongWait))
-	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(s.cfg.Now().Add(pongWait)) })
+	// Socket deadlines are wall-clock instants: time.Now, not the injected
+	// clock (which only drives event timestamps and heartbeat decisions).
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	for {
 		typ, data, err := conn.ReadMessage()
 		if err != nil {
@@ -97,7 +101,7 @@ func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 			c.end() // client gone, closed, or too slow to answer pings
 			return
 		}
-		_ = conn.SetReadDeadline(s.cfg.Now().Add(pongWait))
+		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
 			f.closeWith(CloseBinaryFrame, "only text frames are accepted")
 			c.end()
@@ -111,12 +115,28 @@ func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 	}
 }
 
-// wsCommand handles one client frame; a non-zero code closes the connection.
-func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
+// parseWSFrame decodes a client frame: exactly one JSON object, no unknown
+// fields, nothing after it.
+func parseWSFrame(data []byte) (messages.WSClientMessage, error) {
 	var m messages.WSClientMessage
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return m, errors.New("a frame must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
+		return m, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return m, errors.New("unexpected data after the JSON object")
+	}
+	return m, nil
+}
+
+// wsCommand handles one client frame; a non-zero code closes the connection.
+func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
+	m, err := parseWSFrame(data)
+	if err != nil {
 		return CloseBadFrame, truncateReason("bad frame: " + err.Error())
 	}
 	switch m.Type {
@@ -168,12 +188,11 @@ func truncateReason(s string) string {
 type wsFramer struct {
 	conn    *websocket.Conn
 	timeout time.Duration
-	now     func() time.Time
 	once    sync.Once
 }
 
 func (f *wsFramer) writeEvents(evs []*messages.Encoded) error {
-	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
 	w, err := f.conn.NextWriter(websocket.TextMessage)
 	if err != nil {
 		return err
@@ -192,7 +211,7 @@ func (f *wsFramer) writeEvents(evs []*messages.Encoded) error {
 }
 
 func (f *wsFramer) writeReplies(replies [][]byte) error {
-	_ = f.conn.SetWriteDeadline(f.now().Add(f.timeout))
+	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
 	w, err := f.conn.NextWriter(websocket.TextMessage)
 	if err != nil {
 		return err
@@ -211,7 +230,7 @@ func (f *wsFramer) writeReplies(replies [][]byte) error {
 }
 
 func (f *wsFramer) writePing() error {
-	return f.conn.WriteControl(websocket.PingMessage, nil, f.now().Add(f.timeout))
+	return f.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(f.timeout))
 }
 
 func (f *wsFramer) writeFinal(reason error) error {
@@ -225,7 +244,7 @@ func (f *wsFramer) writeFinal(reason error) error {
 
 // closeWith sends a close frame (safe from any goroutine).
 func (f *wsFramer) closeWith(code int, reason string) {
-	_ = f.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), f.now().Add(time.Second))
+	_ = f.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 }
 
 func (f *wsFramer) close() error {

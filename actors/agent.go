@@ -84,7 +84,7 @@ type subagent struct {
 }
 
 func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
-	ctx.Send(a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane, Payload: p})
+	a.spec.e.publish(ctx, a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane, Payload: p})
 }
 
 func (a *agentActor) target() interruptTarget {
@@ -204,6 +204,10 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 		if len(c.Args) == 0 {
 			a.calls[i].Args = json.RawMessage("{}")
 		}
+		// Every call of the turn is published up front, before any runs or
+		// waits for approval: the journal then holds the whole turn, which
+		// is what recovery rebuilds a parked agent from.
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: a.calls[i].Args})
 	}
 	a.continueTools(ctx)
 }
@@ -215,7 +219,6 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		i := a.next
 		a.next++
 		c := a.calls[i]
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: a.callIDs[i], Tool: c.Name, Args: c.Args})
 		switch {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
@@ -365,7 +368,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	if !a.stopping {
 		p.Outcome, p.Error = messages.OutcomeFailed, "restart limit reached after panics"
 	}
-	ctx.Send(a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: s.agentID, Lane: s.lane, Payload: p})
+	a.spec.e.publish(ctx, a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: s.agentID, Lane: s.lane, Payload: p})
 	if !a.stopping {
 		a.subagentAnswered(ctx, s, "", errors.New("sub-agent failed: "+p.Error))
 	}

@@ -129,6 +129,7 @@ type Engine struct {
 	interrupts *interrupts.Registry
 	turns      routine.Group
 	closing    atomic.Bool
+	frozen     atomic.Bool // shutting down without ending runs: nothing more is published
 	published  atomic.Uint64
 	done       chan struct{}
 	shutdownMu sync.Mutex
@@ -372,6 +373,15 @@ func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	}
 	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, stop: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
 	return err
+}
+
+// publish sends an agent's event to its session's hub. Every event goes
+// through here, so a frozen engine (see Shutdown) publishes nothing more.
+func (e *Engine) publish(ctx actor.SenderContext, hub *actor.PID, em *messages.Emit) {
+	if e.frozen.Load() {
+		return
+	}
+	ctx.Send(hub, em)
 }
 
 // Stats are counters for metrics.

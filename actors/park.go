@@ -47,7 +47,7 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	timeout := t.run.approvalTimeout
 	p.TimeoutSeconds = int(timeout.Seconds())
 	emit := func(pl messages.Payload) {
-		ctx.Send(t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: pl})
+		t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: pl})
 	}
 
 	f := actor.NewFuture(ctx.ActorSystem(), -1) // no timeout: the registry owns the timer
@@ -94,7 +94,7 @@ func (t interruptTarget) cancelParked(ctx actor.Context) {
 		return
 	}
 	*t.parked = nil
-	ctx.Send(t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: p.lane,
+	t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: p.lane,
 		Payload: &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel}})
 	t.e.interrupts.Cancel(p.id)
 }

@@ -147,7 +147,7 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 			// its run: end it on its behalf so the run still has its one
 			// terminal event.
 			a.e.cfg.Logger.Error("run supervisor died; ending run", "run", id)
-			ctx.Send(r.spec.hub, &messages.Emit{RunID: id, AgentID: supervisorAgentID, Lane: messages.RunLane(),
+			a.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: id, AgentID: supervisorAgentID, Lane: messages.RunLane(),
 				Payload: &messages.RunErrorPayload{Code: messages.ErrCodeInternal, Message: "run supervisor failed"}})
 		}
 		a.maybeStopHubs(ctx)

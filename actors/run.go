@@ -118,20 +118,20 @@ func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
-	ctx.Send(r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: supervisorAgentID, Lane: messages.RunLane(), Payload: p})
+	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: supervisorAgentID, Lane: messages.RunLane(), Payload: p})
 }
 
 // emitFor emits on a node's lane on the node's behalf (skipped, or closing
 // the lane of a node that died without reporting).
 func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane, p messages.Payload) {
-	ctx.Send(r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: agentID, Lane: lane, Payload: p})
+	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: agentID, Lane: lane, Payload: p})
 }
 
 func (r *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.start = r.e.cfg.Now()
-		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario})
+		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant})
 		r.phase = phasePlanning
 		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
 			model.Request{Goal: r.spec.question}, nil)

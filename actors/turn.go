@@ -42,7 +42,7 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
 	a.cur = h
 	t := &turnRunner{
-		model: a.spec.run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: a.spec.run.hub,
+		e: a.spec.e, model: a.spec.run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: a.spec.run.hub,
 		emit: messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane},
 	}
 	if !a.spec.e.turns.Go(func() { t.run(tctx, h.done) }) {
@@ -64,6 +64,7 @@ func (a *agentActor) stopTurn() {
 }
 
 type turnRunner struct {
+	e     *Engine
 	model model.Model
 	req   model.Request
 	root  *actor.RootContext
@@ -75,7 +76,7 @@ type turnRunner struct {
 func (t *turnRunner) publish(p messages.Payload) {
 	e := t.emit
 	e.Payload = p
-	t.root.Send(t.hub, &e)
+	t.e.publish(t.root, t.hub, &e)
 }
 
 func (t *turnRunner) run(ctx context.Context, done chan struct{}) {

@@ -36,6 +36,8 @@ type RunStartedPayload struct {
 	Question string    `json:"question"`
 	HITL     HITLMode  `json:"hitl"`
 	Scenario *Scenario `json:"scenario,omitempty"`
+	// Tenant owns the run (and its session); recovery reads it back.
+	Tenant TenantID `json:"tenant,omitempty"`
 }
 
 // RunFinishedPayload is the successful terminal event.

@@ -46,6 +46,7 @@ type agentSpec struct {
 	node    *nodeInfo // workers
 	callID  string    // sub-agents: the delegating tool call
 	shared  *agentShared
+	restore *agentRestore // set for an agent rebuilt parked after a restart
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -95,6 +96,11 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		sh := a.spec.shared
+		if rs := a.spec.restore; rs != nil {
+			a.spec.restore = nil // a later restart starts afresh
+			a.reattach(ctx, rs)
+			return
+		}
 		sh.attempts++
 		if a.spec.role == model.RoleWorker && a.spec.run.hitl.Includes(messages.HITLNode) && !sh.approved {
 			a.nodeGate(ctx)
@@ -137,21 +143,24 @@ func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
 	t.lane = messages.RunLane()
 	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal},
-		func(res *messages.Resolution) {
-			if res.Decision == messages.DecisionApprove {
-				a.spec.shared.approved = true
-				a.begin(ctx)
-				return
-			}
-			reason := "rejected by a human"
-			switch {
-			case res.Expired:
-				reason = "node approval timed out"
-			case res.Feedback != "":
-				reason += ": " + res.Feedback
-			}
-			a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Attempts: a.spec.shared.attempts, Err: errors.New(reason), Rejected: true})
-		})
+		func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
+}
+
+// nodeDecided applies a node approval's outcome.
+func (a *agentActor) nodeDecided(ctx actor.Context, res *messages.Resolution) {
+	if res.Decision == messages.DecisionApprove {
+		a.spec.shared.approved = true
+		a.begin(ctx)
+		return
+	}
+	reason := "rejected by a human"
+	switch {
+	case res.Expired:
+		reason = "node approval timed out"
+	case res.Feedback != "":
+		reason += ": " + res.Feedback
+	}
+	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Attempts: a.spec.shared.attempts, Err: errors.New(reason), Rejected: true})
 }
 
 func (a *agentActor) openPayload() messages.Payload {
@@ -246,39 +255,45 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
 		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
-		func(res *messages.Resolution) {
-			if res.Expired {
-				a.toolResult(ctx, i, "", errors.New("nobody answered before the timeout"))
-			} else {
-				a.toolResult(ctx, i, res.Response, nil)
-			}
-			a.continueTools(ctx)
-		})
+		func(res *messages.Resolution) { a.answered(ctx, i, res) })
+}
+
+// answered applies an info request's outcome to call i and carries on.
+func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution) {
+	if res.Expired {
+		a.toolResult(ctx, i, "", errors.New("nobody answered before the timeout"))
+	} else {
+		a.toolResult(ctx, i, res.Response, nil)
+	}
+	a.continueTools(ctx)
 }
 
 func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
 		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i]},
-		func(res *messages.Resolution) {
-			switch res.Decision {
-			case messages.DecisionApprove:
-				a.execute(ctx, i, c)
-			case messages.DecisionRevise:
-				c.Args = res.EditedArgs // validated: a JSON object
-				a.calls[i] = c
-				a.execute(ctx, i, c)
-			default:
-				reason := "rejected by a human"
-				switch {
-				case res.Expired:
-					reason = "approval timed out; rejected"
-				case res.Feedback != "":
-					reason += ": " + res.Feedback
-				}
-				a.toolResult(ctx, i, "", errors.New(reason)) // the model sees it and can act on it
-			}
-			a.continueTools(ctx)
-		})
+		func(res *messages.Resolution) { a.approved(ctx, i, c, res) })
+}
+
+// approved applies a tool approval's outcome to call i and carries on.
+func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *messages.Resolution) {
+	switch res.Decision {
+	case messages.DecisionApprove:
+		a.execute(ctx, i, c)
+	case messages.DecisionRevise:
+		c.Args = res.EditedArgs // validated: a JSON object
+		a.calls[i] = c
+		a.execute(ctx, i, c)
+	default:
+		reason := "rejected by a human"
+		switch {
+		case res.Expired:
+			reason = "approval timed out; rejected"
+		case res.Feedback != "":
+			reason += ": " + res.Feedback
+		}
+		a.toolResult(ctx, i, "", errors.New(reason)) // the model sees it and can act on it
+	}
+	a.continueTools(ctx)
 }
 
 // execute runs call i now: delegate spawns a sub-agent (it answers later),

@@ -83,6 +83,12 @@ type Config struct {
 	// InterruptTimeout is how long an interrupt waits for a human unless
 	// the run asks otherwise. Default 10 minutes.
 	InterruptTimeout time.Duration
+	// KeepRunsOnShutdown makes Shutdown freeze live runs instead of ending
+	// them with run_error{code:"interrupted"}: nothing more is published,
+	// and the next engine on the same (durable) journal resumes them, parked
+	// runs still parked on the same interrupts. Use it with a journal that
+	// outlives the process.
+	KeepRunsOnShutdown bool
 }
 
 // MaxConcurrency caps StartRun.Concurrency.
@@ -129,7 +135,8 @@ type Engine struct {
 	interrupts *interrupts.Registry
 	turns      routine.Group
 	closing    atomic.Bool
-	frozen     atomic.Bool // shutting down without ending runs: nothing more is published
+	frozen     atomic.Bool    // shutting down without ending runs: nothing more is published
+	restoring  sync.WaitGroup // rebuilt runs and agents not yet back in place (recover.go)
 	published  atomic.Uint64
 	done       chan struct{}
 	shutdownMu sync.Mutex
@@ -165,6 +172,26 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors: spawn engine: %w", err)
 	}
 	e.root = root
+	// Rebuild sessions and runs from a journal that already holds events.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := e.system.Root.RequestFuture(root, &recoverReq{}, 5*time.Minute).Result()
+	if err == nil {
+		err = res.(*recoverDone).err
+	}
+	if err == nil { // every rebuilt run back in place (parked ones resumable) before New returns
+		done := make(chan struct{})
+		go func() { e.restoring.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = errors.New("runs were not back in place in time")
+		}
+	}
+	if err != nil {
+		_ = e.Shutdown(ctx)
+		return nil, fmt.Errorf("actors: recover from the journal: %w", err)
+	}
 	return e, nil
 }
 
@@ -397,7 +424,8 @@ func (e *Engine) Stats() Stats { return Stats{EventsPublished: e.published.Load(
 func (e *Engine) Done() <-chan struct{} { return e.done }
 
 // Shutdown stops accepting runs, ends every live run with
-// run_error{code:"interrupted"}, flushes the hubs, closes every
+// run_error{code:"interrupted"} (or freezes it, with KeepRunsOnShutdown),
+// flushes the hubs, closes every
 // subscription (after it has delivered everything) and waits for every
 // goroutine the engine started. It is idempotent and returns ctx.Err() if
 // ctx ends first.
@@ -418,6 +446,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	if err := e.turns.Wait(ctx); err != nil {
 		return err
 	}
+	e.interrupts.Close() // frozen runs' interrupts: no timer may fire now
 	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
 		return fmt.Errorf("actors: stop engine actor: %w", err)
 	}

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/messages"
@@ -42,19 +44,33 @@ type interruptTarget struct {
 // for an answered one after interrupt_resolved, and for a cancelled one
 // after interrupt_resolved{decision: cancel}.
 func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.InterruptRaisedPayload, onResolved func(*messages.Resolution)) {
-	id := t.e.cfg.NewID().String()
-	p.InterruptID = id
+	p.InterruptID = t.e.cfg.NewID().String()
 	timeout := t.run.approvalTimeout
 	p.TimeoutSeconds = int(timeout.Seconds())
-	emit := func(pl messages.Payload) {
-		t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: pl})
-	}
+	created := t.e.cfg.Now()
+	p.ExpiresAt = created.Add(timeout).UTC()
+	t.park(ctx, p, t.lane, created, p.ExpiresAt, onResolved)
+	// Published last: whoever sees interrupt_raised can resume it at once.
+	t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: p})
+}
 
+// reattach parks the actor again on an interrupt raised before a restart,
+// with the same id and expiry; interrupt_raised is already in the journal.
+func (t interruptTarget) reattach(ctx actor.Context, in *replayInterrupt, onResolved func(*messages.Resolution)) {
+	t.park(ctx, in.raised, in.lane, in.raisedAt, in.expiresAt, onResolved)
+}
+
+// park suspends the actor's mailbox and registers the interrupt.
+func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayload, lane messages.Lane, created, expires time.Time, onResolved func(*messages.Resolution)) {
+	id := p.InterruptID
+	emit := func(pl messages.Payload) {
+		t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: lane, Payload: pl})
+	}
 	f := actor.NewFuture(ctx.ActorSystem(), -1) // no timeout: the registry owns the timer
 	self := ctx.Self()
 	proc, _ := ctx.ActorSystem().ProcessRegistry.Get(self)
 	proc.SendSystemMessage(self, &actor.SuspendMailbox{}) // applies before the next user message
-	*t.parked = &parking{id: id, kind: p.Kind, lane: t.lane}
+	*t.parked = &parking{id: id, kind: p.Kind, lane: lane}
 	ctx.ReenterAfter(f, func(res any, err error) {
 		selfCancelled := *t.parked == nil // cancelParked already emitted the outcome
 		*t.parked = nil
@@ -76,12 +92,10 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 		}
 		proc.SendSystemMessage(self, &actor.ResumeMailbox{})
 	})
-	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: t.lane}
-	t.e.interrupts.Raise(t.run.tenant, info, timeout, t.run.timeoutAction, func(r *messages.Resolution) {
+	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: lane}
+	t.e.interrupts.RaiseAt(t.run.tenant, info, created, expires, t.run.timeoutAction, func(r *messages.Resolution) {
 		t.e.system.Root.Send(f.PID(), r)
 	})
-	// Published last: whoever sees interrupt_raised can resume it at once.
-	emit(p)
 }
 
 // cancelParked cancels the actor's pending interrupt, if any, from its

@@ -28,6 +28,8 @@ type (
 		stop  *messages.StopRun
 	}
 	shutdownReq struct{}
+	recoverReq  struct{}
+	recoverDone struct{ err error }
 )
 
 type sessionEntry struct {
@@ -63,6 +65,8 @@ func newEngineActor(e *Engine) *engineActor {
 
 func (a *engineActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *recoverReq:
+		ctx.Respond(&recoverDone{err: a.recoverSessions(ctx)})
 	case *startRunReq:
 		if a.shutdown != nil {
 			ctx.Respond(ErrShuttingDown)
@@ -91,9 +95,18 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 	case *shutdownReq:
 		a.shutdown = ctx.Sender()
-		for id, r := range a.runs {
-			ctx.Send(r.pid, &messages.StopRun{Code: messages.ErrCodeInterrupted, Reason: "server shutting down"})
-			a.e.interrupts.CancelRun(id)
+		if a.e.cfg.KeepRunsOnShutdown {
+			// Freeze: stop every run without a word, so that it resumes
+			// where it was at the next start (recover.go).
+			a.e.frozen.Store(true)
+			for _, r := range a.runs {
+				ctx.Stop(r.pid)
+			}
+		} else {
+			for id, r := range a.runs {
+				ctx.Send(r.pid, &messages.StopRun{Code: messages.ErrCodeInterrupted, Reason: "server shutting down"})
+				a.e.interrupts.CancelRun(id)
+			}
 		}
 		a.maybeStopHubs(ctx)
 	case *actor.Terminated:
@@ -102,38 +115,63 @@ func (a *engineActor) Receive(ctx actor.Context) {
 }
 
 func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
-	s, ok := a.sessions[spec.session]
-	if ok && s.tenant != spec.tenant {
-		// Another tenant's session does not exist for this caller.
-		return fmt.Errorf("%w: %s", ErrSessionNotFound, spec.session)
-	}
-	if !ok {
-		shared := &hubShared{
-			session: spec.session, journal: a.e.cfg.Journal,
-			subs: map[*feed.Subscription]struct{}{}, terminated: map[messages.RunID]bool{},
-		}
-		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }),
-			hubNamePrefix+string(spec.session))
-		if err != nil {
-			return fmt.Errorf("actors: spawn hub: %w", err)
-		}
-		s = &sessionEntry{tenant: spec.tenant, pid: pid, shared: shared}
-		a.sessions[spec.session] = s
-		a.hubs[pid.Id] = spec.session
+	s, err := a.openSession(ctx, spec.tenant, spec.session)
+	if err != nil {
+		return err
 	}
 	spec.hub = s.pid
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
+	if err := a.spawnRun(ctx, spec, nil); err != nil {
+		return err
+	}
+	return RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}
+}
+
+// openSession returns tenant's session, starting its hub if needed.
+// Another tenant's session does not exist for this caller.
+func (a *engineActor) openSession(ctx actor.Context, tenant messages.TenantID, session messages.SessionID) (*sessionEntry, error) {
+	s, ok := a.sessions[session]
+	if ok && s.tenant != tenant {
+		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, session)
+	}
+	if ok {
+		return s, nil
+	}
+	shared := &hubShared{
+		session: session, journal: a.e.cfg.Journal,
+		subs: map[*feed.Subscription]struct{}{}, terminated: map[messages.RunID]bool{},
+	}
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }),
+		hubNamePrefix+string(session))
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn hub: %w", err)
+	}
+	s = &sessionEntry{tenant: tenant, pid: pid, shared: shared}
+	a.sessions[session] = s
+	a.hubs[pid.Id] = session
+	return s, nil
+}
+
+// spawnRun starts a run supervisor; replay, when set, rebuilds a run after
+// a restart (recover.go).
+func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *replayRun) error {
 	ended := new(atomic.Bool)
-	props := actor.PropsFromProducer(func() actor.Actor { return newRunActor(a.e, spec, ended) },
-		actor.WithSupervisor(agentStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	if replay != nil {
+		a.e.restoring.Add(1) // done when the run is back in place
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		r := newRunActor(a.e, spec, ended)
+		r.replay = replay
+		return r
+	}, actor.WithSupervisor(agentStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, runNamePrefix+string(spec.runID))
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)
 	}
 	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, ended: ended}
 	a.byPID[pid.Id] = spec.runID
-	return RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}
+	return nil
 }
 
 func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {

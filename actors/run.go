@@ -96,6 +96,7 @@ type runActor struct {
 
 	terminal messages.Payload // decided; emitted once every child has stopped
 	parked   *parking         // the plan gate, while a human decides
+	replay   *replayRun       // set for a run rebuilt after a restart
 }
 
 // sendablePID returns a copy of pid to keep and send to. protoactor caches
@@ -130,8 +131,13 @@ func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane
 func (r *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if r.replay != nil {
+			r.resume(ctx)
+			return
+		}
 		r.start = r.e.cfg.Now()
-		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant})
+		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
+			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction})
 		r.phase = phasePlanning
 		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
 			model.Request{Goal: r.spec.question}, nil)
@@ -151,9 +157,17 @@ func (r *runActor) Receive(ctx actor.Context) {
 }
 
 func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
+	r.spawnWith(ctx, role, agentID, lane, req, node, &agentShared{}, nil)
+}
+
+// spawnWith spawns an agent with given shared state; restore, when set,
+// puts it back where it was parked before a restart.
+func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
 	req.Role, req.RunID, req.AgentID, req.Question = role, r.spec.runID, agentID, r.spec.question
-	shared := &agentShared{}
-	spec := &agentSpec{e: r.e, run: r.spec, role: role, agentID: agentID, lane: lane, req: req, node: node, shared: shared}
+	if restore != nil {
+		r.e.restoring.Add(1) // done when the agent is parked again (reattach)
+	}
+	spec := &agentSpec{e: r.e, run: r.spec, role: role, agentID: agentID, lane: lane, req: req, node: node, shared: shared, restore: restore}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, agentID)
@@ -253,32 +267,35 @@ func (r *runActor) planGate(ctx actor.Context) {
 	}
 	plan := r.plan
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.waves},
-		func(res *messages.Resolution) {
-			if r.failCode != "" {
-				return
-			}
-			switch res.Decision {
-			case messages.DecisionApprove:
-				r.emit(ctx, &messages.PlanApprovedPayload{})
-			case messages.DecisionRevise:
-				r.setPlan(*res.Plan, dag.Waves(*res.Plan)) // validated by the registry
-				p := r.plan
-				r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: r.waves})
-			default:
-				reason := res.Reason
-				if reason == "" {
-					reason = res.Feedback
-				}
-				if res.Expired {
-					reason = "plan approval timed out"
-				}
-				r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason})
-				r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
-				return
-			}
-			r.phase = phaseExecuting
-			r.startWave(ctx, 0)
-		})
+		func(res *messages.Resolution) { r.planDecided(ctx, res) })
+}
+
+// planDecided applies the plan gate's outcome.
+func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
+	if r.failCode != "" {
+		return
+	}
+	switch res.Decision {
+	case messages.DecisionApprove:
+		r.emit(ctx, &messages.PlanApprovedPayload{})
+	case messages.DecisionRevise:
+		r.setPlan(*res.Plan, dag.Waves(*res.Plan)) // validated by the registry
+		p := r.plan
+		r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: r.waves})
+	default:
+		reason := res.Reason
+		if reason == "" {
+			reason = res.Feedback
+		}
+		if res.Expired {
+			reason = "plan approval timed out"
+		}
+		r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason})
+		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
+		return
+	}
+	r.phase = phaseExecuting
+	r.startWave(ctx, 0)
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
@@ -390,6 +407,10 @@ func (r *runActor) completeWave(ctx actor.Context) {
 }
 
 func (r *runActor) startNode(ctx actor.Context, id string) {
+	r.startNodeWith(ctx, id, &agentShared{}, nil)
+}
+
+func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore) {
 	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
 	for _, d := range n.Deps {
@@ -397,11 +418,15 @@ func (r *runActor) startNode(ctx actor.Context, id string) {
 	}
 	r.node(id).state = nodeRunning
 	r.running++
-	r.spawn(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
-		model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}, &nodeInfo{node: n, wave: r.wave})
+	r.spawnWith(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
+		model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}, &nodeInfo{node: n, wave: r.wave}, shared, restore)
 }
 
 func (r *runActor) startSynthesis(ctx actor.Context) {
+	r.startSynthesisWith(ctx, &agentShared{})
+}
+
+func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 	r.phase = phaseSynthesizing
 	inputs := make([]string, 0, len(r.plan.Nodes))
 	for _, n := range r.plan.Nodes {
@@ -409,8 +434,8 @@ func (r *runActor) startSynthesis(ctx actor.Context) {
 			inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.node(n.ID).output))
 		}
 	}
-	r.spawn(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
-		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil)
+	r.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
+		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil, shared, nil)
 }
 
 // fail starts ending the run with run_error{code}: every live agent is

@@ -3,6 +3,7 @@ package messages
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Payload is the typed body of an event. Each event type has exactly one
@@ -38,6 +39,10 @@ type RunStartedPayload struct {
 	Scenario *Scenario `json:"scenario,omitempty"`
 	// Tenant owns the run (and its session); recovery reads it back.
 	Tenant TenantID `json:"tenant,omitempty"`
+	// The run's options, so a run rebuilt after a restart keeps them.
+	Concurrency            int      `json:"concurrency,omitempty"`
+	ApprovalTimeoutSeconds int      `json:"approval_timeout_seconds,omitempty"`
+	ApprovalTimeoutAction  Decision `json:"approval_timeout_action,omitempty"`
 }
 
 // RunFinishedPayload is the successful terminal event.
@@ -278,6 +283,8 @@ type InterruptRaisedPayload struct {
 	InterruptID    string        `json:"interrupt_id"`
 	Kind           InterruptKind `json:"kind"`
 	TimeoutSeconds int           `json:"timeout_seconds"`
+	// ExpiresAt is when the timeout action is taken if nobody answers.
+	ExpiresAt time.Time `json:"expires_at"`
 	// tool_approval
 	ToolName          string          `json:"tool_name,omitempty"`
 	ToolArgs          json.RawMessage `json:"tool_args,omitempty"`

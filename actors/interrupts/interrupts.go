@@ -72,19 +72,40 @@ func New(now func() time.Time) *Registry {
 // deliver receives a Resolution with Expired set and Decision = action.
 // info's payload is shared, not copied: it must not change afterwards.
 func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, timeout time.Duration, action messages.Decision, deliver Deliver) {
+	created := r.now().UTC()
+	r.RaiseAt(tenant, info, created, created.Add(timeout), action, deliver)
+}
+
+// RaiseAt registers an interrupt raised at created that expires at expires
+// (an interrupt recovered from the journal after a restart). One already
+// past its expiry expires at once.
+func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, created, expires time.Time, action messages.Decision, deliver Deliver) {
+	timeout := expires.Sub(r.now())
 	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver}
 	e.info.Status = messages.InterruptPending
-	e.info.CreatedAt = r.now().UTC()
-	e.info.ExpiresAt = e.info.CreatedAt.Add(timeout)
+	e.info.CreatedAt = created.UTC()
+	e.info.ExpiresAt = expires.UTC()
 	r.mu.Lock()
 	r.byID[info.InterruptID] = e
 	k := sessionKey{tenant, info.SessionID}
 	r.bySession[k] = append(r.bySession[k], e)
 	r.byRun[info.RunID] = append(r.byRun[info.RunID], e)
-	if timeout > 0 {
-		e.timer = time.AfterFunc(timeout, func() { r.expire(e) })
+	if !expires.IsZero() {
+		e.timer = time.AfterFunc(max(timeout, 0), func() { r.expire(e) })
 	}
 	r.mu.Unlock()
+}
+
+// Close stops every timer; nothing is delivered afterwards.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.byID {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		e.deliver = func(*messages.Resolution) {}
+	}
 }
 
 func (r *Registry) expire(e *entry) {

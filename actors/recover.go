@@ -1,0 +1,324 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// Recovery rebuilds the engine's state from a journal at startup
+// (Config.Journal holding events of an earlier process).
+//
+//   - Every session gets its hub back; seq continues after the journal's
+//     head, so no seq is ever reused and old cursors still work.
+//   - Every run is indexed again (its summary folded from its events).
+//   - A run that had ended stays ended.
+//   - A run that had not ended resumes where it was:
+//   - agents parked on an interrupt come back parked on the same
+//     interrupt id, with the same expiry, resumable as before (no new
+//     interrupt_raised is published);
+//   - agents that were working restart from their first turn, announcing
+//     it with agent_restarted{reason: "server restarted"} (partial output
+//     of the lost attempt is to be discarded, as after a panic);
+//   - nodes that had completed are not run again: their outputs come from
+//     the journal; nodes not started yet start when their wave goes on;
+//   - sub-agents that were working are closed as cancelled, and their
+//     delegating call gets an error result (a restarted parent delegates
+//     again on its own);
+//   - a run that was already ending (a node failed, or it was being
+//     cancelled) ends: its open lanes are closed and run_error follows.
+
+// agentRestore puts an agent back where it was parked.
+type agentRestore struct {
+	interrupt *replayInterrupt
+	lane      *replayLane
+	call      int // index of the pending call (tool approval, info request); -1 for a node gate
+}
+
+// journalSessions is what recovery needs beyond journal.Journal.
+type journalSessions interface {
+	Sessions(ctx context.Context) ([]messages.SessionID, error)
+}
+
+// recoverSessions is the engine actor's part: it runs before any new run.
+func (a *engineActor) recoverSessions(ctx actor.Context) error {
+	lister, ok := a.e.cfg.Journal.(journalSessions)
+	if !ok {
+		return nil
+	}
+	bg := context.Background()
+	sessions, err := lister.Sessions(bg)
+	if err != nil {
+		return fmt.Errorf("actors: recovery: list sessions: %w", err)
+	}
+	for _, session := range sessions {
+		if err := a.recoverSession(ctx, session); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *engineActor) recoverSession(ctx actor.Context, session messages.SessionID) error {
+	bg := context.Background()
+	runs := map[messages.RunID]*replayRun{}
+	var order []*replayRun
+	var envs []*messages.Envelope
+	for after := uint64(0); ; {
+		batch, err := a.e.cfg.Journal.ReadAfter(bg, session, after, 4096)
+		if err != nil {
+			return fmt.Errorf("actors: recovery: read session %s: %w", session, err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, enc := range batch {
+			env, err := enc.Envelope()
+			if err != nil {
+				return fmt.Errorf("actors: recovery: session %s seq %d: %w", session, enc.Seq, err)
+			}
+			r := runs[env.RunID]
+			if r == nil {
+				r = newReplayRun(env.RunID, session)
+				runs[env.RunID] = r
+				order = append(order, r)
+			}
+			r.apply(env)
+			envs = append(envs, env)
+		}
+		after = batch[len(batch)-1].Seq
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	tenant := order[0].tenant
+	if tenant == "" {
+		tenant = messages.LocalTenant
+	}
+	s, err := a.openSession(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
+	for _, r := range order {
+		q := ""
+		if r.started != nil {
+			q = r.started.Question
+		}
+		a.e.index.Register(tenant, r.runID, session, q, r.startedAt)
+	}
+	for _, env := range envs {
+		a.e.index.Apply(env)
+	}
+	for _, r := range order {
+		if r.ended || r.started == nil {
+			continue
+		}
+		if err := a.resumeRun(ctx, s, tenant, r); err != nil {
+			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.runID, "err", err)
+		}
+	}
+	return nil
+}
+
+// resumeRun closes what cannot continue and starts the run's supervisor
+// from its replay.
+func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messages.TenantID, r *replayRun) error {
+	st := r.started
+	sc := messages.Scenario{}
+	if st.Scenario != nil {
+		sc = *st.Scenario
+	}
+	m, err := a.e.cfg.Models(sc)
+	if err != nil {
+		return err
+	}
+	spec := &runSpec{
+		tenant: tenant, runID: r.runID, session: r.session, hub: s.pid, question: st.Question, hitl: st.HITL,
+		scenario: st.Scenario, concurrency: st.Concurrency, model: m,
+		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
+	}
+	if spec.concurrency == 0 {
+		spec.concurrency = a.e.cfg.Concurrency
+	}
+	if spec.approvalTimeout == 0 {
+		spec.approvalTimeout = a.e.cfg.InterruptTimeout
+	}
+	if spec.timeoutAction == "" {
+		spec.timeoutAction = messages.DecisionReject
+	}
+	emit := func(agent string, lane messages.Lane, p messages.Payload) {
+		a.e.publish(ctx, s.pid, &messages.Emit{RunID: r.runID, AgentID: agent, Lane: lane, Payload: p})
+	}
+	// Sub-agents do not survive: close their lanes; a parked parent gets an
+	// error result for each delegating call left without one.
+	for id, l := range r.lanes {
+		if l.lane.Depth < 2 {
+			continue
+		}
+		emit(l.agentID, l.lane, &messages.SubagentFinishedPayload{SubagentID: l.agentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"})
+		delete(r.lanes, id)
+	}
+	if r.failing { // it was ending: close the lanes it had open, then end it
+		for id, l := range r.lanes {
+			switch {
+			case id == messages.DirectorStream:
+				emit(l.agentID, l.lane, &messages.PlanningFailedPayload{Error: "server restarted"})
+			case id == messages.SynthesisStream:
+				emit(l.agentID, l.lane, &messages.SynthesisFailedPayload{Error: "server restarted"})
+			default:
+				emit(l.agentID, l.lane, &messages.NodeCancelledPayload{NodeID: l.agentID, Reason: r.failMsg})
+				r.node(l.agentID).state = nodeCancelled
+			}
+			delete(r.lanes, id)
+		}
+	}
+	a.spawnRun(ctx, spec, r)
+	return nil
+}
+
+// resume is the run supervisor's start after a restart.
+func (r *runActor) resume(ctx actor.Context) {
+	rp := r.replay
+	r.replay = nil
+	defer r.e.restoring.Done() // agents it rebuilds parked were added before this Done
+	r.start = rp.startedAt
+	r.usage = rp.usage
+	if rp.plan == nil { // still planning: the director starts again
+		r.phase = phasePlanning
+		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rp.lanes[messages.DirectorStream])
+		return
+	}
+	r.setPlan(*rp.plan, rp.waves)
+	for id, n := range rp.nodes {
+		if _, ok := r.pos[id]; !ok {
+			continue
+		}
+		r.node(id).state, r.node(id).output = n.state, n.output
+		switch n.state {
+		case nodeCompleted:
+			r.counts.Completed++
+		case nodeFailed:
+			r.counts.Failed++
+		case nodeCancelled:
+			r.counts.Cancelled++
+		case nodeSkipped:
+			r.counts.Skipped++
+		}
+	}
+	r.wave, r.inWave = max(rp.wave, 0), rp.wave >= 0 && !rp.waveDone
+	switch {
+	case rp.failing:
+		code := messages.ErrCodeInterrupted
+		if r.counts.Failed > 0 {
+			code = messages.ErrCodeNodeFailed
+		}
+		r.failCode, r.failMsg = code, rp.failMsg
+		r.phase = phaseExecuting
+		r.maybeEndFailure(ctx)
+	case !rp.gateDecided:
+		if in := rp.pendingOfKind(messages.InterruptPlanApproval, ""); in != nil {
+			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planDecided(ctx, res) })
+			return
+		}
+		r.planGate(ctx)
+	case rp.rejected:
+		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
+	case rp.synthesis:
+		r.phase = phaseSynthesizing
+		shared := &agentShared{opened: true, attempts: 1, lastPanic: "server restarted"}
+		if l := rp.lanes[messages.SynthesisStream]; l != nil {
+			shared.attempts = l.attempts
+		}
+		r.startSynthesisWith(ctx, shared)
+	case rp.wave < 0 || rp.waveDone:
+		r.phase = phaseExecuting
+		r.startWave(ctx, rp.wave+1)
+	default: // inside a wave: put back the nodes that were working or parked, queue the rest
+		r.phase = phaseExecuting
+		r.queue = r.queue[:0]
+		for _, id := range r.waves[r.wave] {
+			switch r.node(id).state {
+			case nodePending:
+				if in := rp.pendingOfKind(messages.InterruptNodeApproval, id); in != nil {
+					r.startNodeWith(ctx, id, &agentShared{}, &agentRestore{interrupt: in, call: -1})
+				} else {
+					r.queue = append(r.queue, id)
+				}
+			case nodeRunning:
+				l := rp.lanes[messages.NodeStream(id)]
+				if in := rp.interruptOn(messages.NodeStream(id)); in != nil && l != nil {
+					if i := callIndex(l, in.raised.CallID); i >= 0 {
+						shared := &agentShared{opened: true, attempts: l.attempts, subSeq: l.subSeq, approved: true}
+						r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: i})
+						continue
+					}
+				}
+				shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
+				if l != nil {
+					shared.attempts, shared.subSeq = l.attempts, l.subSeq
+				}
+				r.startNodeWith(ctx, id, shared, nil)
+			}
+		}
+		r.advance(ctx)
+	}
+}
+
+// restartAgent starts an agent again after a restart: it announces
+// agent_restarted on its lane (or opens it, if it never did).
+func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *replayLane) {
+	shared := &agentShared{lastPanic: "server restarted"}
+	if l != nil {
+		shared.opened, shared.attempts, shared.subSeq = true, l.attempts, l.subSeq
+	}
+	r.spawnWith(ctx, role, id, lane, req, node, shared, nil)
+}
+
+func callIndex(l *replayLane, callID string) int {
+	for i, id := range l.callIDs {
+		if id == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+// reattach puts a rebuilt agent back on its pending interrupt.
+func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
+	defer a.spec.e.restoring.Done()
+	if rs.call < 0 { // the node gate
+		t := a.target()
+		t.lane = messages.RunLane()
+		t.reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
+		return
+	}
+	l := rs.lane
+	a.turn = l.turn
+	a.text.WriteString(l.text.String())
+	a.usage = l.usage
+	a.calls, a.callIDs = l.calls, l.callIDs
+	a.results = make([]model.ToolResult, len(l.calls))
+	for i, c := range l.calls {
+		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
+		if res := l.results[l.callIDs[i]]; res != nil {
+			a.results[i].Content, a.results[i].IsError = *res, l.errs[l.callIDs[i]]
+		} else if i < rs.call {
+			// Started before the restart and never answered (a lost
+			// sub-agent): the model learns it failed.
+			a.toolResult(ctx, i, "", fmt.Errorf("%s was interrupted by a server restart", c.Name))
+		}
+	}
+	a.next = rs.call + 1
+	c := a.calls[rs.call]
+	switch rs.interrupt.raised.Kind {
+	case messages.InterruptInfoRequest:
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.answered(ctx, rs.call, res) })
+	default:
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.approved(ctx, rs.call, c, res) })
+	}
+}

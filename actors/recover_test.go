@@ -1,0 +1,257 @@
+package actors_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// sessionsJournal is an in-memory journal that also lists its sessions,
+// standing in for the durable journal across "restarts" in one process.
+type sessionsJournal struct {
+	*journal.Memory
+	mu       sync.Mutex
+	sessions []messages.SessionID
+}
+
+func (j *sessionsJournal) Append(ctx context.Context, s messages.SessionID, evs []*messages.Encoded) error {
+	j.mu.Lock()
+	if !slices.Contains(j.sessions, s) {
+		j.sessions = append(j.sessions, s)
+	}
+	j.mu.Unlock()
+	return j.Memory.Append(ctx, s, evs)
+}
+
+func (j *sessionsJournal) Sessions(context.Context) ([]messages.SessionID, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.sessions), nil
+}
+
+func (j *sessionsJournal) Close() error { return nil } // outlives the engines
+
+// restartable starts engines on one journal: each restart freezes the
+// previous engine and recovers from the journal.
+type restartable struct {
+	t *testing.T
+	j *sessionsJournal
+	e *actors.Engine
+}
+
+func newRestartable(t *testing.T) *restartable {
+	r := &restartable{t: t, j: &sessionsJournal{Memory: journal.NewMemory()}}
+	r.start()
+	t.Cleanup(func() { _ = r.e.Shutdown(context.Background()) })
+	return r
+}
+
+func (r *restartable) start() {
+	e, err := actors.New(actors.Config{Journal: r.j, KeepRunsOnShutdown: true, Logger: testkit.TestLogger(r.t, 0)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.e = e
+}
+
+func (r *restartable) restart() {
+	r.t.Helper()
+	if err := r.e.Shutdown(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	r.start()
+}
+
+// all returns every event of the session, across restarts.
+func (r *restartable) all(session messages.SessionID) []*messages.Envelope {
+	r.t.Helper()
+	var out []*messages.Envelope
+	for after := uint64(0); ; {
+		evs, err := r.j.ReadAfter(context.Background(), session, after, 1000)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return out
+		}
+		for _, enc := range evs {
+			env, err := enc.Envelope()
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			out = append(out, env)
+		}
+		after = evs[len(evs)-1].Seq
+	}
+}
+
+// approveGates answers plan and node approvals as they come, until stop.
+func approveGates(ctx context.Context, t *testing.T, e *actors.Engine, p *testkit.Probe, stop func(*messages.Envelope) bool) {
+	t.Helper()
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		if pl, ok := env.Payload.(*messages.InterruptRaisedPayload); ok && (pl.Kind == messages.InterruptPlanApproval || pl.Kind == messages.InterruptNodeApproval) {
+			if _, err := e.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			return false
+		}
+		return stop(env)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecover_ParkedRunsComeBackParked: runs parked on tool approvals and
+// on the plan gate survive a restart with the same interrupt ids, and
+// finish once resumed; the session's seq continues without a gap.
+func TestRecover_ParkedRunsComeBackParked(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+
+	tools, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLTools, SessionID: "s1",
+		Scenario: &messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Approvals: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := 0
+	approveGates(ctx, t, r.e, p, func(env *messages.Envelope) bool {
+		if pl, ok := env.Payload.(*messages.InterruptRaisedPayload); ok && pl.Kind == messages.InterruptToolApproval {
+			raised++
+		}
+		return raised == 2
+	})
+	plan, err := r.e.StartRun(ctx, messages.StartRun{Question: "q2", HITL: messages.HITLPlan, SessionID: "s1", Scenario: &messages.Scenario{Nodes: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		return ok && env.RunID == plan.RunID && pl.Kind == messages.InterruptPlanApproval
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := r.e.PendingInterrupts(ctx, "", "s1", "", 10)
+	head, _ := r.e.Head(ctx, "", "s1")
+	p.Close()
+
+	r.restart()
+
+	after, _, err := r.e.PendingInterrupts(ctx, "", "s1", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 3 || len(before) != 3 {
+		t.Fatalf("pending before %d, after %d; want 3 and 3", len(before), len(after))
+	}
+	byID := func(l []messages.Interrupt) {
+		slices.SortFunc(l, func(a, b messages.Interrupt) int { return strings.Compare(a.InterruptID, b.InterruptID) })
+	}
+	byID(before)
+	byID(after)
+	for i := range after {
+		if after[i].InterruptID != before[i].InterruptID || !after[i].ExpiresAt.Equal(before[i].ExpiresAt) {
+			t.Fatalf("interrupt %d: %s/%v before, %s/%v after", i, before[i].InterruptID, before[i].ExpiresAt, after[i].InterruptID, after[i].ExpiresAt)
+		}
+	}
+	if sum, _ := r.e.Run("", tools.RunID); sum.Status.Terminal() {
+		t.Fatalf("parked run listed as %s", sum.Status)
+	}
+	// An old cursor still works: subscribe after the head seen before.
+	p, err = testkit.NewProbe(ctx, r.e, "", "s1", head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, in := range after {
+		if _, err := r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatalf("resume %s after restart: %v", in.InterruptID, err)
+		}
+	}
+	ended := 0
+	approveGates(ctx, t, r.e, p, func(env *messages.Envelope) bool {
+		if env.Type.Terminal() {
+			ended++
+		}
+		return ended == 2
+	})
+	if first := p.Seen()[0]; first.Seq != head+1 {
+		t.Fatalf("after the restart the stream continued at seq %d, want %d", first.Seq, head+1)
+	}
+	events := r.all("s1")
+	testkit.AssertInvariants(t, events)
+	for _, run := range []messages.RunID{tools.RunID, plan.RunID} {
+		if env := testkit.Terminal(events, run); env == nil || env.Type != messages.RunFinished {
+			t.Fatalf("run %s did not finish: %+v", run, env)
+		}
+	}
+}
+
+// TestRecover_WorkingRunResumes: a run whose nodes were streaming when the
+// engine stopped resumes: completed nodes are not run again, the others
+// restart (agent_restarted), and the run finishes.
+func TestRecover_WorkingRunResumes(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", Concurrency: 2,
+		Scenario: &messages.Scenario{Nodes: 6, Waves: 2, Tokens: 40, TokenDelayMS: 2, SubagentsPerNode: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		if env.Type == messages.NodeCompleted {
+			completed++
+		}
+		return completed == 2
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	r.restart()
+	p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := r.all("s")
+	testkit.AssertInvariants(t, events)
+	if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
+		t.Fatalf("terminal %s", env.Type)
+	}
+	started := map[string]int{}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeStartedPayload); ok {
+			started[p.NodeID]++
+		}
+	}
+	for id, n := range started {
+		if n != 1 {
+			t.Fatalf("node %s started %d times", id, n)
+		}
+	}
+	if testkit.Count(events, messages.AgentRestarted) == 0 {
+		t.Fatal("no agent was restarted: the run was not interrupted mid-wave?")
+	}
+}

@@ -1,0 +1,204 @@
+package actors
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// replayRun is one run as its events in the journal describe it: enough
+// to rebuild the run after a restart (see recover.go). It is filled by
+// replayFold, in seq order, with no side effects.
+type replayRun struct {
+	runID     messages.RunID
+	session   messages.SessionID
+	tenant    messages.TenantID
+	started   *messages.RunStartedPayload
+	startedAt time.Time
+	lastSeq   uint64
+	ended     bool
+
+	plan        *messages.Plan
+	waves       [][]string
+	gateDecided bool // plan_approved or plan_rejected
+	rejected    bool
+	wave        int  // last wave started, -1 before the first
+	waveDone    bool // wave_completed{wave} seen
+	synthesis   bool // synthesis_started seen
+	failing     bool // a node failed or was cancelled: the run was ending
+	failMsg     string
+
+	nodes      map[string]*replayNode
+	lanes      map[messages.StreamID]*replayLane // lanes opened and not closed
+	interrupts map[string]*replayInterrupt       // raised and not ended
+	usage      messages.Usage
+}
+
+type replayNode struct {
+	state  nodeState
+	output string
+}
+
+// replayLane is an open agent lane: what its agent had done in its current
+// attempt when the journal stopped.
+type replayLane struct {
+	lane     messages.Lane
+	agentID  string
+	attempts int
+	subSeq   int // sub-agents it delegated to, all attempts
+
+	text    strings.Builder
+	usage   messages.Usage
+	turn    int                // last model turn that ended (token_usage)
+	calls   []model.ToolCall   // tool calls of that turn, as published
+	callIDs []string           // their lane-unique ids
+	results map[string]*string // finished calls: call id → result (error results prefixed)
+	errs    map[string]bool
+}
+
+type replayInterrupt struct {
+	raised    *messages.InterruptRaisedPayload
+	lane      messages.Lane
+	agentID   string
+	raisedAt  time.Time
+	expiresAt time.Time
+}
+
+func newReplayRun(id messages.RunID, session messages.SessionID) *replayRun {
+	return &replayRun{runID: id, session: session, wave: -1, nodes: map[string]*replayNode{},
+		lanes: map[messages.StreamID]*replayLane{}, interrupts: map[string]*replayInterrupt{}}
+}
+
+// apply folds one event of the run.
+func (r *replayRun) apply(env *messages.Envelope) {
+	r.lastSeq = env.Seq
+	lane := r.lanes[env.Lane.StreamID]
+	switch p := env.Payload.(type) {
+	case *messages.RunStartedPayload:
+		r.started, r.startedAt, r.tenant = p, env.Timestamp, p.Tenant
+	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
+		r.ended = true
+	case *messages.PlanningStartedPayload, *messages.NodeStartedPayload, *messages.SubagentStartedPayload, *messages.SynthesisStartedPayload:
+		r.lanes[env.Lane.StreamID] = &replayLane{lane: env.Lane, agentID: env.AgentID, attempts: 1}
+		if np, ok := p.(*messages.NodeStartedPayload); ok {
+			r.node(np.NodeID).state = nodeRunning
+		}
+		if _, ok := p.(*messages.SynthesisStartedPayload); ok {
+			r.synthesis = true
+		}
+		if _, ok := p.(*messages.SubagentStartedPayload); ok {
+			if parent := r.lanes[env.Lane.ParentStreamID]; parent != nil {
+				parent.subSeq++
+			}
+		}
+	case *messages.PlanProposedPayload:
+		plan := p.Plan
+		r.plan, r.waves = &plan, p.Waves
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.PlanningFailedPayload, *messages.SynthesisFailedPayload, *messages.SynthesisCompletedPayload, *messages.SubagentFinishedPayload:
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.PlanApprovedPayload:
+		r.gateDecided = true
+		if p.Plan != nil {
+			r.plan, r.waves = p.Plan, p.Waves
+		}
+	case *messages.PlanRejectedPayload:
+		r.gateDecided, r.rejected = true, true
+	case *messages.WaveStartedPayload:
+		r.wave, r.waveDone = p.Wave, false
+	case *messages.WaveCompletedPayload:
+		r.waveDone = true
+	case *messages.NodeCompletedPayload:
+		n := r.node(p.NodeID)
+		n.state, n.output = nodeCompleted, p.Output
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.NodeFailedPayload:
+		r.node(p.NodeID).state = nodeFailed
+		r.failing, r.failMsg = true, "node "+p.NodeID+" failed: "+p.Error
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.NodeCancelledPayload:
+		r.node(p.NodeID).state = nodeCancelled
+		r.failing = true
+		if r.failMsg == "" {
+			r.failMsg = p.Reason
+		}
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.NodeSkippedPayload:
+		r.node(p.NodeID).state = nodeSkipped
+	case *messages.AgentRestartedPayload:
+		if lane != nil {
+			sub := lane.subSeq
+			*lane = replayLane{lane: lane.lane, agentID: lane.agentID, attempts: p.Attempt, subSeq: sub}
+		}
+	case *messages.TextDeltaPayload:
+		if lane != nil {
+			lane.text.WriteString(p.Delta)
+		}
+	case *messages.TokenUsagePayload:
+		r.usage = r.usage.Add(p.Usage)
+		if lane != nil {
+			lane.usage = lane.usage.Add(p.Usage)
+			lane.turn = p.Turn
+			lane.calls, lane.callIDs, lane.results, lane.errs = nil, nil, nil, nil // the next calls are this turn's
+		}
+	case *messages.ToolCallStartedPayload:
+		if lane != nil {
+			id := p.CallID
+			base, _, _ := strings.Cut(id, "#")
+			lane.calls = append(lane.calls, model.ToolCall{ID: base, Name: p.Tool, Args: json.RawMessage(p.Args)})
+			lane.callIDs = append(lane.callIDs, id)
+		}
+	case *messages.ToolCallFinishedPayload:
+		if lane != nil {
+			if lane.results == nil {
+				lane.results, lane.errs = map[string]*string{}, map[string]bool{}
+			}
+			res := p.Result
+			lane.results[p.CallID] = &res
+			lane.errs[p.CallID] = p.IsError
+		}
+	case *messages.InterruptRaisedPayload:
+		exp := p.ExpiresAt
+		if exp.IsZero() {
+			exp = env.Timestamp.Add(time.Duration(p.TimeoutSeconds) * time.Second)
+		}
+		r.interrupts[p.InterruptID] = &replayInterrupt{raised: p, lane: env.Lane, agentID: env.AgentID, raisedAt: env.Timestamp, expiresAt: exp}
+	case *messages.InterruptResolvedPayload:
+		delete(r.interrupts, p.InterruptID)
+	case *messages.InterruptExpiredPayload:
+		delete(r.interrupts, p.InterruptID)
+	}
+}
+
+func (r *replayRun) node(id string) *replayNode {
+	n := r.nodes[id]
+	if n == nil {
+		n = &replayNode{}
+		r.nodes[id] = n
+	}
+	return n
+}
+
+// interruptOn returns the pending interrupt raised on a lane, if any.
+func (r *replayRun) interruptOn(lane messages.StreamID) *replayInterrupt {
+	for _, in := range r.interrupts {
+		if in.lane.StreamID == lane {
+			return in
+		}
+	}
+	return nil
+}
+
+// pendingOfKind returns the pending interrupt of kind raised by agent on
+// the run lane (plan and node approvals), if any.
+func (r *replayRun) pendingOfKind(kind messages.InterruptKind, nodeID string) *replayInterrupt {
+	for _, in := range r.interrupts {
+		if in.raised.Kind == kind && in.raised.NodeID == nodeID && in.lane.StreamID == messages.RunStream {
+			return in
+		}
+	}
+	return nil
+}

@@ -538,10 +538,12 @@ func TestWS_PingsIdleConnection(t *testing.T) {
 // client never pongs and is cut off after 2.5 heartbeats mid-run.
 func TestWS_BusyStreamStaysOpen(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, transport.Config{Heartbeat: 40 * time.Millisecond}) // silent clients are dropped after 100 ms
-	// About half a second of steady traffic: far longer than 2.5 heartbeats,
-	// never 40 ms without an event.
-	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 1, Tokens: 150, SynthesisTokens: 30, TokenDelayMS: 2}})
+	// Silent clients are dropped after 2.5 heartbeats (375 ms). The margin
+	// is wide enough for a loaded 2-core machine under -race.
+	h := newHarness(t, transport.Config{Heartbeat: 150 * time.Millisecond})
+	// About 1.2 s of steady traffic: far longer than 2.5 heartbeats, never
+	// a heartbeat without an event.
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 1, Tokens: 400, SynthesisTokens: 30, TokenDelayMS: 3}})
 	c := h.mustDialWS(t, "session_id="+string(rc.SessionID))
 	start := time.Now()
 	events, err := c.until(terminalOf(rc.RunID))

@@ -28,6 +28,7 @@ import (
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/a2a"
 )
 
 // Config configures a Server. Only Engine is required.
@@ -108,6 +109,7 @@ type Server struct {
 	metrics *metrics
 	idem    *idempotency
 	streams *streamSet
+	a2a     *a2a.Handler  // A2A agent card and JSON-RPC (transport/a2a)
 	writers routine.Group // stream writer goroutines and the heartbeat loop
 
 	closing  atomic.Bool
@@ -132,6 +134,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.a2a, err = a2a.New(a2a.Config{
+		Engine: cfg.Engine, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, WriteTimeout: cfg.WriteTimeout,
+		MaxBody: cfg.MaxBody, BearerAuth: cfg.Tokens.Len() > 0, Authenticate: s.authenticateA2A,
+	}); err != nil {
+		return nil, err
+	}
 	s.routes()
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -156,6 +164,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
+	s.mux.Handle(a2a.CardPath, s.a2a.Card())
+	s.mux.Handle(a2a.RPCPath, s.a2a.RPC())
 	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
 	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.metrics.handler().ServeHTTP}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +224,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h.Add("Vary", "Origin")
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, A2A-Version, A2A-Extensions")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -251,11 +261,25 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.shutOnce.Do(func() { close(s.stopBeat) })
+	aerr := s.a2a.Shutdown(ctx) // A2A streams are not hijacked: end them before http.Shutdown waits for them
 	err := s.http.Shutdown(ctx) // stream connections are hijacked, so this does not wait for them
 	s.streams.closeAll()
 	s.writers.Close()
 	if werr := s.writers.Wait(ctx); err == nil {
 		err = werr
 	}
+	if err == nil {
+		err = aerr
+	}
 	return err
+}
+
+// authenticateA2A is the A2A handler's Authenticate hook: the same bearer
+// tokens and tenants as the rest of the API.
+func (s *Server) authenticateA2A(r *http.Request) (messages.TenantID, error) {
+	tenant, aerr := s.authenticate(r)
+	if aerr != nil {
+		return "", aerr // only a non-nil *apiError: never a typed nil inside the error
+	}
+	return tenant, nil
 }

@@ -1,0 +1,93 @@
+// Package a2a serves Conclave to other agents over A2A v1.0 (JSON-RPC
+// binding): the agent card at CardPath and the JSON-RPC endpoint at
+// RPCPath, with SendMessage, SendStreamingMessage, GetTask, ListTasks,
+// CancelTask and SubscribeToTask.
+//
+// A2A is a projection of the session hub, never a second pipeline: every
+// call reads the run's events through an ordinary engine subscription
+// (journal replay, then live) and folds them with a Projector, a pure
+// function of the seq-ordered events. Several streams of one task therefore
+// see the same frames in the same order.
+//
+// # Tasks and contexts
+//
+// A task is one Conclave run: taskId = run_id, contextId = session_id. A
+// message without taskId starts a run: its text parts, joined with
+// newlines, are the question; its contextId (optional) the session; its
+// metadata may carry the run options of POST /api/v1/runs (hitl, scenario,
+// seed, concurrency, approval_timeout_seconds, approval_timeout_action).
+// A message with taskId answers the task's open interrupts: data parts
+// (ResumeData: {interruptId, decision, feedback, editedArgs, response,
+// plan, reason}), one per interrupt, or text, which answers the oldest
+// open interrupt, the first one the INPUT_REQUIRED status lists
+// ("approve", "reject", "reject: <feedback>", or the answer to a
+// question). Every answer is validated before any is applied.
+//
+// # Mapping (Projector.Apply)
+//
+// Progress reports are statusUpdate frames in TASK_STATE_WORKING whose
+// message (ROLE_AGENT, one text part) carries metadata
+// {"conclave":{"seq","event","lane","agentId"}}; artifact frames carry the
+// same metadata on the event. Every text_delta of a node, sub-agent or the
+// synthesiser is one artifact chunk: coalescing by subscription batch would
+// make two streams of one task differ, so the stream instead writes all
+// frames of a batch in one write.
+//
+//	event                  frames
+//	run_started            status WORKING "Council started: <question>"
+//	planning_started       status WORKING
+//	plan_proposed          status WORKING "Plan proposed: N nodes in W waves"
+//	planning_failed        status WORKING (run_error follows)
+//	plan_approved/rejected status WORKING
+//	wave_started/completed status WORKING
+//	node_started           status WORKING "<node> started: <goal>"
+//	text_delta             artifact chunk, artifactId = lane ("node:n001", "node:n001/sub:sub1"),
+//	                       "answer" for the synthesiser; the first chunk creates it (append false),
+//	                       the next append; director text (the plan JSON) is dropped
+//	node_completed         artifact replaced by the node's output, lastChunk
+//	node_failed/cancelled  empty lastChunk closing the lane's artifact (if open) + status WORKING
+//	node_skipped           status WORKING
+//	tool_call_started/…    status WORKING "<agent> called <tool>", "<agent>: <tool> returned|failed"
+//	agent_restarted        artifact emptied (append false) + status WORKING
+//	warning                status WORKING
+//	subagent_started       status WORKING
+//	subagent_finished      ok: artifact replaced by its output, lastChunk; else as node_failed
+//	synthesis_started      status WORKING
+//	synthesis_completed    artifact "answer" replaced by the answer, lastChunk
+//	synthesis_failed       as node_failed
+//	interrupt_raised       status INPUT_REQUIRED: for each open interrupt a text prompt and a
+//	                       data part (InterruptData); the stream ends
+//	interrupt_resolved/    status WORKING once none is open (INPUT_REQUIRED restated with the
+//	interrupt_expired      ones left otherwise)
+//	run_finished           (artifact "answer" if not final yet) + status COMPLETED, text = answer
+//	run_error              status CANCELED (aborted), REJECTED (plan_rejected), FAILED (others)
+//	reasoning_delta,       nothing
+//	token_usage
+//
+// While the task is INPUT_REQUIRED, progress is not reported (the status
+// keeps saying what input is needed, and every stream has closed); the
+// other lanes' artifacts keep growing and appear in the next snapshot.
+//
+// # Streams
+//
+// A stream (SSE, "data: <JSON-RPC response>\n\n", ": ping" heartbeats)
+// starts with {"task": Task}: for a new task the submitted task, for an
+// answer the task once the answered interrupts are settled, for
+// SubscribeToTask the task as it is now. Then the frames of later events,
+// until a terminal state or TASK_STATE_INPUT_REQUIRED; then it ends.
+//
+// # Errors
+//
+// JSON-RPC errors are HTTP 200 (internal errors 500), with a
+// google.rpc.ErrorInfo in data for A2A's codes: -32700 body not JSON,
+// -32600 not a JSON-RPC request (or body too large), -32601 unknown method,
+// -32602 invalid params (including a contextId that does not match the
+// task, and an invalid answer), -32001 unknown task (or another tenant's),
+// -32002 CancelTask on a terminal task, -32003 push notifications, -32004
+// a message to a terminal task or to a task not waiting for input, and
+// SubscribeToTask on a terminal task, -32005 a Content-Type other than
+// JSON or a non-text part in a question, -32007 GetExtendedAgentCard,
+// -32009 an A2A-Version other than 1.0 (no header means 0.3). A failed
+// authentication is HTTP 401. An error after a stream has begun is a final
+// "event: error" frame.
+package a2a

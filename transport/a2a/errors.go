@@ -1,0 +1,134 @@
+package a2a
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+)
+
+// ErrorCode is a JSON-RPC error code: the standard ones and A2A's
+// (spec §5.4, a2a.proto).
+type ErrorCode int
+
+// Error codes.
+const (
+	CodeParseError     ErrorCode = -32700
+	CodeInvalidRequest ErrorCode = -32600
+	CodeMethodNotFound ErrorCode = -32601
+	CodeInvalidParams  ErrorCode = -32602
+	CodeInternal       ErrorCode = -32603
+
+	CodeTaskNotFound                 ErrorCode = -32001
+	CodeTaskNotCancelable            ErrorCode = -32002
+	CodePushNotificationNotSupported ErrorCode = -32003
+	CodeUnsupportedOperation         ErrorCode = -32004
+	CodeContentTypeNotSupported      ErrorCode = -32005
+	CodeInvalidAgentResponse         ErrorCode = -32006
+	CodeExtendedCardNotConfigured    ErrorCode = -32007
+	CodeExtensionSupportRequired     ErrorCode = -32008
+	CodeVersionNotSupported          ErrorCode = -32009
+)
+
+// reason is the google.rpc.ErrorInfo reason A2A pairs with each code
+// (the @a2a-js/sdk error specs); standard codes other than invalid params
+// carry none.
+func (c ErrorCode) reason() string {
+	switch c {
+	case CodeInvalidParams:
+		return "INVALID_PARAMS"
+	case CodeTaskNotFound:
+		return "TASK_NOT_FOUND"
+	case CodeTaskNotCancelable:
+		return "TASK_NOT_CANCELABLE"
+	case CodePushNotificationNotSupported:
+		return "PUSH_NOTIFICATION_NOT_SUPPORTED"
+	case CodeUnsupportedOperation:
+		return "UNSUPPORTED_OPERATION"
+	case CodeContentTypeNotSupported:
+		return "CONTENT_TYPE_NOT_SUPPORTED"
+	case CodeInvalidAgentResponse:
+		return "INVALID_AGENT_RESPONSE"
+	case CodeExtendedCardNotConfigured:
+		return "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+	case CodeExtensionSupportRequired:
+		return "EXTENSION_SUPPORT_REQUIRED"
+	case CodeVersionNotSupported:
+		return "VERSION_NOT_SUPPORTED"
+	}
+	return ""
+}
+
+// RPCError is a JSON-RPC error object. It implements error, so handlers
+// return it and errors.As finds it.
+type RPCError struct {
+	Code    ErrorCode   `json:"code"`
+	Message string      `json:"message"`
+	Data    []ErrorInfo `json:"data,omitempty"`
+}
+
+// ErrorInfo is google.rpc.ErrorInfo, the detail A2A attaches to its errors.
+type ErrorInfo struct {
+	Type   string `json:"@type"`
+	Reason string `json:"reason"`
+	Domain string `json:"domain"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("a2a: %s (%d)", e.Message, e.Code) }
+
+// rpcErrorf builds an RPCError with its ErrorInfo.
+func rpcErrorf(code ErrorCode, format string, args ...any) *RPCError {
+	e := &RPCError{Code: code, Message: fmt.Sprintf(format, args...)}
+	if r := code.reason(); r != "" {
+		e.Data = []ErrorInfo{{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: r, Domain: "a2a-protocol.org"}}
+	}
+	return e
+}
+
+// invalidParams reports a failure to decode params (or a part of them).
+func invalidParams(what string, err error) *RPCError {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return rpcErrorf(CodeInvalidParams, "%s: a JSON object is required", what)
+	case errors.As(err, &syn):
+		return rpcErrorf(CodeInvalidParams, "%s: malformed JSON at byte %d: %v", what, syn.Offset, syn)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = what
+		}
+		return rpcErrorf(CodeInvalidParams, "%s: %s must be %s, not %s", what, field, jsonType(typ.Type), typ.Value)
+	}
+	// encoding/json has no typed error for unknown fields.
+	return rpcErrorf(CodeInvalidParams, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonType names the JSON type a Go type decodes from.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage: any value
+			return "a JSON value"
+		}
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
+}

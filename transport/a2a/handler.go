@@ -1,0 +1,398 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Paths the handlers are meant to be mounted at. The agent card advertises
+// RPCPath on the host the card was fetched from.
+const (
+	CardPath = "/.well-known/agent-card.json"
+	RPCPath  = "/a2a"
+)
+
+// Config configures a Handler. Only Engine is required; the zero value of
+// every other field is valid.
+type Config struct {
+	Engine *actors.Engine
+	// Logger receives the handler's logs. Default: discard.
+	Logger *slog.Logger
+	// Authenticate finds the caller's tenant (the server's bearer tokens).
+	// An error answers HTTP 401. Nil: every caller is messages.LocalTenant.
+	Authenticate func(*http.Request) (messages.TenantID, error)
+	// BearerAuth advertises HTTP bearer authentication in the agent card.
+	BearerAuth bool
+	// Heartbeat is the interval of SSE comment heartbeats on idle streams.
+	// Default 10 s.
+	Heartbeat time.Duration
+	// WriteTimeout bounds one write to a stream; a client that accepts
+	// nothing for this long is dropped. Default 30 s.
+	WriteTimeout time.Duration
+	// MaxBody bounds request bodies. Default 1 MiB.
+	MaxBody int64
+	// Version is the agent card's version. Default "1.0.0".
+	Version string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = 1 << 20
+	}
+	if c.Version == "" {
+		c.Version = "1.0.0"
+	}
+	return c
+}
+
+// Handler serves A2A v1.0 over JSON-RPC: the agent card and the RPC
+// endpoint. It holds no goroutine of its own; each request runs on its
+// net/http goroutine, and Shutdown ends the streams among them.
+type Handler struct {
+	cfg    Config
+	engine *actors.Engine
+
+	stopCtx context.Context // cancelled by Shutdown; every request watches it
+	stop    context.CancelFunc
+
+	mu       sync.Mutex // guards closed, inflight and idle
+	closed   bool
+	inflight int
+	idle     chan struct{} // made by Shutdown, closed when inflight reaches 0
+}
+
+// New builds a handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("a2a: Config.Engine is required")
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Heartbeat < 0 || cfg.WriteTimeout < 0 || cfg.MaxBody < 0 {
+		return nil, errors.New("a2a: Heartbeat, WriteTimeout and MaxBody must not be negative")
+	}
+	h := &Handler{cfg: cfg, engine: cfg.Engine}
+	h.stopCtx, h.stop = context.WithCancel(context.Background())
+	return h, nil
+}
+
+// Card serves the agent card (GET CardPath).
+func (h *Handler) Card() http.Handler { return http.HandlerFunc(h.serveCard) }
+
+// RPC serves the JSON-RPC endpoint (POST RPCPath).
+func (h *Handler) RPC() http.Handler { return http.HandlerFunc(h.serveRPC) }
+
+// Shutdown refuses new requests and ends the running ones: streams get a
+// final JSON-RPC error frame, blocking calls an error answer. It waits for
+// them to return, or for ctx. It is idempotent.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		h.idle = make(chan struct{})
+		if h.inflight == 0 {
+			close(h.idle)
+		}
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	h.stop()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enter registers a request; false once shut down.
+func (h *Handler) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.inflight++
+	return true
+}
+
+func (h *Handler) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inflight--
+	if h.closed && h.inflight == 0 {
+		close(h.idle)
+	}
+}
+
+var errShutdown = errors.New("a2a: server shutting down")
+
+func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use GET"})
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	card := AgentCard{
+		Name:        "Conclave",
+		Description: "A council of agents: a director plans the question as a graph of nodes, the nodes work in parallel waves (delegating to sub-agents and calling tools, with optional human approval), and a synthesiser composes the answer.",
+		SupportedInterfaces: []AgentInterface{{
+			URL: scheme + "://" + r.Host + RPCPath, ProtocolBinding: "JSONRPC", ProtocolVersion: ProtocolVersion,
+		}},
+		Version:            h.cfg.Version,
+		Capabilities:       AgentCapabilities{Streaming: true},
+		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills: []AgentSkill{{
+			ID: "council", Name: "Council",
+			Description: "Answers a question with a council run. Each node's output streams as an artifact (artifactId = its lane), " +
+				"the answer as the artifact \"answer\". Run options go in the message metadata with the names of POST /api/v1/runs: " +
+				"hitl (none|plan|node|tools), scenario, seed, concurrency, approval_timeout_seconds, approval_timeout_action. " +
+				"Approvals and questions arrive as TASK_STATE_INPUT_REQUIRED; answer with a message carrying the same taskId.",
+			Tags:        []string{"council", "multi-agent", "planning", "synthesis", "human-in-the-loop"},
+			Examples:    []string{"Why is the sky blue?"},
+			InputModes:  []string{"text/plain", "application/json"},
+			OutputModes: []string{"text/plain"},
+		}},
+	}
+	if h.cfg.BearerAuth {
+		card.SecuritySchemes = map[string]SecurityScheme{"bearer": {HTTPAuth: &HTTPAuthSecurityScheme{
+			Scheme: "Bearer", Description: "Conclave API token (the server's --tokens)",
+		}}}
+		card.SecurityRequirements = []SecurityRequirement{{Schemes: map[string]StringList{"bearer": {List: []string{}}}}}
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, card)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding the response failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeRPCError answers with a JSON-RPC error. Like the reference server,
+// protocol errors are HTTP 200; internal errors are 500.
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
+	status := http.StatusOK
+	if e.Code == CodeInternal {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+// serveRPC: POST RPCPath. Checks, in order: method, authentication,
+// Content-Type, body size, JSON, JSON-RPC shape, A2A-Version; then the
+// method dispatches.
+func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeJSON(w, http.StatusMethodNotAllowed, rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "use POST")})
+		return
+	}
+	tenant := messages.LocalTenant
+	if h.cfg.Authenticate != nil {
+		t, err := h.cfg.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+			writeJSON(w, http.StatusUnauthorized, rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "unauthorized: %v", err)})
+			return
+		}
+		tenant = t
+	}
+	if !h.enter() {
+		writeJSON(w, http.StatusServiceUnavailable, rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInternal, "server shutting down")})
+		return
+	}
+	defer h.leave()
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			writeRPCError(w, nil, rpcErrorf(CodeContentTypeNotSupported, "Content-Type %q is not supported; use application/json", ct))
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRPCError(w, nil, rpcErrorf(CodeInvalidRequest, "request body is larger than %d bytes", h.cfg.MaxBody))
+			return
+		}
+		writeRPCError(w, nil, rpcErrorf(CodeParseError, "reading the request body failed: %v", err))
+		return
+	}
+	req, rerr := parseRequest(body)
+	if rerr != nil {
+		writeRPCError(w, req.ID, rerr)
+		return
+	}
+	if rerr := checkVersion(r.Header.Get("A2A-Version")); rerr != nil {
+		writeRPCError(w, req.ID, rerr)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stopWatch := context.AfterFunc(h.stopCtx, func() { cancel(errShutdown) })
+	defer stopWatch()
+	c := &call{h: h, w: w, ctx: ctx, tenant: tenant, id: req.ID}
+	var result any
+	switch req.Method {
+	case "SendMessage":
+		result, rerr = c.sendMessage(req.Params)
+	case "SendStreamingMessage":
+		rerr = c.sendStreamingMessage(req.Params)
+	case "GetTask":
+		result, rerr = c.getTask(req.Params)
+	case "ListTasks":
+		result, rerr = c.listTasks(req.Params)
+	case "CancelTask":
+		result, rerr = c.cancelTask(req.Params)
+	case "SubscribeToTask":
+		rerr = c.subscribeToTask(req.Params)
+	case "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+		"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
+		rerr = rpcErrorf(CodePushNotificationNotSupported, "push notifications are not supported; use SendStreamingMessage or SubscribeToTask")
+	case "GetExtendedAgentCard":
+		rerr = rpcErrorf(CodeExtendedCardNotConfigured, "there is no extended agent card")
+	default:
+		rerr = rpcErrorf(CodeMethodNotFound, "method %q not found", clip(req.Method, 64))
+	}
+	if rerr != nil && rerr.Code == CodeInternal && !errors.Is(context.Cause(ctx), errShutdown) && r.Context().Err() == nil {
+		h.cfg.Logger.Warn("a2a: internal error", "method", req.Method, "tenant", tenant, "err", rerr.Message)
+	}
+	switch {
+	case c.streaming:
+		// The stream wrote its own frames, and its error if it had one.
+	case rerr != nil:
+		if errors.Is(context.Cause(ctx), errShutdown) && rerr.Code == CodeInternal {
+			writeJSON(w, http.StatusServiceUnavailable, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: rerr})
+			return
+		}
+		writeRPCError(w, req.ID, rerr)
+	default:
+		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: result})
+	}
+}
+
+// parseRequest decodes and checks a JSON-RPC request. The returned request
+// carries the id whenever a valid one could be read, for the error answer.
+func parseRequest(body []byte) (rpcRequest, *RPCError) {
+	if !json.Valid(body) {
+		return rpcRequest{}, rpcErrorf(CodeParseError, "the body is not valid JSON")
+	}
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' {
+		return rpcRequest{}, rpcErrorf(CodeInvalidRequest, "the body must be one JSON-RPC request object (batches are not supported)")
+	}
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(body, &probe)
+	id := probe.ID
+	if !validID(id) {
+		return rpcRequest{}, rpcErrorf(CodeInvalidRequest, `"id" must be a string, a number or null`)
+	}
+	var req rpcRequest
+	err := json.Unmarshal(body, &req)
+	req.ID = id
+	switch {
+	case err != nil:
+		return req, rpcErrorf(CodeInvalidRequest, "not a JSON-RPC request: %s", strings.TrimPrefix(err.Error(), "json: "))
+	case req.JSONRPC != "2.0":
+		return req, rpcErrorf(CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
+	case req.Method == "":
+		return req, rpcErrorf(CodeInvalidRequest, `"method" is required`)
+	}
+	return req, nil
+}
+
+// checkVersion accepts A2A-Version 1.0 (1.0.x too). An absent header means
+// 0.3 (spec §3.6.2), which this server does not speak.
+func checkVersion(v string) *RPCError {
+	v = strings.TrimSpace(v)
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	if major == "1" && minor == "0" {
+		return nil
+	}
+	if v == "" {
+		v = "0.3 (no A2A-Version header)"
+	}
+	return rpcErrorf(CodeVersionNotSupported, "A2A version %s is not supported; send A2A-Version: %s", clip(v, 32), ProtocolVersion)
+}
+
+// decodeStrict decodes exactly one JSON value into dst, refusing unknown
+// fields and trailing data.
+func decodeStrict(b []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// decodeParams decodes a method's params, which must be a JSON object.
+func decodeParams(params json.RawMessage, dst any) *RPCError {
+	if b := bytes.TrimSpace(params); len(b) == 0 || b[0] != '{' {
+		return rpcErrorf(CodeInvalidParams, "params must be a JSON object")
+	}
+	if err := decodeStrict(params, dst); err != nil {
+		return invalidParams("params", err)
+	}
+	return nil
+}
+
+// engineError maps an engine error met while working on a task.
+func engineError(err error) *RPCError {
+	switch {
+	case errors.Is(err, actors.ErrRunNotFound), errors.Is(err, actors.ErrSessionNotFound):
+		return rpcErrorf(CodeTaskNotFound, "task not found")
+	case errors.Is(err, actors.ErrInvalidRequest):
+		return rpcErrorf(CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "actors: invalid request: "))
+	case errors.Is(err, actors.ErrShuttingDown), errors.Is(err, errShutdown):
+		return rpcErrorf(CodeInternal, "server shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return rpcErrorf(CodeInternal, "request ended: %v", err)
+	}
+	return rpcErrorf(CodeInternal, "%v", err)
+}
+
+// ctxError is the error of a call whose context ended.
+func ctxError(ctx context.Context) *RPCError {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return rpcErrorf(CodeInternal, "server shutting down")
+	}
+	return rpcErrorf(CodeInternal, "request ended: %v", ctx.Err())
+}

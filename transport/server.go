@@ -29,6 +29,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport/a2a"
+	"github.com/conclave-ai/conclave/transport/agui"
 )
 
 // Config configures a Server. Only Engine is required.
@@ -164,6 +165,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
+	s.mux.HandleFunc("/api/v1/agui", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(
+		agui.New(agui.Config{Engine: s.engine, Logger: s.cfg.Logger, Now: s.cfg.Now}).ServeTenant)}))
 	s.mux.Handle(a2a.CardPath, s.a2a.Card())
 	s.mux.Handle(a2a.RPCPath, s.a2a.RPC())
 	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))

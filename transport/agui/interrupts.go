@@ -1,0 +1,196 @@
+package agui
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors/interrupts"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Response schemas published with each interrupt: the payload a resolved
+// resume entry carries. Approvals follow AG-UI's recommended
+// approve-with-edits shape {approved, editedArgs}.
+var (
+	schemaToolApproval = json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":{"type":"object","description":"full replacement arguments for the tool call"},"feedback":{"type":"string"}},"required":["approved"]}`)
+	schemaPlanApproval = json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"editedArgs":{"type":"object","description":"the edited plan: {\"nodes\":[{\"id\",\"goal\",\"deps\"}]}"},"reason":{"type":"string"}},"required":["approved"]}`)
+	schemaApproval     = json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"feedback":{"type":"string"}},"required":["approved"]}`)
+	schemaInfoRequest  = json.RawMessage(`{"type":"object","properties":{"response":{"type":"string","minLength":1}},"required":["response"]}`)
+)
+
+// expiresFormat is ISO 8601 in UTC with milliseconds, which every JS Date parses.
+const expiresFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// interrupt builds the AG-UI interrupt for an open Conclave interrupt.
+// expires (zero: unknown) overrides the raise time + timeout.
+func (p *Projector) interrupt(pi *pendingInterrupt, expires time.Time) Interrupt {
+	in := pi.p
+	if expires.IsZero() && in.TimeoutSeconds > 0 {
+		expires = pi.raisedAt.Add(time.Duration(in.TimeoutSeconds) * time.Second)
+	}
+	out := Interrupt{ID: in.InterruptID, Metadata: Metadata{"conclave": in}}
+	if !expires.IsZero() {
+		out.ExpiresAt = expires.UTC().Format(expiresFormat)
+	}
+	if pi.lane != nil {
+		out.SubagentRunID = pi.lane.subagent
+	}
+	switch in.Kind {
+	case messages.InterruptToolApproval:
+		out.Reason = ReasonToolCall
+		out.Message = fmt.Sprintf("Approve the call of tool %s with arguments %s?", in.ToolName, compact(in.ToolArgs))
+		out.ResponseSchema = schemaToolApproval
+		if in.CallID != "" && pi.lane != nil {
+			out.ToolCallID = p.ToolCallID(pi.lane.stream, in.CallID)
+		}
+	case messages.InterruptInfoRequest:
+		out.Reason = ReasonInputRequired
+		out.Message = in.Question
+		if in.ContextSnippet != "" {
+			out.Message += "\n\n" + in.ContextSnippet
+		}
+		out.ResponseSchema = schemaInfoRequest
+		if in.CallID != "" && pi.lane != nil {
+			out.ToolCallID = p.ToolCallID(pi.lane.stream, in.CallID)
+		}
+	case messages.InterruptPlanApproval:
+		out.Reason = ReasonPlanApproval
+		n := 0
+		if in.Plan != nil {
+			n = len(in.Plan.Nodes)
+		}
+		out.Message = "Approve the plan: " + strconv.Itoa(n) + " nodes in " + strconv.Itoa(len(in.Waves)) + " waves?"
+		out.ResponseSchema = schemaPlanApproval
+	case messages.InterruptNodeApproval:
+		out.Reason = ReasonConfirmation
+		out.Message = "Start node " + in.NodeID + ": " + in.Goal + "?"
+		out.ResponseSchema = schemaApproval
+	default: // spawn_approval and kinds to come
+		out.Reason = ReasonConfirmation
+		out.Message = "Approve " + strings.ReplaceAll(string(in.Kind), "_", " ") + "?"
+		out.ResponseSchema = schemaApproval
+	}
+	if out.Message == "" {
+		out.Message = string(in.Kind)
+	}
+	return out
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+// ErrInvalidResume is wrapped by every error of ResumeFor.
+var ErrInvalidResume = errors.New("agui: invalid resume entry")
+
+// approvalPayload is a resolved approval's payload.
+type approvalPayload struct {
+	Approved   *bool           `json:"approved"`
+	EditedArgs json.RawMessage `json:"editedArgs"`
+	Plan       *messages.Plan  `json:"plan"`
+	Feedback   string          `json:"feedback"`
+	Reason     string          `json:"reason"`
+}
+
+// ResumeFor maps an AG-UI resume entry to Conclave's answer to an
+// interrupt of kind:
+//
+//   - cancelled → reject (an info request gets a response saying so, since
+//     it cannot be rejected);
+//   - resolved, approvals: {approved:true} → approve,
+//     {approved:true, editedArgs:{…}} → revise with those arguments (for a
+//     plan approval, editedArgs or plan is the edited plan),
+//     {approved:false, feedback?|reason?} → reject; no payload → approve;
+//   - resolved, info_request: {response:"…"} or a bare string → the response.
+//
+// The result is validated as the interrupt registry would validate it.
+func ResumeFor(kind messages.InterruptKind, e ResumeEntry) (messages.Resume, error) {
+	bad := func(format string, args ...any) (messages.Resume, error) {
+		return messages.Resume{}, fmt.Errorf("%w: interrupt %s: %s", ErrInvalidResume, e.InterruptID, fmt.Sprintf(format, args...))
+	}
+	res := messages.Resume{InterruptID: e.InterruptID}
+	payload := bytes.TrimSpace(e.Payload)
+	switch e.Status {
+	case ResumeCancelled:
+		if kind == messages.InterruptInfoRequest {
+			res.Response = "(no answer: the user cancelled this request)"
+		} else {
+			res.Decision, res.Feedback, res.Reason = messages.DecisionReject, "cancelled by the user", "cancelled by the user"
+		}
+	case ResumeResolved:
+		if kind == messages.InterruptInfoRequest {
+			var s string
+			if len(payload) > 0 && payload[0] == '"' {
+				if err := json.Unmarshal(payload, &s); err != nil {
+					return bad("payload: %v", err)
+				}
+			} else if len(payload) > 0 {
+				var obj struct {
+					Response string `json:"response"`
+				}
+				if err := json.Unmarshal(payload, &obj); err != nil {
+					return bad(`payload must be {"response": "<text>"} or a string: %v`, err)
+				}
+				s = obj.Response
+			}
+			if s == "" {
+				return bad(`an input_required interrupt needs a payload {"response": "<text>"}`)
+			}
+			res.Response = s
+			break
+		}
+		var a approvalPayload
+		if len(payload) > 0 {
+			if payload[0] != '{' {
+				return bad(`payload must be an object {"approved": true|false, …}`)
+			}
+			if err := json.Unmarshal(payload, &a); err != nil {
+				return bad("payload: %v", err)
+			}
+		}
+		approved := a.Approved == nil || *a.Approved
+		switch {
+		case !approved:
+			res.Decision = messages.DecisionReject
+			res.Feedback, res.Reason = a.Feedback, a.Reason
+			if res.Feedback == "" {
+				res.Feedback = a.Reason
+			}
+			if res.Reason == "" {
+				res.Reason = a.Feedback
+			}
+		case kind == messages.InterruptPlanApproval && (a.Plan != nil || len(a.EditedArgs) > 0):
+			plan := a.Plan
+			if plan == nil {
+				plan = new(messages.Plan)
+				if err := json.Unmarshal(a.EditedArgs, plan); err != nil {
+					return bad("editedArgs must be the edited plan {\"nodes\": […]}: %v", err)
+				}
+			}
+			res.Decision, res.Plan = messages.DecisionRevise, plan
+		case kind == messages.InterruptToolApproval && len(a.EditedArgs) > 0 && !bytes.Equal(bytes.TrimSpace(a.EditedArgs), []byte("null")):
+			res.Decision, res.EditedArgs = messages.DecisionRevise, a.EditedArgs
+		default:
+			res.Decision = messages.DecisionApprove
+		}
+	default:
+		return bad("status %q is not resolved or cancelled", e.Status)
+	}
+	if err := interrupts.Validate(kind, &res); err != nil {
+		var inv *interrupts.InvalidError
+		if errors.As(err, &inv) {
+			return bad("%s", inv.Reason)
+		}
+		return bad("%v", err)
+	}
+	return res, nil
+}

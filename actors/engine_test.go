@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/actors/feed"
 	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -554,5 +555,73 @@ func TestEngine_FailureRacesSiblingCompletion(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("iteration %d failed", i)
 		}
+	}
+}
+
+// TestEngine_ReplayTruncated: a cursor older than what retention kept gets
+// an explicit replay_truncated event before the earliest retained event.
+func TestEngine_ReplayTruncated(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	e := testkit.NewEngine(t, actors.Config{Journal: j})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 2, Tokens: 3}})
+	ctx := context.Background()
+	if err := j.Trim(ctx, ref.SessionID, 10); err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got, err := p.Until(ctx, testkit.TerminalOf(ref.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := got[0].Payload.(*messages.ReplayTruncatedPayload)
+	if !ok || got[0].Seq != 9 || tr.After != 3 || tr.FirstRetained != 10 || got[0].RunID != "" {
+		t.Fatalf("first event %s seq %d %+v, want replay_truncated seq 9 {after 3, first_retained 10}", got[0].Type, got[0].Seq, got[0].Payload)
+	}
+	if got[1].Seq != 10 || len(got) != len(events)-9+1 {
+		t.Fatalf("then seq %d and %d events, want 10 and %d", got[1].Seq, len(got), len(events)-9+1)
+	}
+	if v := testkit.CheckPartial(got); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
+	}
+	// A cursor inside the retained history sees no truncation.
+	p2, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if got, err := p2.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil || got[0].Seq != 13 {
+		t.Fatalf("cursor 12: first seq %d, %v", got[0].Seq, err)
+	}
+}
+
+// TestEngine_ReplayTruncatedEverything: when retention removed every event,
+// a subscriber behind still learns it (and does not wait forever).
+func TestEngine_ReplayTruncatedEverything(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	e := testkit.NewEngine(t, actors.Config{Journal: j})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	head := events[len(events)-1].Seq
+	if err := j.Trim(ctx, ref.SessionID, head+1); err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.ReplayTruncated })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := got[0].Payload.(*messages.ReplayTruncatedPayload); got[0].Seq != head || tr.FirstRetained != head+1 {
+		t.Fatalf("replay_truncated seq %d %+v, want seq %d first_retained %d", got[0].Seq, tr, head, head+1)
 	}
 }

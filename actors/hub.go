@@ -3,6 +3,9 @@ package actors
 import (
 	"context"
 	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -21,6 +24,8 @@ const maxHubBatch = 4096
 type hubShared struct {
 	session messages.SessionID
 	journal journal.Journal
+	newID   func() uuid.UUID
+	now     func() time.Time
 	head    atomic.Uint64 // last seq acknowledged by the journal
 
 	loaded     bool
@@ -36,9 +41,28 @@ var _ feed.Source = (*hubShared)(nil)
 // Head implements feed.Source.
 func (h *hubShared) Head() uint64 { return h.head.Load() }
 
-// ReadAfter implements feed.Source.
+// ReadAfter implements feed.Source. When retention removed events right
+// after the cursor, it puts a replay_truncated event, meant for this
+// subscriber alone, before the earliest retained one: never a silent gap.
 func (h *hubShared) ReadAfter(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
-	return h.journal.ReadAfter(ctx, h.session, after, limit)
+	evs, err := h.journal.ReadAfter(ctx, h.session, after, limit)
+	if err != nil || (len(evs) > 0 && evs[0].Seq == after+1) {
+		return evs, err
+	}
+	first := uint64(0)
+	if len(evs) > 0 {
+		first = evs[0].Seq
+	} else if first, err = h.journal.First(ctx, h.session); err != nil || first <= after+1 {
+		return nil, err // nothing retained is missing: the cursor is simply at the head
+	}
+	env := &messages.Envelope{ID: h.newID(), Seq: first - 1, Type: messages.ReplayTruncated, Timestamp: h.now().UTC(),
+		SessionID: h.session, Lane: messages.Lane{StreamID: messages.SessionStream},
+		Payload: &messages.ReplayTruncatedPayload{After: after, FirstRetained: first}}
+	enc, err := messages.Encode(env)
+	if err != nil {
+		return nil, err
+	}
+	return append([]*messages.Encoded{enc}, evs...), nil
 }
 
 // Messages only the engine sends to a hub.

@@ -232,4 +232,26 @@ func (j *tailJournal) Head(_ context.Context, session messages.SessionID) (uint6
 	return 0, nil
 }
 
+func (j *tailJournal) First(_ context.Context, session messages.SessionID) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	t := j.s[session]
+	if t == nil || t.head == 0 {
+		return 0, nil
+	}
+	return max(1, t.head-min(t.head, uint64(j.size))+1), nil
+}
+
+func (j *tailJournal) Trim(context.Context, messages.SessionID, uint64) error { return nil }
+
+func (j *tailJournal) Sessions(context.Context) ([]messages.SessionID, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []messages.SessionID
+	for s := range j.s {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 func (j *tailJournal) Close() error { return nil }

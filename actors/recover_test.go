@@ -216,12 +216,13 @@ func TestRecover_WorkingRunResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stop once two nodes completed and another one is mid-stream.
 	completed := 0
 	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
 		if env.Type == messages.NodeCompleted {
 			completed++
 		}
-		return completed == 2
+		return completed >= 2 && env.Type == messages.TextDelta && strings.HasPrefix(string(env.Lane.StreamID), "node:") && env.Lane.Depth == 1
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func (a *engineActor) openSession(ctx actor.Context, tenant messages.TenantID, s
 		return s, nil
 	}
 	shared := &hubShared{
-		session: session, journal: a.e.cfg.Journal,
+		session: session, journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: map[messages.RunID]bool{},
 	}
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }),
@@ -180,7 +180,7 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		delete(a.byPID, who.Id)
 		delete(a.runs, id)
 		a.ended[id] = true
-		if !r.ended.Load() {
+		if !r.ended.Load() && !a.e.frozen.Load() { // a frozen run stops unended on purpose
 			// The supervisor died (it is stopped on any panic) before ending
 			// its run: end it on its behalf so the run still has its one
 			// terminal event.

@@ -2,13 +2,16 @@ package journal
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/conclave-ai/conclave/messages"
 )
 
 // Memory is an in-memory Journal for tests and `conclave run`. It keeps
-// every event of every session until Close.
+// every event of every session until Trim or Close.
+//
+// Lock order: Memory.mu, then memSession.mu (only Sessions holds both).
 type Memory struct {
 	mu       sync.RWMutex // guards sessions and closed
 	sessions map[messages.SessionID]*memSession
@@ -16,8 +19,11 @@ type Memory struct {
 }
 
 type memSession struct {
-	mu     sync.RWMutex // guards events; held for writing only while appending
+	mu sync.RWMutex // guards the fields below; held for writing only while appending or trimming
+	// events holds the retained events: events[i] has seq first+i.
 	events []*messages.Encoded
+	first  uint64 // seq of events[0]; head+1 when every event was trimmed
+	head   uint64
 }
 
 var _ Journal = (*Memory)(nil)
@@ -44,7 +50,7 @@ func (m *Memory) session(id messages.SessionID, create bool) (*memSession, error
 		return nil, ErrClosed
 	}
 	if s, ok = m.sessions[id]; !ok {
-		s = &memSession{}
+		s = &memSession{first: 1}
 		m.sessions[id] = s
 	}
 	return s, nil
@@ -61,13 +67,13 @@ func (m *Memory) Append(ctx context.Context, session messages.SessionID, events 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	head := uint64(len(s.events))
 	for i, e := range events {
-		if e.Seq != head+uint64(i)+1 {
-			return &SeqError{Session: session, Head: head, Got: e.Seq, Position: i}
+		if e.Seq != s.head+uint64(i)+1 {
+			return &SeqError{Session: session, Head: s.head, Got: e.Seq, Position: i}
 		}
 	}
 	s.events = append(s.events, events...)
+	s.head += uint64(len(events))
 	return nil
 }
 
@@ -82,24 +88,83 @@ func (m *Memory) ReadAfter(ctx context.Context, session messages.SessionID, afte
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	n := uint64(len(s.events))
-	if after >= n || limit <= 0 {
+	from := max(after+1, s.first)
+	if from > s.head || limit <= 0 {
 		return nil, nil
 	}
-	end := min(n, after+uint64(limit))
-	// Seqs start at 1, so seq s lives at index s-1.
-	return append([]*messages.Encoded(nil), s.events[after:end]...), nil
+	start := from - s.first
+	end := min(uint64(len(s.events)), start+uint64(limit))
+	return slices.Clone(s.events[start:end]), nil
 }
 
 // Head implements Journal.
-func (m *Memory) Head(ctx context.Context, session messages.SessionID) (uint64, error) {
+func (m *Memory) Head(_ context.Context, session messages.SessionID) (uint64, error) {
 	s, err := m.session(session, false)
 	if err != nil || s == nil {
 		return 0, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return uint64(len(s.events)), nil
+	return s.head, nil
+}
+
+// First implements Journal.
+func (m *Memory) First(_ context.Context, session messages.SessionID) (uint64, error) {
+	s, err := m.session(session, false)
+	if err != nil || s == nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.head == 0 {
+		return 0, nil
+	}
+	return s.first, nil
+}
+
+// Trim implements Journal.
+func (m *Memory) Trim(ctx context.Context, session messages.SessionID, before uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, err := m.session(session, false)
+	if err != nil || s == nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before = min(before, s.head+1)
+	if before <= s.first {
+		return nil
+	}
+	n := before - s.first
+	// Copy the survivors so the trimmed prefix of the backing array (and
+	// the events it points to) can be collected.
+	s.events = slices.Clone(s.events[n:])
+	s.first = before
+	return nil
+}
+
+// Sessions implements Journal.
+func (m *Memory) Sessions(ctx context.Context) ([]messages.SessionID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	var out []messages.SessionID
+	for id, s := range m.sessions {
+		s.mu.RLock()
+		if s.head > 0 {
+			out = append(out, id)
+		}
+		s.mu.RUnlock()
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Close implements Journal. It is idempotent.

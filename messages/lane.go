@@ -11,6 +11,8 @@ const (
 	RunStream       StreamID = "run"
 	DirectorStream  StreamID = "director"
 	SynthesisStream StreamID = "synthesis"
+	// SessionStream is the lane of session-level events (replay_truncated).
+	SessionStream StreamID = "session"
 )
 
 // NodeStream is the lane of council node nodeID.

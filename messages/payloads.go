@@ -320,6 +320,15 @@ type InterruptExpiredPayload struct {
 	Action      Decision      `json:"action"`
 }
 
+// ReplayTruncatedPayload tells a subscriber that retention removed events
+// it asked for.
+type ReplayTruncatedPayload struct {
+	// After is the subscriber's cursor.
+	After uint64 `json:"after"`
+	// FirstRetained is the earliest seq the journal still holds.
+	FirstRetained uint64 `json:"first_retained"`
+}
+
 func (*RunStartedPayload) EventType() EventType         { return RunStarted }
 func (*RunFinishedPayload) EventType() EventType        { return RunFinished }
 func (*RunErrorPayload) EventType() EventType           { return RunError }
@@ -348,5 +357,6 @@ func (*SynthesisStartedPayload) EventType() EventType   { return SynthesisStarte
 func (*SynthesisCompletedPayload) EventType() EventType { return SynthesisCompleted }
 func (*SynthesisFailedPayload) EventType() EventType    { return SynthesisFailed }
 func (*InterruptRaisedPayload) EventType() EventType    { return InterruptRaised }
+func (*ReplayTruncatedPayload) EventType() EventType    { return ReplayTruncated }
 func (*InterruptResolvedPayload) EventType() EventType  { return InterruptResolved }
 func (*InterruptExpiredPayload) EventType() EventType   { return InterruptExpired }

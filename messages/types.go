@@ -56,6 +56,11 @@ const (
 	SynthesisFailed    EventType = "synthesis_failed"
 )
 
+// Sessions.
+const (
+	ReplayTruncated EventType = "replay_truncated"
+)
+
 // Human in the loop.
 const (
 	InterruptRaised   EventType = "interrupt_raised"
@@ -77,6 +82,9 @@ const (
 	RoleCloses
 	// RolePoint is a stream of exactly one event (opens and closes it).
 	RolePoint
+	// RoleSession belongs to no run: it is about the subscriber's view of
+	// the session (replay_truncated).
+	RoleSession
 )
 
 func (r StreamRole) String() string {
@@ -89,6 +97,8 @@ func (r StreamRole) String() string {
 		return "closes stream"
 	case RolePoint:
 		return "whole stream"
+	case RoleSession:
+		return "session, no run"
 	default:
 		return "unknown"
 	}
@@ -182,6 +192,7 @@ var specList = []spec{
 	{SynthesisStarted, RoleOpens, func() Payload { return new(SynthesisStartedPayload) }, "The synthesiser began composing the answer. Opens the synthesis lane."},
 	{SynthesisCompleted, RoleCloses, func() Payload { return new(SynthesisCompletedPayload) }, "The synthesiser finished; the answer is repeated on run_finished."},
 	{SynthesisFailed, RoleCloses, func() Payload { return new(SynthesisFailedPayload) }, "The synthesiser failed or was cancelled."},
+	{ReplayTruncated, RoleSession, func() Payload { return new(ReplayTruncatedPayload) }, "Sent only to a subscriber whose cursor is older than the retained history, right before the earliest retained event: the events after `after` up to `first_retained`-1 were removed by retention. Its `seq` is `first_retained`-1, so the cursor stays contiguous; it has no run (`run_id` is empty, lane `session`)."},
 	{InterruptRaised, RoleWithin, func() Payload { return new(InterruptRaisedPayload) }, "An agent needs a human; its actor is parked until the interrupt is resolved or expires. Carries the lane of the raising agent."},
 	{InterruptResolved, RoleWithin, func() Payload { return new(InterruptResolvedPayload) }, "A human answered an interrupt."},
 	{InterruptExpired, RoleWithin, func() Payload { return new(InterruptExpiredPayload) }, "An interrupt timed out; the configured action was taken."},

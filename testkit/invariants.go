@@ -238,6 +238,13 @@ func (c *checker) event(env *messages.Envelope) {
 	case env.Payload.EventType() != env.Type:
 		c.report(env.Seq, env.RunID, RulePayloadConsistency, "envelope type %s carries a %s payload", env.Type, env.Payload.EventType())
 		return
+	case env.Type.Role() == messages.RoleSession:
+		// About the subscriber's view of the session (replay_truncated),
+		// not about a run: only the seq rules apply.
+		if env.RunID != "" || env.Lane.StreamID != messages.SessionStream {
+			c.report(env.Seq, env.RunID, RulePayloadConsistency, "%s must have no run and lane %q", env.Type, messages.SessionStream)
+		}
+		return
 	}
 	r := c.run(env)
 	if r == nil {

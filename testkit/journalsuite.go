@@ -148,6 +148,185 @@ func RunJournalSuite(t *testing.T, newJournal func(t *testing.T) journal.Journal
 		wg.Wait()
 	})
 
+	t.Run("EmptyBatch", func(t *testing.T) {
+		j := open(t)
+		if err := j.Append(ctx, "s", nil); err != nil {
+			t.Fatalf("Append of no events = %v", err)
+		}
+		if h, _ := j.Head(ctx, "s"); h != 0 {
+			t.Fatalf("Head = %d after an empty append", h)
+		}
+		if ss, _ := j.Sessions(ctx); len(ss) != 0 {
+			t.Fatalf("Sessions = %v after an empty append", ss)
+		}
+	})
+
+	t.Run("Sessions", func(t *testing.T) {
+		j := open(t)
+		if ss, err := j.Sessions(ctx); err != nil || len(ss) != 0 {
+			t.Fatalf("Sessions of an empty journal = %v, %v", ss, err)
+		}
+		for _, s := range []messages.SessionID{"b", "a", "a-longer", "c"} {
+			if err := j.Append(ctx, s, batch(1, 2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _ = j.Head(ctx, "unknown")          // a lookup creates no session
+		_, _ = j.ReadAfter(ctx, "other", 0, 1) // nor does a read
+		ss, err := j.Sessions(ctx)
+		if err != nil || fmt.Sprint(ss) != "[a a-longer b c]" {
+			t.Fatalf("Sessions = %v, %v; want [a a-longer b c]", ss, err)
+		}
+	})
+
+	t.Run("FirstAndTrim", func(t *testing.T) {
+		j := open(t)
+		if f, err := j.First(ctx, "s"); err != nil || f != 0 {
+			t.Fatalf("First of unknown session = %d, %v; want 0", f, err)
+		}
+		if err := j.Trim(ctx, "s", 5); err != nil {
+			t.Fatalf("Trim of unknown session = %v", err)
+		}
+		if err := j.Append(ctx, "s", batch(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := j.First(ctx, "s"); f != 1 {
+			t.Fatalf("First = %d, want 1", f)
+		}
+		if err := j.Trim(ctx, "s", 4); err != nil {
+			t.Fatal(err)
+		}
+		checkState(t, j, "s", 4, 10)
+		for _, c := range []struct {
+			after uint64
+			limit int
+			want  string
+		}{
+			{0, 100, "[4 5 6 7 8 9 10]"}, // cursor before First: starts at First
+			{2, 3, "[4 5 6]"},
+			{3, 2, "[4 5]"},
+			{5, 2, "[6 7]"},
+			{10, 5, "[]"},
+		} {
+			evs, err := j.ReadAfter(ctx, "s", c.after, c.limit)
+			if err != nil || fmt.Sprint(seqs(evs)) != c.want {
+				t.Fatalf("ReadAfter(%d, %d) = %v, %v; want %s", c.after, c.limit, seqs(evs), err, c.want)
+			}
+		}
+		if err := j.Trim(ctx, "s", 2); err != nil { // below First: nothing to do
+			t.Fatal(err)
+		}
+		checkState(t, j, "s", 4, 10)
+		if err := j.Trim(ctx, "s", 1000); err != nil { // capped at head+1
+			t.Fatal(err)
+		}
+		checkState(t, j, "s", 11, 10)
+		if evs, err := j.ReadAfter(ctx, "s", 0, 10); err != nil || len(evs) != 0 {
+			t.Fatalf("ReadAfter after trimming everything = %v, %v", seqs(evs), err)
+		}
+		if ss, _ := j.Sessions(ctx); fmt.Sprint(ss) != "[s]" {
+			t.Fatalf("Sessions = %v; a session trimmed empty keeps its head", ss)
+		}
+		var se *journal.SeqError
+		if err := j.Append(ctx, "s", batch(1, 1)); !errors.As(err, &se) || se.Head != 10 {
+			t.Fatalf("Append of seq 1 after trimming everything = %v; seqs are never reused", err)
+		}
+		if err := j.Append(ctx, "s", batch(11, 12)); err != nil {
+			t.Fatal(err)
+		}
+		checkState(t, j, "s", 11, 12)
+		if evs, _ := j.ReadAfter(ctx, "s", 3, 10); fmt.Sprint(seqs(evs)) != "[11 12]" {
+			t.Fatalf("ReadAfter(3) = %v, want [11 12]", seqs(evs))
+		}
+	})
+
+	t.Run("ConcurrentSessions", func(t *testing.T) {
+		j := open(t)
+		const sessions, batches, per = 16, 20, 7
+		var wg sync.WaitGroup
+		for i := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := messages.SessionID(fmt.Sprintf("s%02d", i))
+				for b := range uint64(batches) {
+					if err := j.Append(ctx, s, batch(b*per+1, b*per+per)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		ss, _ := j.Sessions(ctx)
+		if len(ss) != sessions {
+			t.Fatalf("Sessions = %v", ss)
+		}
+		for _, s := range ss {
+			evs, err := j.ReadAfter(ctx, s, 0, batches*per+10)
+			if err != nil || len(evs) != batches*per || evs[len(evs)-1].Seq != batches*per {
+				t.Fatalf("session %s: read %d events, %v", s, len(evs), err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentReadersDuringTrim", func(t *testing.T) {
+		j := open(t)
+		const total = 3000
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var cursor uint64
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					evs, err := j.ReadAfter(ctx, "s", cursor, 50)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for i, e := range evs {
+						if e.Seq <= cursor || i > 0 && e.Seq != evs[i-1].Seq+1 {
+							t.Errorf("read %v after %d", seqs(evs), cursor)
+							return
+						}
+					}
+					if len(evs) > 0 && evs[0].Seq != cursor+1 {
+						// A jump: only over trimmed events.
+						if f, _ := j.First(ctx, "s"); evs[0].Seq > f {
+							t.Errorf("jump from %d to %d while First is %d", cursor, evs[0].Seq, f)
+							return
+						}
+					}
+					if len(evs) > 0 {
+						cursor = evs[len(evs)-1].Seq
+					}
+					if cursor == total {
+						cursor = 0
+					}
+				}
+			}()
+		}
+		for q := uint64(1); q <= total; q += 10 {
+			if err := j.Append(ctx, "s", batch(q, q+9)); err != nil {
+				t.Fatal(err)
+			}
+			if q%100 == 1 {
+				if err := j.Trim(ctx, "s", q/2+1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		close(done)
+		wg.Wait()
+	})
+
 	t.Run("Closed", func(t *testing.T) {
 		j := newJournal(t)
 		if err := j.Close(); err != nil {
@@ -164,6 +343,149 @@ func RunJournalSuite(t *testing.T, newJournal func(t *testing.T) journal.Journal
 		}
 		if _, err := j.Head(ctx, "s"); !errors.Is(err, journal.ErrClosed) {
 			t.Fatalf("Head after Close = %v", err)
+		}
+		if _, err := j.First(ctx, "s"); !errors.Is(err, journal.ErrClosed) {
+			t.Fatalf("First after Close = %v", err)
+		}
+		if err := j.Trim(ctx, "s", 1); !errors.Is(err, journal.ErrClosed) {
+			t.Fatalf("Trim after Close = %v", err)
+		}
+		if _, err := j.Sessions(ctx); !errors.Is(err, journal.ErrClosed) {
+			t.Fatalf("Sessions after Close = %v", err)
+		}
+	})
+}
+
+// checkState fails t unless session has the given First and Head.
+func checkState(t *testing.T, j journal.Journal, session messages.SessionID, first, head uint64) {
+	t.Helper()
+	ctx := context.Background()
+	f, err1 := j.First(ctx, session)
+	h, err2 := j.Head(ctx, session)
+	if err := errors.Join(err1, err2); err != nil || f != first || h != head {
+		t.Fatalf("session %s: First, Head = %d, %d (%v); want %d, %d", session, f, h, err, first, head)
+	}
+}
+
+// RunDurableJournalSuite checks what only a journal on disk can keep: that
+// everything acknowledged, and the retention state, survive Close and a
+// new open of the same directory. open opens (or creates) the journal in
+// dir; the suite closes it. Run RunJournalSuite on the implementation too.
+func RunDurableJournalSuite(t *testing.T, open func(t *testing.T, dir string) journal.Journal) {
+	t.Helper()
+	ctx := context.Background()
+	reopen := func(t *testing.T, j journal.Journal, dir string) journal.Journal {
+		t.Helper()
+		if err := j.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		j = open(t, dir)
+		t.Cleanup(func() { _ = j.Close() })
+		return j
+	}
+	start := func(t *testing.T) (journal.Journal, string) {
+		dir := t.TempDir()
+		j := open(t, dir)
+		t.Cleanup(func() { _ = j.Close() })
+		return j, dir
+	}
+	ev := func(seq uint64, run messages.RunID) *messages.Encoded {
+		return messages.NewEncoded(seq, messages.TextDelta, run, fmt.Appendf(nil, `{"seq":%d,"pad":"%0*d"}`, seq, int(seq%300), 0))
+	}
+
+	t.Run("ReopenKeepsEvents", func(t *testing.T) {
+		j, dir := start(t)
+		want := map[messages.SessionID][]*messages.Encoded{}
+		for i, s := range []messages.SessionID{"alpha", "b", "alpha-2", "z"} {
+			var seq uint64
+			for b := range 5 + i {
+				var batch []*messages.Encoded
+				for range 1 + b*3 {
+					seq++
+					batch = append(batch, ev(seq, messages.RunID(fmt.Sprintf("run-%d", b%2))))
+				}
+				if err := j.Append(ctx, s, batch); err != nil {
+					t.Fatal(err)
+				}
+				want[s] = append(want[s], batch...)
+			}
+		}
+		other := messages.NewEncoded(1, messages.RunStarted, "", []byte(`{}`)) // empty run id
+		if err := j.Append(ctx, "other", []*messages.Encoded{other}); err != nil {
+			t.Fatal(err)
+		}
+		want["other"] = []*messages.Encoded{other}
+
+		j = reopen(t, j, dir)
+		ss, err := j.Sessions(ctx)
+		if err != nil || fmt.Sprint(ss) != "[alpha alpha-2 b other z]" {
+			t.Fatalf("Sessions after reopen = %v, %v", ss, err)
+		}
+		for s, evs := range want {
+			checkState(t, j, s, 1, uint64(len(evs)))
+			got, err := j.ReadAfter(ctx, s, 0, 1000)
+			if err != nil || len(got) != len(evs) {
+				t.Fatalf("session %s: read %d events, %v; want %d", s, len(got), err, len(evs))
+			}
+			for i, e := range evs {
+				g := got[i]
+				if g.Seq != e.Seq || g.Type != e.Type || g.RunID != e.RunID || string(g.JSON) != string(e.JSON) {
+					t.Fatalf("session %s event %d = %d %s %q %s; want %d %s %q %s", s, i, g.Seq, g.Type, g.RunID, g.JSON, e.Seq, e.Type, e.RunID, e.JSON)
+				}
+			}
+		}
+		if err := j.Append(ctx, "b", []*messages.Encoded{ev(uint64(len(want["b"]))+1, "r")}); err != nil {
+			t.Fatalf("append after reopen: %v", err)
+		}
+	})
+
+	t.Run("ReopenKeepsTrim", func(t *testing.T) {
+		j, dir := start(t)
+		var batch []*messages.Encoded
+		for q := uint64(1); q <= 20; q++ {
+			batch = append(batch, ev(q, "r"))
+		}
+		if err := j.Append(ctx, "part", batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Append(ctx, "all", batch[:7]); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Trim(ctx, "part", 12); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Trim(ctx, "all", 8); err != nil {
+			t.Fatal(err)
+		}
+		j = reopen(t, j, dir)
+		checkState(t, j, "part", 12, 20)
+		checkState(t, j, "all", 8, 7)
+		if evs, _ := j.ReadAfter(ctx, "part", 0, 100); len(evs) != 9 || evs[0].Seq != 12 {
+			t.Fatalf("ReadAfter(part, 0) after reopen: %d events from %v", len(evs), evs)
+		}
+		if ss, _ := j.Sessions(ctx); fmt.Sprint(ss) != "[all part]" {
+			t.Fatalf("Sessions = %v", ss)
+		}
+		var se *journal.SeqError
+		if err := j.Append(ctx, "all", batch[:1]); !errors.As(err, &se) {
+			t.Fatalf("Append of seq 1 to a session trimmed empty, after reopen = %v; want a *SeqError (seqs are never reused)", err)
+		}
+		if err := j.Append(ctx, "all", []*messages.Encoded{ev(8, "r")}); err != nil {
+			t.Fatal(err)
+		}
+		j = reopen(t, j, dir)
+		checkState(t, j, "all", 8, 8)
+	})
+
+	t.Run("ReopenAfterClose", func(t *testing.T) {
+		j, dir := start(t)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		j = open(t, dir)
+		defer j.Close()
+		if ss, err := j.Sessions(ctx); err != nil || len(ss) != 0 {
+			t.Fatalf("Sessions of a reopened empty journal = %v, %v", ss, err)
 		}
 	})
 }

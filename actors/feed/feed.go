@@ -210,7 +210,9 @@ func (s *Subscription) next(ctx context.Context, dst []*messages.Encoded, max in
 				return dst, err
 			}
 			if len(evs) > 0 {
-				if evs[0].Seq != cursor+1 {
+				// A jump is only allowed behind an explicit replay_truncated
+				// (retention removed the events in between).
+				if evs[0].Seq != cursor+1 && evs[0].Type != messages.ReplayTruncated {
 					return dst, &GapError{After: cursor, Got: evs[0].Seq}
 				}
 				dst = append(dst, evs...)
@@ -242,7 +244,7 @@ func (s *Subscription) pop() *messages.Encoded {
 }
 
 // GapError reports that the journal no longer holds the events right after
-// the cursor (they were removed by retention).
+// the cursor and the source did not say so with a replay_truncated event.
 type GapError struct {
 	After uint64 // the cursor
 	Got   uint64 // the first seq the journal still has

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/transport"
 )
 
@@ -26,6 +28,10 @@ type serveCmd struct {
 	heartbeat  time.Duration
 	flushDelay time.Duration
 	logLevel   string
+	dataDir    string
+	memory     bool
+	retainAge  time.Duration
+	retainN    uint64
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -50,6 +56,10 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "interval of SSE heartbeats and WebSocket pings on idle streams")
 	fs.DurationVar(&c.flushDelay, "flush-delay", transport.DefaultFlushDelay, "how long a woken stream waits so more events share one write")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level on stderr: debug|info|warn|error")
+	fs.StringVar(&c.dataDir, "data", "./data", "data directory of the durable journal (created if missing)")
+	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
+	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
+	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
 	return cmd
 }
 
@@ -70,7 +80,25 @@ func (c *serveCmd) run(ctx context.Context) error {
 		return usageError(err)
 	}
 
-	engine, err := actors.New(actors.Config{Logger: logger})
+	if tokens.Len() == 0 && !transport.IsLoopback(c.addr) { // refuse before touching the disk
+		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
+	}
+	ecfg := actors.Config{Logger: logger}
+	var durable *journal.Durable
+	if !c.memory {
+		dir := filepath.Join(c.dataDir, "journal")
+		if durable, err = journal.Open(dir, journal.Options{Logger: logger}); err != nil {
+			return failure(fmt.Errorf("open the journal: %w", err))
+		}
+		defer durable.Close()
+		// Runs outlive the process: Shutdown freezes them and the next
+		// start resumes them (parked ones still parked).
+		ecfg.Journal, ecfg.KeepRunsOnShutdown = durable, true
+		logger.Info("durable journal", "dir", dir)
+	} else {
+		logger.Warn("in-memory journal: events and runs do not survive a restart")
+	}
+	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
 	}
@@ -103,6 +131,8 @@ func (c *serveCmd) run(ctx context.Context) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
+	stopRetention := c.retention(ecfg.Journal, logger)
+	defer stopRetention()
 	select {
 	case err := <-served: // the listener failed
 		_ = engine.Shutdown(context.Background())
@@ -126,4 +156,39 @@ func (c *serveCmd) run(ctx context.Context) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// retention trims every session's history per --retention-age and
+// --retention-events once a minute, on a goroutine the returned func stops.
+func (c *serveCmd) retention(j journal.Journal, logger *slog.Logger) (stop func()) {
+	r := journal.Retention{MaxAge: c.retainAge, MaxEvents: c.retainN}
+	if j == nil || (r.MaxAge == 0 && r.MaxEvents == 0) {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			sessions, err := j.Sessions(ctx)
+			for _, s := range sessions {
+				if n, err := journal.ApplyRetention(ctx, j, s, r, c.app.now()); err != nil {
+					logger.Error("retention", "session", s, "err", err)
+				} else if n > 0 {
+					logger.Info("retention trimmed events", "session", s, "events", n)
+				}
+			}
+			if err != nil && ctx.Err() == nil {
+				logger.Error("retention: list sessions", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

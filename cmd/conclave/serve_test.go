@@ -22,7 +22,7 @@ func TestServe_StartsAndStopsOnSignal(t *testing.T) {
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", ready: func(s string) { addr <- s }}
+		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", dataDir: t.TempDir(), ready: func(s string) { addr <- s }}
 		done <- sc.run(ctx)
 	}()
 	base := "http://" + <-addr
@@ -70,7 +70,7 @@ func TestServe_RefusesOpenAddressWithoutTokens(t *testing.T) {
 	t.Setenv("CONCLAVE_TOKENS", "")
 	var stdout, stderr bytes.Buffer
 	a := &app{stdout: &stdout, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
-	if c := execute(context.Background(), a, []string{"serve", "--addr", "0.0.0.0:0"}); c != exitUsage {
+	if c := execute(context.Background(), a, []string{"serve", "--addr", "0.0.0.0:0", "--data", t.TempDir()}); c != exitUsage {
 		t.Fatalf("exit %d, want %d", c, exitUsage)
 	}
 	if !strings.Contains(stderr.String(), "without tokens") {

@@ -28,7 +28,7 @@ echo "== a2a conformance: node $(node --version), npm $(npm --version 2>/dev/nul
 echo "== a2a conformance: go build ./cmd/conclave"
 (cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave)
 
-"$tmp/conclave" serve --addr 127.0.0.1:0 --log-level info 2>"$tmp/server.log" &
+"$tmp/conclave" serve --addr 127.0.0.1:0 --data "$tmp/data" --log-level info 2>"$tmp/server.log" &
 server_pid=$!
 
 # The address comes from the log line: msg="conclave listening" addr=HOST:PORT

@@ -36,7 +36,7 @@ echo "== building conclave"
 (cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave)
 
 echo "== starting conclave serve"
-"$tmp/conclave" serve --addr 127.0.0.1:0 --log-level info 2>"$tmp/server.log" &
+"$tmp/conclave" serve --addr 127.0.0.1:0 --data "$tmp/data" --log-level info 2>"$tmp/server.log" &
 pid=$!
 addr=""
 for _ in $(seq 1 200); do

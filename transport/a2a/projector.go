@@ -147,6 +147,11 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.progress(env, fmt.Sprintf("%s: %s returned", env.AgentID, pl.Tool))
 	case *messages.AgentRestartedPayload:
 		return append(p.reset(env), p.progress(env, fmt.Sprintf("%s restarted (attempt %d): %s", env.AgentID, pl.Attempt, pl.Reason))...)
+	case *messages.ReplayTruncatedPayload:
+		// Session-level and only for a subscriber behind retention: a task's
+		// frames are about its run; its snapshot (GetTask) is rebuilt from
+		// what the journal retains.
+		return nil
 	case *messages.WarningPayload:
 		return p.progress(env, fmt.Sprintf("Warning from %s (%s): %s", env.AgentID, pl.Code, pl.Message))
 	case *messages.SubagentStartedPayload:

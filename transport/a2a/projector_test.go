@@ -222,6 +222,11 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.node("n001", &messages.AgentRestartedPayload{Attempt: 2, Reason: "panic"})
 			},
 			[]string{`artifact node:n001 new ""`, `status WORKING "n001 restarted (attempt 2): panic"`}, a2a.StateWorking},
+		{"replay_truncated", started,
+			func(s *script) *messages.Envelope {
+				return s.ev(messages.Lane{StreamID: messages.SessionStream}, "", &messages.ReplayTruncatedPayload{After: 3, FirstRetained: 10})
+			},
+			[]string{}, a2a.StateWorking},
 		{"warning", started,
 			func(s *script) *messages.Envelope {
 				return s.node("n001", &messages.WarningPayload{Code: "slow", Message: "taking long"})

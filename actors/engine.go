@@ -346,6 +346,95 @@ func (e *Engine) Publish(ctx context.Context, tenant messages.TenantID, session 
 	return nil
 }
 
+// ErrRunNotEnded is returned by Rewind for a run that has not ended.
+var ErrRunNotEnded = errors.New("actors: run has not ended")
+
+// Rewind re-runs an ended run from a wave, as a new run in the same
+// session (a run keeps its one terminal event): the new run reuses the
+// source run's plan and the outputs of the nodes of earlier waves, and the
+// note is given to every node that runs again. Its events get new seqs.
+func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error) {
+	if e.closing.Load() {
+		return RunRef{}, ErrShuttingDown
+	}
+	tenant := tenantOr(cmd.Tenant)
+	sum, err := e.Run(tenant, cmd.RunID)
+	if err != nil {
+		return RunRef{}, err
+	}
+	if !sum.Status.Terminal() {
+		return RunRef{}, fmt.Errorf("%w: %s is %s", ErrRunNotEnded, cmd.RunID, sum.Status)
+	}
+	if len(cmd.Note) > messages.MaxQuestionBytes {
+		return RunRef{}, fmt.Errorf("%w: note is longer than %d bytes", ErrInvalidRequest, messages.MaxQuestionBytes)
+	}
+	rp := newReplayRun(cmd.RunID, sum.SessionID)
+	for after := uint64(0); ; {
+		batch, err := e.cfg.Journal.ReadAfter(ctx, sum.SessionID, after, 4096)
+		if err != nil {
+			return RunRef{}, fmt.Errorf("actors: rewind: read the run: %w", err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, enc := range batch {
+			if enc.RunID == cmd.RunID {
+				env, err := enc.Envelope()
+				if err != nil {
+					return RunRef{}, fmt.Errorf("actors: rewind: seq %d: %w", enc.Seq, err)
+				}
+				rp.apply(env)
+			}
+		}
+		after = batch[len(batch)-1].Seq
+	}
+	if rp.plan == nil || rp.started == nil {
+		return RunRef{}, fmt.Errorf("%w: run %s has no plan to rewind (or its start was trimmed by retention)", ErrInvalidRequest, cmd.RunID)
+	}
+	if cmd.Wave < 0 || cmd.Wave >= len(rp.waves) {
+		return RunRef{}, fmt.Errorf("%w: wave must be in 0..%d", ErrInvalidRequest, len(rp.waves)-1)
+	}
+	var reused []messages.ReusedNode
+	for i := range cmd.Wave {
+		for _, id := range rp.waves[i] {
+			n := rp.nodes[id]
+			if n == nil || n.state != nodeCompleted {
+				return RunRef{}, fmt.Errorf("%w: node %s of wave %d did not complete; rewind to wave %d or earlier", ErrInvalidRequest, id, i, i)
+			}
+			reused = append(reused, messages.ReusedNode{NodeID: id, Output: n.output})
+		}
+	}
+	st := rp.started
+	sc := messages.Scenario{}
+	if st.Scenario != nil {
+		sc = *st.Scenario
+	}
+	m, err := e.cfg.Models(sc)
+	if err != nil {
+		return RunRef{}, err
+	}
+	spec := &runSpec{
+		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: sum.SessionID,
+		question: st.Question, hitl: st.HITL, scenario: st.Scenario, concurrency: st.Concurrency, model: m,
+		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
+		rewind: &messages.RunRewoundPayload{From: cmd.RunID, Wave: cmd.Wave, Note: cmd.Note, Plan: *rp.plan, Waves: rp.waves, Reused: reused},
+	}
+	if spec.concurrency == 0 {
+		spec.concurrency = e.cfg.Concurrency
+	}
+	if spec.approvalTimeout == 0 {
+		spec.approvalTimeout = e.cfg.InterruptTimeout
+	}
+	if spec.timeoutAction == "" {
+		spec.timeoutAction = messages.DecisionReject
+	}
+	res, err := e.request(ctx, &startRunReq{spec: spec})
+	if err != nil {
+		return RunRef{}, err
+	}
+	return res.(RunRef), nil
+}
+
 // Resume answers an interrupt of res.Tenant. The parked agent receives the
 // answer and carries on; the stream shows interrupt_resolved on its lane.
 func (e *Engine) Resume(res messages.Resume) (messages.Interrupt, error) {

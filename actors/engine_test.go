@@ -625,3 +625,67 @@ func TestEngine_ReplayTruncatedEverything(t *testing.T) {
 		t.Fatalf("replay_truncated seq %d %+v, want seq %d first_retained %d", got[0].Seq, tr, head, head+1)
 	}
 }
+
+// TestEngine_Rewind: rewinding an ended run to wave k starts a new run in
+// the same session that reuses the earlier waves and re-runs the rest with
+// the note; seqs continue, and the whole session passes the invariants.
+func TestEngine_Rewind(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	ctx := context.Background()
+	ref, _ := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", SessionID: "rw", Scenario: &messages.Scenario{Nodes: 6, Waves: 3, Tokens: 3}})
+	if _, err := e.Rewind(ctx, messages.Rewind{RunID: ref.RunID, Wave: 5}); !errors.Is(err, actors.ErrInvalidRequest) {
+		t.Fatalf("rewind to a wave that does not exist = %v", err)
+	}
+	re, err := e.Rewind(ctx, messages.Rewind{RunID: ref.RunID, Wave: 1, Note: "focus on sunsets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re.SessionID != ref.SessionID || re.RunID == ref.RunID {
+		t.Fatalf("rewound run %+v", re)
+	}
+	events, err := testkit.Follow(ctx, e, re, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.AssertInvariants(t, events)
+	var rw *messages.RunRewoundPayload
+	nodesRun := map[string]bool{}
+	for _, env := range events {
+		if env.RunID != re.RunID {
+			continue
+		}
+		switch p := env.Payload.(type) {
+		case *messages.RunRewoundPayload:
+			rw = p
+		case *messages.NodeStartedPayload:
+			nodesRun[p.NodeID] = true
+		}
+	}
+	if rw == nil || rw.From != ref.RunID || rw.Wave != 1 || len(rw.Reused) != 2 {
+		t.Fatalf("run_rewound = %+v", rw)
+	}
+	for _, n := range rw.Reused {
+		if nodesRun[n.NodeID] {
+			t.Fatalf("reused node %s ran again", n.NodeID)
+		}
+	}
+	if len(nodesRun) != 4 {
+		t.Fatalf("%d nodes ran again, want the 4 of waves 2 and 3", len(nodesRun))
+	}
+	fin := terminal[*messages.RunFinishedPayload](t, events, re.RunID)
+	if fin.Nodes.Completed != 6 {
+		t.Fatalf("counts %+v", fin.Nodes)
+	}
+	// Still-running runs cannot be rewound.
+	live, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Rewind(ctx, messages.Rewind{RunID: live.RunID, Wave: 0}); !errors.Is(err, actors.ErrRunNotEnded) {
+		t.Fatalf("rewind of a live run = %v", err)
+	}
+	if err := e.Abort(ctx, messages.AbortRun{RunID: live.RunID}); err != nil {
+		t.Fatal(err)
+	}
+}

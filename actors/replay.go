@@ -100,6 +100,14 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		delete(r.lanes, env.Lane.StreamID)
 	case *messages.PlanningFailedPayload, *messages.SynthesisFailedPayload, *messages.SynthesisCompletedPayload, *messages.SubagentFinishedPayload:
 		delete(r.lanes, env.Lane.StreamID)
+	case *messages.RunRewoundPayload:
+		plan := p.Plan
+		r.plan, r.waves, r.gateDecided = &plan, p.Waves, true
+		r.wave, r.waveDone = p.Wave-1, true // the next wave to run is p.Wave
+		for _, n := range p.Reused {
+			rn := r.node(n.NodeID)
+			rn.state, rn.output = nodeCompleted, n.Output
+		}
 	case *messages.PlanApprovedPayload:
 		r.gateDecided = true
 		if p.Plan != nil {

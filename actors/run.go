@@ -33,6 +33,8 @@ type runSpec struct {
 	// approvalTimeout and timeoutAction apply to every interrupt of the run.
 	approvalTimeout time.Duration
 	timeoutAction   messages.Decision
+	// rewind is set for a run created by Engine.Rewind.
+	rewind *messages.RunRewoundPayload
 }
 
 type runPhase int
@@ -136,8 +138,15 @@ func (r *runActor) Receive(ctx actor.Context) {
 			return
 		}
 		r.start = r.e.cfg.Now()
-		r.emit(ctx, &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
-			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction})
+		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
+			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction}
+		if rw := r.spec.rewind; rw != nil {
+			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
+			r.emit(ctx, started)
+			r.startRewound(ctx, rw)
+			return
+		}
+		r.emit(ctx, started)
 		r.phase = phasePlanning
 		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
 			model.Request{Goal: r.spec.question}, nil)
@@ -416,6 +425,9 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	for _, d := range n.Deps {
 		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.node(d).output))
 	}
+	if rw := r.spec.rewind; rw != nil && rw.Note != "" {
+		inputs = append(inputs, "[steering] "+rw.Note) // the rewind's note steers every node that runs again
+	}
 	r.node(id).state = nodeRunning
 	r.running++
 	r.spawnWith(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
@@ -523,6 +535,21 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 	r.emit(ctx, r.terminal)
 	r.ended.Store(true)
 	ctx.Stop(ctx.Self())
+}
+
+// startRewound starts a rewound run at its wave, with the earlier waves'
+// outputs reused from the source run.
+func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
+	r.emit(ctx, rw)
+	r.setPlan(rw.Plan, rw.Waves)
+	for _, n := range rw.Reused {
+		if _, ok := r.pos[n.NodeID]; ok {
+			r.node(n.NodeID).state, r.node(n.NodeID).output = nodeCompleted, n.Output
+			r.counts.Completed++
+		}
+	}
+	r.phase = phaseExecuting
+	r.startWave(ctx, rw.Wave)
 }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.

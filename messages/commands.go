@@ -73,3 +73,13 @@ type Resume struct {
 	Plan        *Plan           `json:"plan,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
 }
+
+// Rewind re-runs an ended run from a wave, as a new run in the same
+// session: waves before Wave reuse the source run's outputs; Note steers
+// the waves that run again.
+type Rewind struct {
+	Tenant TenantID `json:"-"`
+	RunID  RunID    `json:"-"` // from the URL
+	Wave   int      `json:"wave"`
+	Note   string   `json:"note,omitempty"`
+}

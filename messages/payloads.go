@@ -39,10 +39,36 @@ type RunStartedPayload struct {
 	Scenario *Scenario `json:"scenario,omitempty"`
 	// Tenant owns the run (and its session); recovery reads it back.
 	Tenant TenantID `json:"tenant,omitempty"`
+	// RewindOf is set on a run created by a rewind.
+	RewindOf *RewindOf `json:"rewind_of,omitempty"`
 	// The run's options, so a run rebuilt after a restart keeps them.
 	Concurrency            int      `json:"concurrency,omitempty"`
 	ApprovalTimeoutSeconds int      `json:"approval_timeout_seconds,omitempty"`
 	ApprovalTimeoutAction  Decision `json:"approval_timeout_action,omitempty"`
+}
+
+// RewindOf names what a rewound run re-runs.
+type RewindOf struct {
+	RunID RunID  `json:"run_id"`
+	Wave  int    `json:"wave"`
+	Note  string `json:"note,omitempty"`
+}
+
+// RunRewoundPayload starts a rewound run from its source run's plan.
+type RunRewoundPayload struct {
+	From  RunID      `json:"from"`
+	Wave  int        `json:"wave"`
+	Note  string     `json:"note,omitempty"`
+	Plan  Plan       `json:"plan"`
+	Waves [][]string `json:"waves"`
+	// Reused are the nodes of waves before Wave, with their outputs.
+	Reused []ReusedNode `json:"reused"`
+}
+
+// ReusedNode is a node output a rewound run takes from its source run.
+type ReusedNode struct {
+	NodeID string `json:"node_id"`
+	Output string `json:"output"`
 }
 
 // RunFinishedPayload is the successful terminal event.
@@ -330,6 +356,7 @@ type ReplayTruncatedPayload struct {
 }
 
 func (*RunStartedPayload) EventType() EventType         { return RunStarted }
+func (*RunRewoundPayload) EventType() EventType         { return RunRewound }
 func (*RunFinishedPayload) EventType() EventType        { return RunFinished }
 func (*RunErrorPayload) EventType() EventType           { return RunError }
 func (*PlanningStartedPayload) EventType() EventType    { return PlanningStarted }

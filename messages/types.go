@@ -12,6 +12,11 @@ const (
 	RunError    EventType = "run_error"
 )
 
+// Rewind.
+const (
+	RunRewound EventType = "run_rewound"
+)
+
 // Planning and the plan gate.
 const (
 	PlanningStarted EventType = "planning_started"
@@ -168,6 +173,7 @@ var specList = []spec{
 	{RunStarted, RoleOpens, func() Payload { return new(RunStartedPayload) }, "First event of every run, exactly once. Opens the run lane."},
 	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last."},
 	{RunError, RoleCloses, func() Payload { return new(RunErrorPayload) }, "Terminal: the run failed, was aborted or was interrupted. `code` says which."},
+	{RunRewound, RoleWithin, func() Payload { return new(RunRewoundPayload) }, "Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run)."},
 	{PlanningStarted, RoleOpens, func() Payload { return new(PlanningStartedPayload) }, "The director began planning. Opens the director lane."},
 	{PlanProposed, RoleCloses, func() Payload { return new(PlanProposedPayload) }, "The director produced a valid plan (a DAG of nodes) and its waves. Closes the director lane."},
 	{PlanningFailed, RoleCloses, func() Payload { return new(PlanningFailedPayload) }, "The director could not produce a valid plan. Closes the director lane."},

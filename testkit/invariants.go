@@ -481,6 +481,17 @@ func (c *checker) payload(r *runState, env *messages.Envelope) {
 	switch p := env.Payload.(type) {
 	case *messages.PlanProposedPayload:
 		c.planProposed(r, env, p.Plan, p.Waves)
+	case *messages.RunRewoundPayload:
+		// A rewound run starts from its source's plan, already approved,
+		// with the nodes of earlier waves completed (they have no lanes here).
+		c.planProposed(r, env, p.Plan, p.Waves)
+		r.approved = true
+		for _, n := range p.Reused {
+			c.nodeEnded(r, n.NodeID, phaseCompleted)
+		}
+		for i := 0; i < p.Wave && i < len(r.waves); i++ {
+			r.waves[i].started, r.waves[i].completed = true, true // ran in the source run
+		}
 	case *messages.PlanApprovedPayload:
 		c.planDecision(r, env)
 		if p.Plan != nil { // a human approved an edited plan: it is the one that runs

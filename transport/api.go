@@ -29,7 +29,7 @@ func engineError(err error) *apiError {
 		return errorf(http.StatusUnprocessableEntity, codeBadRequest, err.Error())
 	case errors.Is(err, actors.ErrSessionNotFound), errors.Is(err, actors.ErrRunNotFound):
 		return errorf(http.StatusNotFound, codeNotFound, err.Error())
-	case errors.Is(err, actors.ErrRunTerminal):
+	case errors.Is(err, actors.ErrRunTerminal), errors.Is(err, actors.ErrRunNotEnded):
 		return errorf(http.StatusConflict, codeConflict, err.Error())
 	case errors.Is(err, actors.ErrCursorAhead):
 		return errorf(http.StatusBadRequest, codeCursorAhead, err.Error())
@@ -199,4 +199,37 @@ func (s *Server) abortRun(w http.ResponseWriter, r *http.Request, tenant message
 	}
 	sum, _ := s.engine.Run(tenant, id)
 	writeJSON(w, http.StatusAccepted, sum)
+}
+
+// rewindRun: POST /api/v1/runs/{id}/rewind {wave, note?}. 201 with the new
+// run: the same session, the source run's plan, the earlier waves' outputs
+// reused, waves from `wave` on run again with the note as steering. 409 if
+// the source run has not ended; 422 for a wave it cannot rewind to.
+func (s *Server) rewindRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	id, aerr := runIDFrom(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, aerr := readBody(w, r, s.cfg.MaxBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var cmd messages.Rewind
+	if aerr := decodeStrict(body, &cmd); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	cmd.Tenant, cmd.RunID = tenant, id
+	ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
+	defer cancel()
+	ref, err := s.engine.Rewind(ctx, cmd)
+	if err != nil {
+		writeError(w, engineError(err))
+		return
+	}
+	created := s.runCreated(r, ref)
+	w.Header().Set("Location", "/api/v1/runs/"+url.PathEscape(string(created.RunID)))
+	writeJSON(w, http.StatusCreated, created)
 }

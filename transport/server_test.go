@@ -535,3 +535,33 @@ func TestSSE_HeartbeatAndShutdownFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAPI_Rewind(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 2, Tokens: 2}})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, terminalOf(rc.RunID))
+	for body, want := range map[string]int{`{"wave":9}`: 422, `{"wave":1,"colour":1}`: 400} {
+		if resp, out := h.do("POST", "/api/v1/runs/"+string(rc.RunID)+"/rewind", body); resp.StatusCode != want {
+			t.Fatalf("rewind %s = %d %s, want %d", body, resp.StatusCode, out, want)
+		}
+	}
+	resp2, out := h.do("POST", "/api/v1/runs/"+string(rc.RunID)+"/rewind", `{"wave":1,"note":"again"}`)
+	if resp2.StatusCode != http.StatusCreated {
+		t.Fatalf("rewind = %d %s", resp2.StatusCode, out)
+	}
+	var re messages.RunCreated
+	if err := json.Unmarshal(out, &re); err != nil || re.SessionID != rc.SessionID || re.RunID == rc.RunID {
+		t.Fatalf("rewind answer %s", out)
+	}
+	// The same stream carries the rewound run, with new seqs.
+	events := readUntil(t, r, terminalOf(re.RunID))
+	if events[0].RunID != re.RunID || events[0].Type != messages.RunStarted {
+		t.Fatalf("first event after the rewind: %s of %s", events[0].Type, events[0].RunID)
+	}
+	if resp, _ := h.do("POST", "/api/v1/runs/nope/rewind", `{"wave":0}`); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown run: %d", resp.StatusCode)
+	}
+}

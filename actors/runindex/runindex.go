@@ -73,6 +73,10 @@ func Fold(s *messages.RunSummary, env *messages.Envelope) {
 	case *messages.PlanProposedPayload:
 		s.Nodes.Total = len(p.Plan.Nodes)
 		s.Waves = len(p.Waves)
+	case *messages.RunRewoundPayload:
+		s.Status = messages.StatusRunning
+		s.Nodes.Total, s.Waves = len(p.Plan.Nodes), len(p.Waves)
+		s.Nodes.Completed = len(p.Reused)
 	case *messages.PlanApprovedPayload:
 		s.Status = messages.StatusRunning
 		if p.Plan != nil { // an edited plan replaces the proposed one

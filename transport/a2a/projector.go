@@ -118,6 +118,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 			return p.progress(env, "Plan approved automatically")
 		}
 		return p.progress(env, "Plan approved")
+	case *messages.RunRewoundPayload:
+		return p.progress(env, fmt.Sprintf("Rewound from run %s: wave %d runs again, %d node outputs reused", pl.From, pl.Wave+1, len(pl.Reused)))
 	case *messages.PlanRejectedPayload:
 		return p.progress(env, strings.TrimSuffix("Plan rejected: "+pl.Reason, ": "))
 	case *messages.WaveStartedPayload:

@@ -144,6 +144,12 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.ev(directorLane, "director", &messages.PlanningFailedPayload{Error: "cycle"})
 			},
 			[]string{`status WORKING "Planning failed: cycle"`}, a2a.StateWorking},
+		{"run_rewound", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.RunRewoundPayload{From: "r0", Wave: 1, Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}, {ID: "y", Deps: []string{"x"}}}},
+					Waves: [][]string{{"x"}, {"y"}}, Reused: []messages.ReusedNode{{NodeID: "x", Output: "done"}}})
+			},
+			[]string{`status WORKING "Rewound from run r0: wave 2 runs again, 1 node outputs reused"`}, a2a.StateWorking},
 		{"plan_approved automatic", started,
 			func(s *script) *messages.Envelope { return s.run(&messages.PlanApprovedPayload{Automatic: true}) },
 			[]string{`status WORKING "Plan approved automatically"`}, a2a.StateWorking},

@@ -198,6 +198,15 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		dst = append(dst, custom(ts, nil, env.Type, pl))
 	case *messages.PlanRejectedPayload:
 		dst = append(dst, custom(ts, nil, env.Type, pl))
+	case *messages.RunRewoundPayload:
+		// A rewound run starts from its source's plan with the earlier
+		// waves' nodes done: one snapshot, then the rewind itself.
+		p.graph.setPlan(pl.Plan, pl.Waves)
+		p.graph.Status = messages.StatusRunning
+		for _, n := range pl.Reused {
+			p.graph.setNodeStatus(n.NodeID, "completed")
+		}
+		dst = append(dst, p.snapshot(ts), custom(ts, nil, env.Type, pl))
 
 	case *messages.WaveStartedPayload:
 		name := waveStep(pl.Wave)

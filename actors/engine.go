@@ -553,10 +553,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 // Subscription is one consumer of a session's events.
 type Subscription struct {
-	feed *feed.Subscription
-	hub  *actor.PID
-	root *actor.RootContext
-	once sync.Once
+	feed   *feed.Subscription
+	hub    *actor.PID
+	root   *actor.RootContext
+	closed atomic.Bool
 }
 
 // Next appends to dst[:0] the next events (at most max), waiting for at
@@ -586,11 +586,15 @@ func (s *Subscription) Poll(ctx context.Context, dst []*messages.Encoded, max in
 
 // Close detaches the subscription from its hub. It is idempotent.
 func (s *Subscription) Close() {
-	s.once.Do(func() {
-		// A hub that stopped closed its subscriptions first; telling it
-		// would only make a dead letter.
-		if s.feed.Close(nil) {
-			s.root.Send(s.hub, &hubUnsubscribe{sub: s.feed})
-		}
-	})
+	// Not a sync.Once: closing wakes the consumer, whose OnReady callback
+	// may itself call Close (a transport stream ending during shutdown);
+	// a re-entrant call must return, not wait for the first.
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	// A hub that stopped closed its subscriptions first; telling it would
+	// only make a dead letter.
+	if s.feed.Close(nil) {
+		s.root.Send(s.hub, &hubUnsubscribe{sub: s.feed})
+	}
 }

@@ -537,13 +537,12 @@ func TestWS_PingsIdleConnection(t *testing.T) {
 // A stream that always has something to write is never pinged, so its
 // client never pongs and is cut off after 2.5 heartbeats mid-run.
 func TestWS_BusyStreamStaysOpen(t *testing.T) {
-	t.Parallel()
-	// Silent clients are dropped after 2.5 heartbeats (375 ms). The margin
-	// is wide enough for a loaded 2-core machine under -race.
-	h := newHarness(t, transport.Config{Heartbeat: 150 * time.Millisecond})
-	// About 1.2 s of steady traffic: far longer than 2.5 heartbeats, never
-	// a heartbeat without an event.
-	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 1, Tokens: 400, SynthesisTokens: 30, TokenDelayMS: 3}})
+	// Not parallel: it measures keepalive timing, which a starved client
+	// (the whole package's parallel tests under -race on 2 cores) distorts.
+	// Silent clients are dropped after 2.5 heartbeats (625 ms); without
+	// pings while busy, this ~2 s stream would be cut at 625 ms.
+	h := newHarness(t, transport.Config{Heartbeat: 250 * time.Millisecond})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 1, Tokens: 700, SynthesisTokens: 30, TokenDelayMS: 3}})
 	c := h.mustDialWS(t, "session_id="+string(rc.SessionID))
 	start := time.Now()
 	events, err := c.until(terminalOf(rc.RunID))

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,24 +20,6 @@ const (
 
 // engineTimeout bounds one call into the engine from a request.
 const engineTimeout = 10 * time.Second
-
-// engineError maps engine errors to API errors.
-func engineError(err error) *apiError {
-	switch {
-	case errors.Is(err, actors.ErrInvalidRequest):
-		return errorf(http.StatusUnprocessableEntity, codeBadRequest, err.Error())
-	case errors.Is(err, actors.ErrSessionNotFound), errors.Is(err, actors.ErrRunNotFound):
-		return errorf(http.StatusNotFound, codeNotFound, err.Error())
-	case errors.Is(err, actors.ErrRunTerminal), errors.Is(err, actors.ErrRunNotEnded):
-		return errorf(http.StatusConflict, codeConflict, err.Error())
-	case errors.Is(err, actors.ErrCursorAhead):
-		return errorf(http.StatusBadRequest, codeCursorAhead, err.Error())
-	case errors.Is(err, actors.ErrShuttingDown):
-		return errorf(http.StatusServiceUnavailable, codeUnavailable, err.Error())
-	default:
-		return errorf(http.StatusInternalServerError, codeInternal, err.Error())
-	}
-}
 
 // createRun: POST /api/v1/runs with a messages.StartRun body.
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {

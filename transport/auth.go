@@ -61,7 +61,7 @@ func LoadTokens(path, env string) (Tokens, error) {
 		}
 		var f TokensFile
 		if err := decodeStrict(b, &f); err != nil {
-			return Tokens{}, fmt.Errorf("transport: tokens file %s: %s", path, err.message)
+			return Tokens{}, fmt.Errorf("transport: tokens file %s: %s", path, err.Message)
 		}
 		for tok, tenant := range f.Tokens {
 			if err := t.Add(tok, tenant); err != nil {

@@ -1,59 +1,37 @@
 package transport
 
 import (
-	"encoding/json"
 	"net/http"
 
-	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
-// Error codes of the API (the "code" of an error body). docs/api.md lists
-// them with their statuses.
+// Error codes of the API (the "code" of an error body); their one home is
+// internal/httpjson, shared with the AG-UI and A2A endpoints.
 const (
-	codeBadRequest       = "bad_request"
-	codeInvalidJSON      = "invalid_json"
-	codeUnknownField     = "unknown_field"
-	codeBodyTooLarge     = "body_too_large"
-	codeUnsupportedMedia = "unsupported_media_type"
-	codeInvalidCursor    = "invalid_cursor"
-	codeCursorAhead      = "cursor_ahead"
-	codeUnauthorized     = "unauthorized"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeConflict         = "conflict"
-	codeIdempotencyReuse = "idempotency_key_reused"
-	codeUnavailable      = "unavailable"
-	codeInternal         = "internal"
+	codeBadRequest       = httpjson.CodeBadRequest
+	codeInvalidJSON      = httpjson.CodeInvalidJSON
+	codeInvalidCursor    = httpjson.CodeInvalidCursor
+	codeCursorAhead      = httpjson.CodeCursorAhead
+	codeUnauthorized     = httpjson.CodeUnauthorized
+	codeNotFound         = httpjson.CodeNotFound
+	codeMethodNotAllowed = httpjson.CodeMethodNotAllowed
+	codeConflict         = httpjson.CodeConflict
+	codeIdempotencyReuse = httpjson.CodeIdempotencyReuse
+	codeUnavailable      = httpjson.CodeUnavailable
+	codeInternal         = httpjson.CodeInternal
 )
 
 // apiError is an error answer decided before any response byte was written.
-type apiError struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *apiError) Error() string { return e.code + ": " + e.message }
+type apiError = httpjson.Error
 
 func errorf(status int, code, message string) *apiError {
-	return &apiError{status: status, code: code, message: message}
+	return httpjson.NewError(status, code, message)
 }
 
-func writeError(w http.ResponseWriter, e *apiError) {
-	if e.status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-	}
-	writeJSON(w, e.status, messages.ErrorBody{Error: messages.APIError{Code: e.code, Message: e.message}})
-}
+func writeError(w http.ResponseWriter, e *apiError) { httpjson.WriteError(w, e) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpjson.WriteJSON(w, status, v) }
+
+// engineError maps engine errors to API errors.
+func engineError(err error) *apiError { return httpjson.EngineError(err) }

@@ -56,7 +56,7 @@ func FuzzParseCursor(f *testing.F) {
 			if ae, ok := err.(*apiError); ok {
 				aerr = ae
 			}
-			if aerr == nil || aerr.status != http.StatusBadRequest || aerr.code != codeInvalidCursor {
+			if aerr == nil || aerr.Status != http.StatusBadRequest || aerr.Code != codeInvalidCursor {
 				t.Fatalf("ParseCursor(%q) error %v, want a 400 %s", s, err, codeInvalidCursor)
 			}
 			return
@@ -80,12 +80,12 @@ func FuzzParseCursor(f *testing.F) {
 // checkAPIError checks a decode failure is a client error with a code and a message.
 func checkAPIError(t *testing.T, body []byte, err *apiError) {
 	t.Helper()
-	switch err.status {
+	switch err.Status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
 	default:
-		t.Fatalf("decoding %q: status %d, want 400, 413 or 415", truncateBytes(body), err.status)
+		t.Fatalf("decoding %q: status %d, want 400, 413 or 415", truncateBytes(body), err.Status)
 	}
-	if err.code == "" || err.message == "" {
+	if err.Code == "" || err.Message == "" {
 		t.Fatalf("decoding %q: error without code or message: %+v", truncateBytes(body), err)
 	}
 }

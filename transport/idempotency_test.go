@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -94,7 +95,7 @@ func TestIdempotency_DifferentBodyIsRefused(t *testing.T) {
 		synctest.Wait() // the first request is being created
 		check := func(when string) {
 			_, replayed, err := idem.do("acme", "k", []byte(`{"question":"b"}`), c.create)
-			if err == nil || err.status != http.StatusUnprocessableEntity || err.code != codeIdempotencyReuse || err.message == "" || replayed {
+			if err == nil || err.Status != http.StatusUnprocessableEntity || err.Code != codeIdempotencyReuse || err.Message == "" || replayed {
 				t.Fatalf("%s: other body = %v replayed=%v, want 422 %s", when, err, replayed, codeIdempotencyReuse)
 			}
 		}
@@ -175,7 +176,7 @@ func TestIdempotency_FailedCreationIsForgotten(t *testing.T) {
 			t.Fatalf("create ran %d times, want 1", n)
 		}
 		for i, err := range errs {
-			if err == nil || err.status != http.StatusServiceUnavailable || replays[i] {
+			if err == nil || err.Status != http.StatusServiceUnavailable || replays[i] {
 				t.Fatalf("call %d: err %v replayed=%v, want the creation's 503", i, err, replays[i])
 			}
 		}
@@ -189,7 +190,7 @@ func TestIdempotency_FailedCreationIsForgotten(t *testing.T) {
 		}
 		// A failed key can also be reused with another body.
 		if _, _, err := idem.do("acme", "k-other", []byte(`{"x":1}`), func() (messages.RunCreated, *apiError) {
-			return messages.RunCreated{}, errorf(http.StatusBadRequest, codeUnknownField, "unknown field")
+			return messages.RunCreated{}, errorf(http.StatusBadRequest, httpjson.CodeUnknownField, "unknown field")
 		}); err == nil {
 			t.Fatal("want the creation's error")
 		}

@@ -152,7 +152,7 @@ func (s *Server) wsCommand(c *streamConn, data []byte) (int, string) {
 	sub, err := s.engine.Subscribe(ctx, messages.Subscribe{Tenant: c.tenant, SessionID: c.session, After: m.After})
 	if err != nil {
 		aerr := engineError(err)
-		if aerr.code == codeCursorAhead {
+		if aerr.Code == codeCursorAhead {
 			return CloseCursorAhead, truncateReason(err.Error())
 		}
 		return websocket.CloseInternalServerErr, truncateReason(err.Error())
@@ -169,8 +169,8 @@ func (s *Server) wsResume(c *streamConn, m *messages.WSClientMessage) {
 	reply := messages.WSReply{ReplyTo: messages.WSResume, RequestID: m.RequestID, InterruptID: m.InterruptID, OK: true, Status: http.StatusOK}
 	if _, err := s.engine.Resume(res); err != nil {
 		aerr := resumeError(err)
-		reply.OK, reply.Status = false, aerr.status
-		reply.Error = &messages.APIError{Code: aerr.code, Message: aerr.message}
+		reply.OK, reply.Status = false, aerr.Status
+		reply.Error = &messages.APIError{Code: aerr.Code, Message: aerr.Message}
 	}
 	b, _ := json.Marshal(reply)
 	c.reply(b)

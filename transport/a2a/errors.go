@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 	"io"
-	"reflect"
 	"strings"
 )
 
@@ -101,34 +101,8 @@ func invalidParams(what string, err error) *RPCError {
 		if field == "" {
 			field = what
 		}
-		return rpcErrorf(CodeInvalidParams, "%s: %s must be %s, not %s", what, field, jsonType(typ.Type), typ.Value)
+		return rpcErrorf(CodeInvalidParams, "%s: %s must be %s, not %s", what, field, httpjson.JSONKind(typ.Type), typ.Value)
 	}
 	// encoding/json has no typed error for unknown fields.
 	return rpcErrorf(CodeInvalidParams, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// jsonType names the JSON type a Go type decodes from.
-func jsonType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage: any value
-			return "a JSON value"
-		}
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "another type"
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
 // Config configures a Handler. Only Engine is required; the zero value of
@@ -192,19 +192,9 @@ func (h *Handler) ServeTenant(w http.ResponseWriter, r *http.Request, tenant mes
 }
 
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*RunAgentInput, *apiError) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "Content-Type must be application/json")
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("request body is larger than %d bytes", h.cfg.MaxBody))
-		}
-		return nil, errorf(http.StatusBadRequest, codeBadRequest, "reading the request body failed: "+err.Error())
+	body, aerr := httpjson.ReadBody(w, r, h.cfg.MaxBody)
+	if aerr != nil {
+		return nil, aerr
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "request body is empty; expected RunAgentInput")

@@ -1,0 +1,177 @@
+// Package httpjson is the one home of the JSON conventions every HTTP
+// endpoint of Conclave shares (the runs API, AG-UI, A2A's non-RPC answers):
+// the error body {"error":{"code","message"}} with its codes, strict body
+// decoding with errors a client can act on, and how engine errors map to
+// statuses. docs/api.md documents the codes.
+package httpjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Error codes (the "code" of an error body).
+const (
+	CodeBadRequest       = "bad_request"
+	CodeInvalidJSON      = "invalid_json"
+	CodeUnknownField     = "unknown_field"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeInvalidCursor    = "invalid_cursor"
+	CodeCursorAhead      = "cursor_ahead"
+	CodeUnauthorized     = "unauthorized"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"
+	CodeIdempotencyReuse = "idempotency_key_reused"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// Error is an answer decided before any byte of the response was written.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// NewError returns an Error.
+func NewError(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// WriteError answers e as JSON.
+func WriteError(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	}
+	WriteJSON(w, e.Status, messages.ErrorBody{Error: messages.APIError{Code: e.Code, Message: e.Message}})
+}
+
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"encoding the response failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// EngineError maps an engine error to an answer.
+func EngineError(err error) *Error {
+	switch {
+	case errors.Is(err, actors.ErrInvalidRequest):
+		return NewError(http.StatusUnprocessableEntity, CodeBadRequest, err.Error())
+	case errors.Is(err, actors.ErrSessionNotFound), errors.Is(err, actors.ErrRunNotFound):
+		return NewError(http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, actors.ErrRunTerminal), errors.Is(err, actors.ErrRunNotEnded):
+		return NewError(http.StatusConflict, CodeConflict, err.Error())
+	case errors.Is(err, actors.ErrCursorAhead):
+		return NewError(http.StatusBadRequest, CodeCursorAhead, err.Error())
+	case errors.Is(err, actors.ErrShuttingDown):
+		return NewError(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+	default:
+		return NewError(http.StatusInternalServerError, CodeInternal, err.Error())
+	}
+}
+
+// ReadBody reads a JSON request body of at most limit bytes.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, NewError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type must be application/json")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, NewError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+		}
+		return nil, NewError(http.StatusBadRequest, CodeBadRequest, "reading the request body failed: "+err.Error())
+	}
+	return body, nil
+}
+
+// DecodeStrict decodes exactly one JSON object into dst, refusing unknown
+// fields and trailing data, and turns failures into clear 4xx errors.
+func DecodeStrict(body []byte, dst any) *Error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) *Error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax))
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the value"
+		}
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("%s must be %s, not %s", field, JSONKind(typ.Type), typ.Value))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "truncated JSON")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return NewError(http.StatusBadRequest, CodeUnknownField, strings.TrimPrefix(err.Error(), "json: ")) // encoding/json has no typed error for this
+	default:
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, err.Error())
+	}
+}
+
+// JSONKind names what JSON a Go type decodes from, for error messages
+// (clients speak JSON, not Go type names).
+func JSONKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage: any value
+			return "a JSON value"
+		}
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	default:
+		return "a JSON value"
+	}
+}

@@ -225,11 +225,25 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 	if err != nil {
 		return RunRef{}, err
 	}
+	return e.start(ctx, spec)
+}
+
+// start spawns a prepared run and returns once its run_started is
+// acknowledged by the journal (durable), so an accepted run is never lost.
+func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
 	res, err := e.request(ctx, &startRunReq{spec: spec})
 	if err != nil {
 		return RunRef{}, err
 	}
-	return res.(RunRef), nil
+	sr := res.(*startedRun)
+	select {
+	case <-sr.acked:
+		return sr.ref, nil
+	case <-ctx.Done():
+		return sr.ref, fmt.Errorf("actors: run %s started, but its start was not acknowledged by the journal in time: %w", sr.ref.RunID, ctx.Err())
+	case <-e.done:
+		return sr.ref, ErrShuttingDown
+	}
 }
 
 func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
@@ -428,11 +442,7 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 	if spec.timeoutAction == "" {
 		spec.timeoutAction = messages.DecisionReject
 	}
-	res, err := e.request(ctx, &startRunReq{spec: spec})
-	if err != nil {
-		return RunRef{}, err
-	}
-	return res.(RunRef), nil
+	return e.start(ctx, spec)
 }
 
 // Resume answers an interrupt of res.Tenant. The parked agent receives the

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,38 @@ type hubShared struct {
 	subs       map[*feed.Subscription]struct{}
 	terminated map[messages.RunID]bool // runs whose terminal event was stamped
 	failed     error                   // set when the journal refused a batch
+
+	waitMu  sync.Mutex // guards waiters, which the engine actor adds to
+	waiters map[messages.RunID]chan struct{}
+}
+
+// ackOf returns a channel closed once the journal has acknowledged the
+// first event of run (its run_started): StartRun answers only then, so an
+// accepted run survives a crash.
+func (h *hubShared) ackOf(run messages.RunID) <-chan struct{} {
+	h.waitMu.Lock()
+	defer h.waitMu.Unlock()
+	if h.waiters == nil {
+		h.waiters = map[messages.RunID]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	h.waiters[run] = ch
+	return ch
+}
+
+// acknowledged closes the waiters of the runs of an acknowledged batch.
+func (h *hubShared) acknowledged(batch []*messages.Encoded) {
+	h.waitMu.Lock()
+	defer h.waitMu.Unlock()
+	if len(h.waiters) == 0 {
+		return
+	}
+	for _, enc := range batch {
+		if ch, ok := h.waiters[enc.RunID]; ok {
+			close(ch)
+			delete(h.waiters, enc.RunID)
+		}
+	}
 }
 
 var _ feed.Source = (*hubShared)(nil)
@@ -176,6 +209,7 @@ func (h *hubActor) flush() {
 		return
 	}
 	h.s.head.Store(batch[len(batch)-1].Seq)
+	h.s.acknowledged(batch)
 	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {
 		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded

@@ -188,28 +188,21 @@ func (r *runActor) resume(ctx actor.Context) {
 	defer r.e.restoring.Done() // agents it rebuilds parked were added before this Done
 	r.start = rp.startedAt
 	r.usage = rp.usage
+	if rp.laneFailed != "" { // the director or the synthesiser had failed: the run was ending
+		r.setPlanIfAny(rp)
+		code := messages.ErrCodeSynthesis
+		if rp.plan == nil {
+			code = messages.ErrCodePlanningFailed
+		}
+		r.fail(ctx, code, rp.laneFailed)
+		return
+	}
 	if rp.plan == nil { // still planning: the director starts again
 		r.phase = phasePlanning
 		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rp.lanes[messages.DirectorStream])
 		return
 	}
-	r.setPlan(*rp.plan, rp.waves)
-	for id, n := range rp.nodes {
-		if _, ok := r.pos[id]; !ok {
-			continue
-		}
-		r.node(id).state, r.node(id).output = n.state, n.output
-		switch n.state {
-		case nodeCompleted:
-			r.counts.Completed++
-		case nodeFailed:
-			r.counts.Failed++
-		case nodeCancelled:
-			r.counts.Cancelled++
-		case nodeSkipped:
-			r.counts.Skipped++
-		}
-	}
+	r.setPlanIfAny(rp)
 	r.wave, r.inWave = max(rp.wave, 0), rp.wave >= 0 && !rp.waveDone
 	switch {
 	case rp.failing:
@@ -228,6 +221,9 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.planGate(ctx)
 	case rp.rejected:
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
+	case rp.answer != nil: // the answer was written; only run_finished was missing
+		r.phase = phaseSynthesizing
+		r.finish(ctx, &messages.RunFinishedPayload{Answer: *rp.answer})
 	case rp.synthesis:
 		r.phase = phaseSynthesizing
 		shared := &agentShared{opened: true, attempts: 1, lastPanic: "server restarted"}
@@ -266,6 +262,30 @@ func (r *runActor) resume(ctx actor.Context) {
 			}
 		}
 		r.advance(ctx)
+	}
+}
+
+// setPlanIfAny restores the plan and node states of a run that is ending.
+func (r *runActor) setPlanIfAny(rp *replayRun) {
+	if rp.plan == nil {
+		return
+	}
+	r.setPlan(*rp.plan, rp.waves)
+	for id, n := range rp.nodes {
+		if _, ok := r.pos[id]; !ok {
+			continue
+		}
+		r.node(id).state, r.node(id).output = n.state, n.output
+		switch n.state {
+		case nodeCompleted:
+			r.counts.Completed++
+		case nodeFailed:
+			r.counts.Failed++
+		case nodeCancelled:
+			r.counts.Cancelled++
+		case nodeSkipped:
+			r.counts.Skipped++
+		}
 	}
 }
 

@@ -29,6 +29,15 @@ type (
 	}
 	shutdownReq struct{}
 	recoverReq  struct{}
+	// freezeRun asks a run supervisor to stop its agents and itself
+	// without a word (Config.KeepRunsOnShutdown).
+	freezeRun struct{}
+	// startedRun answers startRunReq: the run, and a channel closed once
+	// its run_started is durable.
+	startedRun struct {
+		ref   RunRef
+		acked <-chan struct{}
+	}
 	recoverDone struct{ err error }
 )
 
@@ -99,8 +108,12 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			// Freeze: stop every run without a word, so that it resumes
 			// where it was at the next start (recover.go).
 			a.e.frozen.Store(true)
-			for _, r := range a.runs {
-				ctx.Stop(r.pid)
+			for id, r := range a.runs {
+				ctx.Send(r.pid, &freezeRun{})
+				// Unpark parked actors so they see it; being frozen, they
+				// publish nothing: the journal keeps the interrupts pending
+				// for the next start.
+				a.e.interrupts.CancelRun(id)
 			}
 		} else {
 			for id, r := range a.runs {
@@ -122,10 +135,11 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	spec.hub = s.pid
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
+	acked := s.shared.ackOf(spec.runID)
 	if err := a.spawnRun(ctx, spec, nil); err != nil {
 		return err
 	}
-	return RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}
+	return &startedRun{ref: RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}, acked: acked}
 }
 
 // openSession returns tenant's session, starting its hub if needed.

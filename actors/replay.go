@@ -25,10 +25,12 @@ type replayRun struct {
 	waves       [][]string
 	gateDecided bool // plan_approved or plan_rejected
 	rejected    bool
-	wave        int  // last wave started, -1 before the first
-	waveDone    bool // wave_completed{wave} seen
-	synthesis   bool // synthesis_started seen
-	failing     bool // a node failed or was cancelled: the run was ending
+	wave        int     // last wave started, -1 before the first
+	waveDone    bool    // wave_completed{wave} seen
+	synthesis   bool    // synthesis_started seen
+	answer      *string // synthesis_completed seen: the answer
+	laneFailed  string  // planning_failed or synthesis_failed seen: its error
+	failing     bool    // a node failed or was cancelled: the run was ending
 	failMsg     string
 
 	nodes      map[string]*replayNode
@@ -98,7 +100,17 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		plan := p.Plan
 		r.plan, r.waves = &plan, p.Waves
 		delete(r.lanes, env.Lane.StreamID)
-	case *messages.PlanningFailedPayload, *messages.SynthesisFailedPayload, *messages.SynthesisCompletedPayload, *messages.SubagentFinishedPayload:
+	case *messages.PlanningFailedPayload:
+		r.laneFailed = "planning failed: " + p.Error
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.SynthesisFailedPayload:
+		r.laneFailed = "synthesis failed: " + p.Error
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.SynthesisCompletedPayload:
+		answer := p.Answer
+		r.answer = &answer
+		delete(r.lanes, env.Lane.StreamID)
+	case *messages.SubagentFinishedPayload:
 		delete(r.lanes, env.Lane.StreamID)
 	case *messages.RunRewoundPayload:
 		plan := p.Plan

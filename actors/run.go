@@ -99,6 +99,14 @@ type runActor struct {
 	terminal messages.Payload // decided; emitted once every child has stopped
 	parked   *parking         // the plan gate, while a human decides
 	replay   *replayRun       // set for a run rebuilt after a restart
+	freezing bool             // stopping for a later resume: nothing more happens
+}
+
+// maybeFreeze stops a freezing supervisor once its agents have stopped.
+func (r *runActor) maybeFreeze(ctx actor.Context) {
+	if r.freezing && len(r.children) == 0 {
+		ctx.Stop(ctx.Self())
+	}
 }
 
 // sendablePID returns a copy of pid to keep and send to. protoactor caches
@@ -131,6 +139,12 @@ func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane
 }
 
 func (r *runActor) Receive(ctx actor.Context) {
+	if r.freezing { // only the agents' ends matter now
+		if t, ok := ctx.Message().(*actor.Terminated); ok {
+			r.childTerminated(ctx, t.Who)
+		}
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if r.replay != nil {
@@ -156,6 +170,18 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.childTerminated(ctx, m.Who)
 	case *messages.StopRun:
 		r.fail(ctx, m.Code, m.Reason)
+	case *freezeRun:
+		// Stop the live agents and wait for them (their Terminated), then
+		// stop: a supervisor that stopped with children still dying would
+		// send them a second Stop.
+		r.freezing = true
+		for _, c := range r.children {
+			if !c.stopping {
+				c.stopping = true
+				ctx.Stop(c.pid)
+			}
+		}
+		r.maybeFreeze(ctx)
 	case *gatePlan:
 		if r.failCode == "" {
 			r.planGate(ctx)
@@ -313,6 +339,10 @@ func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(r.children, who.Id)
+	if r.freezing {
+		r.maybeFreeze(ctx)
+		return
+	}
 	if d := c.shared.done.Load(); d != nil {
 		r.takeReport(ctx, c, d, false) // no-op if its AgentDone came first
 	} else if !c.reported {

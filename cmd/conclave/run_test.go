@@ -21,7 +21,10 @@ import (
 
 // TestMain fails the package if any goroutine outlives its test: every
 // command must shut its engine down before it returns.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	runCrashChild() // crash_test.go: as a child of TestCrash_KillNineRecovers, be `conclave` and exit
+	goleak.VerifyTestMain(m)
+}
 
 // watchdog bounds every command a test runs. When it fires, the command is
 // interrupted (exit 130), so a hang fails the test instead of blocking it.

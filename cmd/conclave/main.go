@@ -2,6 +2,7 @@
 //
 //	conclave run "why is the sky blue" [flags]   run one council in-process and show it live
 //	conclave serve [--addr 127.0.0.1:8080]      serve the HTTP API, SSE and WebSocket streams
+//	conclave bench fanout [--transport sse|ws]  measure stream fan-out against a naive baseline
 //
 // Exit status: 0 when the run finished, 1 when it ended with run_error (or
 // the CLI itself failed), 2 for bad usage, 130 when interrupted.
@@ -89,6 +90,7 @@ func newRootCmd(a *app) *cobra.Command {
 	// One line per subcommand; each lives in its own file.
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newServeCmd(a))
+	root.AddCommand(newBenchCmd(a))
 	return root
 }
 

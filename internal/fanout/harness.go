@@ -1,0 +1,402 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"time"
+)
+
+// Options configures Run. Launch, Clients, Rate and Duration are required.
+type Options struct {
+	Transport Transport // default sse
+	// Clients is the number of streams; all follow the one session.
+	Clients int
+	// Rate is the events per second published into the session; each
+	// client receives all of them, so deliveries/s = Rate × Clients.
+	Rate     float64
+	Duration time.Duration
+	// Payload, FlushDelay and Queue are passed to ServerConfig.
+	Payload    int
+	FlushDelay time.Duration
+	Queue      int
+	// Modes are measured in order. Default: conclave, then naive.
+	Modes []Mode
+	// Drain bounds the wait for events still in flight after the publisher
+	// stopped. Default 2 s.
+	Drain time.Duration
+	// Settle is the wait between connecting the clients and measuring idle
+	// memory. It must outlast the transport's writer linger (1 s), after
+	// which an idle Conclave stream holds no goroutine. Default 1.5 s.
+	Settle time.Duration
+	Launch Launcher
+	// Logger receives progress. Default: discard.
+	Logger *slog.Logger
+	// Now is the clients' clock, and must be the server's: latency is the
+	// difference of the two. Default: time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Transport == "" {
+		o.Transport = TransportSSE
+	}
+	if o.Payload == 0 {
+		o.Payload = DefaultPayload
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = []Mode{ModeConclave, ModeNaive}
+	}
+	if o.Drain == 0 {
+		o.Drain = 2 * time.Second
+	}
+	if o.Settle == 0 {
+		o.Settle = 1500 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if _, err := ParseTransport(string(o.Transport)); err != nil {
+		return err
+	}
+	for _, m := range o.Modes {
+		if _, err := ParseMode(string(m)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.Launch == nil:
+		return errors.New("fanout: Options.Launch is required")
+	case o.Clients < 1:
+		return fmt.Errorf("fanout: clients must be >= 1, got %d", o.Clients)
+	case !(o.Rate > 0):
+		return fmt.Errorf("fanout: rate must be > 0, got %v", o.Rate)
+	case o.Duration <= 0:
+		return fmt.Errorf("fanout: duration must be > 0, got %v", o.Duration)
+	case o.Drain < 0 || o.Settle < 0:
+		return errors.New("fanout: drain and settle must not be negative")
+	}
+	return ValidPayloadSize(o.Payload)
+}
+
+// Result is a whole benchmark: its settings and one result per mode.
+type Result struct {
+	Transport  Transport     `json:"transport"`
+	Clients    int           `json:"clients"`
+	Rate       float64       `json:"rate"`
+	Offered    float64       `json:"offered_deliveries_per_sec"`
+	Duration   time.Duration `json:"duration_ns"`
+	Payload    int           `json:"payload_bytes"`
+	FlushDelay time.Duration `json:"flush_delay_ns"`
+	Queue      int           `json:"queue"`
+	CPUs       int           `json:"cpus"`
+	GoVersion  string        `json:"go_version"`
+	Modes      []ModeResult  `json:"modes"`
+	SharedProc bool          `json:"server_in_client_process,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+}
+
+// ModeResult is what one server mode achieved.
+type ModeResult struct {
+	Mode Mode `json:"mode"`
+	// Published events; each client should receive all of them.
+	Published int64 `json:"published"`
+	// PublishRate is Published over the server's publishing time (the
+	// pacer's achieved rate).
+	PublishRate float64 `json:"publish_rate"`
+	Expected    int64   `json:"expected"`
+	Delivered   int64   `json:"delivered"`
+	// Lost counts expected events that never arrived: gaps in a client's
+	// seqs plus the events after its last one.
+	Lost       int64 `json:"lost"`
+	Duplicates int64 `json:"duplicates"`
+	// ServerDropped counts events the naive server could not queue.
+	ServerDropped int64 `json:"server_dropped"`
+	// Disconnected counts streams that ended before the harness closed them.
+	Disconnected    int    `json:"disconnected"`
+	DisconnectError string `json:"disconnect_error,omitempty"`
+	// DeliveredPerSec is the clients' delivery rate while publishing,
+	// after a warm-up (a fifth of the duration, at most 1 s).
+	DeliveredPerSec float64 `json:"delivered_per_sec"`
+	// Elapsed runs from the start of publishing to the last delivery;
+	// OverallPerSec is Delivered over it.
+	Elapsed       time.Duration  `json:"elapsed_ns"`
+	OverallPerSec float64        `json:"overall_delivered_per_sec"`
+	Latency       LatencySummary `json:"latency"`
+	// ServerCPUSeconds is the server's CPU time from the start of
+	// publishing to the end of the drain.
+	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
+	// EventsPerWrite is deliveries per stream write during the run.
+	EventsPerWrite      float64 `json:"events_per_write"`
+	CPUSecondsPerMDeliv float64 `json:"server_cpu_seconds_per_million_deliveries"`
+	// ClientCPUSeconds is the measuring process's CPU time over the same
+	// span: the clients' share of the machine (it includes the server's when
+	// the server runs in-process).
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
+	// OtherCPUSeconds is the CPU time every other process of the machine
+	// used over the same span; much of it means the figures are skewed.
+	OtherCPUSeconds float64 `json:"other_cpu_seconds"`
+	// Idle memory per subscriber: the growth from no client to Clients idle
+	// clients, divided by Clients.
+	IdleRSSPerClient   float64 `json:"idle_rss_bytes_per_client"`
+	IdleHeapPerClient  float64 `json:"idle_heap_bytes_per_client"`
+	IdleStackPerClient float64 `json:"idle_stack_bytes_per_client"`
+	GoroutinesIdle     int     `json:"goroutines_idle"`
+	GoroutinesLoad     int     `json:"goroutines_load"`
+	// Server snapshots: before any client, with idle clients, at the end.
+	Before Stats `json:"server_before"`
+	Idle   Stats `json:"server_idle"`
+	End    Stats `json:"server_end"`
+}
+
+// LatencySummary is the delivery latency: publish (right before the
+// server's publish call) to the client's read.
+type LatencySummary struct {
+	Count uint64        `json:"count"`
+	P50   time.Duration `json:"p50_ns"`
+	P90   time.Duration `json:"p90_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+	Mean  time.Duration `json:"mean_ns"`
+}
+
+func summarize(h *Histogram) LatencySummary {
+	return LatencySummary{Count: h.Count(), P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99),
+		P999: h.Quantile(0.999), Max: h.Max(), Mean: h.Mean()}
+}
+
+// Run measures each mode in turn.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	res := &Result{Transport: o.Transport, Clients: o.Clients, Rate: o.Rate, Offered: o.Rate * float64(o.Clients),
+		Duration: o.Duration, Payload: o.Payload, FlushDelay: o.FlushDelay,
+		Queue: o.Queue, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), StartedAt: o.Now().UTC()}
+	for _, m := range o.Modes {
+		mr, shared, err := runMode(ctx, o, m)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", m, err)
+		}
+		res.SharedProc = res.SharedProc || shared
+		res.Modes = append(res.Modes, *mr)
+	}
+	return res, nil
+}
+
+// runMode launches one server, connects the clients, measures idle memory,
+// publishes for the duration, drains and collects.
+func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared bool, err error) {
+	log := o.Logger.With("mode", mode)
+	cfg := ServerConfig{Mode: mode, Rate: o.Rate, Payload: o.Payload, FlushDelay: o.FlushDelay, Queue: o.Queue, Now: o.Now}
+	srv, err := o.Launch(ctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	shared = srv.SharedProcess
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if cerr := srv.Close(cctx); err == nil {
+			err = cerr
+		}
+	}()
+	ctl := newControl(srv.Ready.Control)
+	defer ctl.close()
+	mr := &ModeResult{Mode: mode}
+
+	if mr.Before, err = ctl.stats(ctx, true); err != nil {
+		return nil, false, err
+	}
+	log.Info("connecting clients", "clients", o.Clients, "transport", o.Transport, "server", srv.Ready.Stream, "control", srv.Ready.Control, "pid", srv.Ready.PID)
+	pool, err := connectClients(ctx, o.Clients, o.Transport, srv.Ready, o.Now)
+	if err != nil {
+		return nil, false, err
+	}
+	defer pool.close()
+	// Every stream must be registered with the server before publishing,
+	// or the naive server would not send it the first events.
+	if err := ctl.waitClients(ctx, o.Clients, 10*time.Second); err != nil {
+		return nil, false, err
+	}
+	if err := sleep(ctx, o.Settle); err != nil {
+		return nil, false, err
+	}
+	if mr.Idle, err = ctl.stats(ctx, true); err != nil {
+		return nil, false, err
+	}
+	n := float64(o.Clients)
+	mr.IdleRSSPerClient = (float64(mr.Idle.RSSBytes) - float64(mr.Before.RSSBytes)) / n
+	mr.IdleHeapPerClient = (float64(mr.Idle.HeapInuse) - float64(mr.Before.HeapInuse)) / n
+	mr.IdleStackPerClient = (float64(mr.Idle.StackInuse) - float64(mr.Before.StackInuse)) / n
+	mr.GoroutinesIdle = mr.Idle.Goroutines
+
+	log.Info("publishing", "rate", o.Rate, "duration", o.Duration)
+	start, err := ctl.post(ctx, "/bench/start")
+	if err != nil {
+		return nil, false, err
+	}
+	startAt, clientCPU, machineCPU := o.Now(), cpuSeconds(), machineBusySeconds()
+	// The delivery rate is measured over the run after a warm-up, from
+	// the clients' counts: in a steady state it equals the offered rate
+	// when the server keeps up, and the server's capacity when it does not.
+	warmup := min(time.Second, o.Duration/5)
+	if err := sleep(ctx, warmup); err != nil {
+		return nil, false, err
+	}
+	r0, t0 := pool.received(), o.Now()
+	if err := sleep(ctx, o.Duration-warmup); err != nil {
+		return nil, false, err
+	}
+	r1, t1 := pool.received(), o.Now()
+	mr.DeliveredPerSec = float64(r1-r0) / t1.Sub(t0).Seconds()
+	load, err := ctl.stats(ctx, false)
+	if err != nil {
+		return nil, false, err
+	}
+	mr.GoroutinesLoad = load.Goroutines
+	stopped, err := ctl.post(ctx, "/bench/stop")
+	if err != nil {
+		return nil, false, err
+	}
+	mr.Published = stopped.Published
+	if stopped.PublishSeconds > 0 {
+		mr.PublishRate = float64(stopped.Published) / stopped.PublishSeconds
+	}
+	mr.Expected = stopped.Published * int64(o.Clients)
+
+	// Drain: wait until every client has every event, or the drain ends.
+	drainEnd := o.Now().Add(o.Drain)
+	for pool.received() < mr.Expected && o.Now().Before(drainEnd) {
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return nil, false, err
+		}
+	}
+	if mr.End, err = ctl.stats(ctx, false); err != nil {
+		return nil, false, err
+	}
+	mr.ClientCPUSeconds = cpuSeconds() - clientCPU
+	machine := machineBusySeconds() - machineCPU
+	pool.close()
+	t := pool.totals(srv.Ready.After + uint64(stopped.Published))
+
+	mr.Delivered = t.received
+	mr.Lost = t.gaps + t.tail
+	mr.Duplicates = t.dups
+	mr.ServerDropped = mr.End.Dropped
+	mr.Disconnected = t.disconnected
+	if t.firstErr != nil {
+		mr.DisconnectError = t.firstErr.Error()
+	}
+	if t.lastAt.After(startAt) {
+		mr.Elapsed = t.lastAt.Sub(startAt)
+		mr.OverallPerSec = float64(mr.Delivered) / mr.Elapsed.Seconds()
+	}
+	mr.Latency = summarize(&t.hist)
+	mr.ServerCPUSeconds = mr.End.CPUSeconds - start.CPUSeconds
+	if machine > 0 {
+		mr.OtherCPUSeconds = max(0, machine-mr.ServerCPUSeconds)
+		if !shared {
+			mr.OtherCPUSeconds = max(0, mr.OtherCPUSeconds-mr.ClientCPUSeconds)
+		}
+	}
+	if w := mr.End.Writes - start.Writes; w > 0 {
+		mr.EventsPerWrite = float64(mr.Delivered) / float64(w)
+	}
+	if mr.Delivered > 0 {
+		mr.CPUSecondsPerMDeliv = mr.ServerCPUSeconds / (float64(mr.Delivered) / 1e6)
+	}
+	log.Info("done", "delivered", mr.Delivered, "lost", mr.Lost, "p99", mr.Latency.P99)
+	return mr, shared, nil
+}
+
+// sleep waits d unless ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// control is a client of a server's /bench endpoints.
+type control struct {
+	base string
+	hc   *http.Client
+}
+
+func newControl(addr string) *control {
+	return &control{base: "http://" + addr, hc: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}}
+}
+
+func (c *control) close() { c.hc.CloseIdleConnections() }
+
+func (c *control) stats(ctx context.Context, gc bool) (Stats, error) {
+	path := "/bench/stats"
+	if gc {
+		path += "?gc=1"
+	}
+	return c.do(ctx, http.MethodGet, path)
+}
+
+func (c *control) post(ctx context.Context, path string) (Stats, error) {
+	return c.do(ctx, http.MethodPost, path)
+}
+
+func (c *control) do(ctx context.Context, method, path string) (Stats, error) {
+	var st Stats
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("fanout: control %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return st, fmt.Errorf("fanout: control %s: %s: %s", path, resp.Status, msg)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("fanout: control %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// waitClients polls until the server counts n clients.
+func (c *control) waitClients(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := c.stats(ctx, false)
+		if err != nil {
+			return err
+		}
+		if st.Clients >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fanout: the server counts %d of %d clients after %v", st.Clients, n, limit)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}

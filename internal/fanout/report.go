@@ -1,0 +1,175 @@
+package fanout
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Target is a goal the Conclave server should meet, checked on its result.
+type Target struct {
+	Name string
+	// Met reports whether m meets the target, and whether the target
+	// applies to res's settings at all.
+	Met func(res *Result, m ModeResult) (ok, applies bool)
+}
+
+// sustainedShare is how close to the target rate a steady-state delivery
+// rate must be to count as sustaining it: the offered rate is exactly the
+// target by default, and a measured rate scatters around it.
+const sustainedShare = 0.99
+
+// Targets are the fan-out goals for 1,000 clients on 2 cores (issue text):
+// ≥ 1.5M deliveries/s over SSE with p99 ≤ 50 ms and nothing lost, ≥ 1.2M/s
+// over WebSocket, and ≤ 12 KB of server memory per idle subscriber.
+var Targets = []Target{
+	{"sustains 1.5M deliveries/s (SSE) / 1.2M (WS)", func(res *Result, m ModeResult) (bool, bool) {
+		want := 1.5e6
+		if res.Transport == TransportWS {
+			want = 1.2e6
+		}
+		return res.Offered >= want && m.DeliveredPerSec >= sustainedShare*want, true
+	}},
+	{"p99 ≤ 50 ms (SSE)", func(res *Result, m ModeResult) (bool, bool) {
+		return m.Latency.P99 <= 50*time.Millisecond, res.Transport == TransportSSE
+	}},
+	{"nothing lost", func(_ *Result, m ModeResult) (bool, bool) {
+		return m.Lost == 0 && m.Duplicates == 0 && m.Disconnected == 0, true
+	}},
+	{"idle memory ≤ 12 KB/subscriber (RSS)", func(_ *Result, m ModeResult) (bool, bool) {
+		return m.IdleRSSPerClient <= 12<<10, true
+	}},
+}
+
+// WriteTable prints res as a table, one column per mode.
+func WriteTable(w io.Writer, res *Result) error {
+	fmt.Fprintf(w, "fan-out over %s: %d clients, %s events/s (%s deliveries/s offered), %v, payload %d B, flush delay %v, %d CPUs\n",
+		strings.ToUpper(string(res.Transport)), res.Clients, group(res.Rate, 0), group(res.Offered, 0),
+		res.Duration, res.Payload, res.FlushDelay, res.CPUs)
+	if res.SharedProc {
+		fmt.Fprintln(w, "note: the server ran inside the client process; its CPU and memory figures include the clients'")
+	}
+	fmt.Fprintln(w)
+	var rows [][]string
+	row := func(name string, cell func(ModeResult) string) {
+		r := []string{name}
+		for _, m := range res.Modes {
+			r = append(r, cell(m))
+		}
+		rows = append(rows, r)
+	}
+	f := func(prec int, v func(ModeResult) float64) func(ModeResult) string {
+		return func(m ModeResult) string { return strconv.FormatFloat(v(m), 'f', prec, 64) }
+	}
+	row("", func(m ModeResult) string { return string(m.Mode) })
+	row("delivered/s (steady state)", func(m ModeResult) string { return group(m.DeliveredPerSec, 0) })
+	row("delivered", func(m ModeResult) string { return group(float64(m.Delivered), 0) })
+	row("expected", func(m ModeResult) string { return group(float64(m.Expected), 0) })
+	row("lost", func(m ModeResult) string { return group(float64(m.Lost), 0) })
+	row("server-side drops", func(m ModeResult) string { return group(float64(m.ServerDropped), 0) })
+	row("disconnected", func(m ModeResult) string { return strconv.Itoa(m.Disconnected) })
+	row("published/s", func(m ModeResult) string { return group(m.PublishRate, 0) })
+	row("latency p50 (ms)", func(m ModeResult) string { return ms(m.Latency.P50) })
+	row("latency p99 (ms)", func(m ModeResult) string { return ms(m.Latency.P99) })
+	row("latency p99.9 (ms)", func(m ModeResult) string { return ms(m.Latency.P999) })
+	row("latency max (ms)", func(m ModeResult) string { return ms(m.Latency.Max) })
+	row("server CPU (s)", f(2, func(m ModeResult) float64 { return m.ServerCPUSeconds }))
+	row("server CPU s / 1M deliveries", f(3, func(m ModeResult) float64 { return m.CPUSecondsPerMDeliv }))
+	row("events per write", f(1, func(m ModeResult) float64 { return m.EventsPerWrite }))
+	row("client CPU (s)", f(2, func(m ModeResult) float64 { return m.ClientCPUSeconds }))
+	row("other processes' CPU (s)", f(2, func(m ModeResult) float64 { return m.OtherCPUSeconds }))
+	row("idle KB/subscriber (RSS)", func(m ModeResult) string { return kb(m.IdleRSSPerClient) })
+	row("idle KB/subscriber (heap)", func(m ModeResult) string { return kb(m.IdleHeapPerClient) })
+	row("idle KB/subscriber (stacks)", func(m ModeResult) string { return kb(m.IdleStackPerClient) })
+	row("goroutines idle / load", func(m ModeResult) string {
+		return fmt.Sprintf("%d / %d", m.GoroutinesIdle, m.GoroutinesLoad)
+	})
+	writeColumns(w, rows)
+	for _, m := range res.Modes {
+		if budget := float64(res.CPUs) * m.Elapsed.Seconds(); m.OtherCPUSeconds > 0.1*budget {
+			fmt.Fprintf(w, "warning: %s: other processes used %.1f of the machine's %.1f CPU seconds; the figures are skewed\n",
+				m.Mode, m.OtherCPUSeconds, budget)
+		}
+		if m.DisconnectError != "" {
+			fmt.Fprintf(w, "%s: first disconnect: %s\n", m.Mode, m.DisconnectError)
+		}
+	}
+	for _, m := range res.Modes {
+		if m.Mode != ModeConclave {
+			continue
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "targets (stated for conclave, 1,000 clients, 2 cores; rates within %.0f%% count):\n", 100*(1-sustainedShare))
+		for _, t := range Targets {
+			ok, applies := t.Met(res, m)
+			if !applies {
+				continue
+			}
+			mark := "MET   "
+			if !ok {
+				mark = "MISSED"
+			}
+			fmt.Fprintf(w, "  %s %s\n", mark, t.Name)
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// writeColumns prints rows with the first column left-aligned and the
+// others right-aligned, two spaces apart.
+func writeColumns(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString("  " + pad + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// group formats v rounded to prec decimals with thousands separators.
+func group(v float64, prec int) string {
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64)
+}
+
+func kb(b float64) string { return strconv.FormatFloat(b/1024, 'f', 1, 64) }

@@ -400,12 +400,13 @@ func TestHITL_ResumeSemantics(t *testing.T) {
 	}
 }
 
-// TestHITL_AbortWhileParked: a run parked on its plan gate, and one parked
+// TestHITL_AbortWhileParked: a run parked on its plan gate, one on its node
+// gates (lanes not yet opened: the nodes close as skipped), and one parked
 // on a tool approval, both end cleanly when aborted.
 func TestHITL_AbortWhileParked(t *testing.T) {
 	t.Parallel()
 	e := testkit.NewEngine(t, actors.Config{})
-	for _, hitl := range []messages.HITLMode{messages.HITLPlan, messages.HITLTools} {
+	for _, hitl := range []messages.HITLMode{messages.HITLPlan, messages.HITLNode, messages.HITLTools} {
 		ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
 		sc := messages.Scenario{Nodes: 3, Waves: 1, Tokens: 2, Approvals: 3}
 		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc})
@@ -422,6 +423,9 @@ func TestHITL_AbortWhileParked(t *testing.T) {
 				pl := env.Payload.(*messages.InterruptRaisedPayload)
 				if hitl == messages.HITLPlan {
 					return true // parked on the plan gate
+				}
+				if hitl == messages.HITLNode && pl.Kind == messages.InterruptNodeApproval {
+					return true // parked on a node gate: its lane is not open yet
 				}
 				if pl.Kind != messages.InterruptToolApproval {
 					_, _ = e.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove})

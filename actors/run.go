@@ -378,6 +378,19 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 		}
 	case model.RoleWorker:
 		r.running--
+		if !c.shared.opened {
+			// Stopped (or crashed) while parked on its node gate: the lane
+			// was never opened, so the node closes as skipped.
+			if c.stopping {
+				reason = "run ended before the node started: " + r.failMsg
+			}
+			r.skip(ctx, c.agentID, reason, "")
+			if !c.stopping {
+				r.failDep = c.agentID
+				r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed before it started: %s", c.agentID, reason))
+			}
+			return
+		}
 		lane := messages.RunLane().Child(messages.NodeStream(c.agentID))
 		if c.stopping {
 			r.node(c.agentID).state = nodeCancelled

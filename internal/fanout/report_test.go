@@ -62,7 +62,7 @@ func TestWriteTable(t *testing.T) {
 		"fan-out over SSE: 1000 clients, 1,500 events/s (1,500,000 deliveries/s offered)",
 		"warning: naive: other processes used 5.0",
 		"MET    sustains 1.5M deliveries/s",
-		"MET    p99 ≤ 50 ms (SSE)",
+		"MET    p99 ≤ 50 ms at 1.5M deliveries/s (SSE)",
 		"MET    idle memory ≤ 12 KB/subscriber",
 	} {
 		if !strings.Contains(out, want) {
@@ -71,5 +71,16 @@ func TestWriteTable(t *testing.T) {
 	}
 	if strings.Contains(out, "warning: conclave") {
 		t.Errorf("warned about a clean run:\n%s", out)
+	}
+
+	// A run offering less than the target rates is not judged on them.
+	res.Rate, res.Offered = 1, 1000
+	b.Reset()
+	if err := WriteTable(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "sustains") || strings.Contains(out, "p99 ≤") ||
+		!strings.Contains(out, "MET    idle memory") {
+		t.Errorf("idle run judged on rate targets:\n%s", out)
 	}
 }

@@ -65,7 +65,8 @@ type Config struct {
 	Now func() time.Time
 	// NewID makes event, run and session ids. Default: uuid.New.
 	NewID func() uuid.UUID
-	// Journal stores events. Default: a new in-memory journal (closed by Shutdown).
+	// Journal stores events; the caller closes it after Shutdown. Default: a
+	// new in-memory journal, left open so lagging subscriptions can drain.
 	Journal journal.Journal
 	// Models builds the model of each run. Default: the scripted model.
 	Models model.Factory
@@ -128,19 +129,20 @@ func (c Config) withDefaults() Config {
 // Engine runs councils. Create it with New and stop it with Shutdown.
 type Engine struct {
 	cfg        Config
-	ownJournal bool
 	system     *actor.ActorSystem
 	root       *actor.PID // the engine actor
 	index      *runindex.Index
 	interrupts *interrupts.Registry
 	turns      routine.Group
 	closing    atomic.Bool
-	frozen     atomic.Bool    // shutting down without ending runs: nothing more is published
-	restoring  sync.WaitGroup // rebuilt runs and agents not yet back in place (recover.go)
-	published  atomic.Uint64
-	done       chan struct{}
-	shutdownMu sync.Mutex
-	shutErr    error
+	// reqMu and actorStopped: see request.
+	reqMu        sync.RWMutex
+	actorStopped bool
+	frozen       atomic.Bool    // shutting down without ending runs: nothing more is published
+	restoring    sync.WaitGroup // rebuilt runs and agents not yet back in place (recover.go)
+	published    atomic.Uint64
+	done         chan struct{}
+	shutdownMu   sync.Mutex
 }
 
 // RunRef names a started run.
@@ -158,7 +160,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now)}
 	if cfg.Journal == nil {
-		e.cfg.Journal, e.ownJournal = journal.NewMemory(), true
+		// Never closed: a memory journal holds nothing but memory, and
+		// staying readable lets subscriptions that lag behind drain their
+		// tail after Shutdown instead of failing with journal.ErrClosed.
+		e.cfg.Journal = journal.NewMemory()
 	}
 	logger := cfg.Logger.With("component", "protoactor")
 	e.system = actor.NewActorSystem(
@@ -195,8 +200,16 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// request sends msg to the engine actor and waits for its reply.
+// request sends msg to the engine actor and waits for its reply. Requests
+// hold reqMu for reading; Shutdown takes it for writing before it stops the
+// engine actor, so every request is either answered or refused with
+// ErrShuttingDown, never left waiting on an actor that is gone.
 func (e *Engine) request(ctx context.Context, msg any) (any, error) {
+	e.reqMu.RLock()
+	defer e.reqMu.RUnlock()
+	if e.actorStopped {
+		return nil, ErrShuttingDown
+	}
 	timeout := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -318,17 +331,12 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 // seq > cmd.After exactly once and in order, first replayed from the
 // journal, then live. Close the subscription when done.
 func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
-	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(cmd.Tenant), id: cmd.SessionID})
+	res, err := e.request(ctx, &subscribeReq{tenant: tenantOr(cmd.Tenant), id: cmd.SessionID, after: cmd.After, queue: e.cfg.SubscriberQueue})
 	if err != nil {
 		return nil, err
 	}
-	s := res.(*sessionEntry)
-	if head := s.shared.Head(); cmd.After > head {
-		return nil, fmt.Errorf("%w: after=%d, last seq is %d", ErrCursorAhead, cmd.After, head)
-	}
-	sub := &Subscription{feed: feed.New(s.shared, cmd.After, e.cfg.SubscriberQueue), hub: s.pid, root: e.system.Root}
-	e.system.Root.Send(s.pid, &hubSubscribe{sub: sub.feed})
-	return sub, nil
+	att := res.(*attached)
+	return &Subscription{feed: att.feed, hub: att.hub, root: e.system.Root}, nil
 }
 
 func tenantOr(t messages.TenantID) messages.TenantID {
@@ -534,7 +542,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	if !e.closing.CompareAndSwap(false, true) {
 		select {
 		case <-e.done:
-			return e.shutErr
+			return nil
 		default:
 		}
 	}
@@ -546,19 +554,19 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return err
 	}
 	e.interrupts.Close() // frozen runs' interrupts: no timer may fire now
+	e.reqMu.Lock()       // waits for requests in flight (the engine actor answers them)
+	e.actorStopped = true
+	e.reqMu.Unlock()
 	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
 		return fmt.Errorf("actors: stop engine actor: %w", err)
 	}
 	e.system.Shutdown()
-	if e.ownJournal {
-		e.shutErr = e.cfg.Journal.Close()
-	}
 	select {
 	case <-e.done:
 	default:
 		close(e.done)
 	}
-	return e.shutErr
+	return nil
 }
 
 // Subscription is one consumer of a session's events.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -687,5 +688,123 @@ func TestEngine_Rewind(t *testing.T) {
 	}
 	if err := e.Abort(ctx, messages.AbortRun{RunID: live.RunID}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// drainAll reads sub until it ends and returns the count and the error it ended with.
+func drainAll(ctx context.Context, sub *actors.Subscription) (int, error) {
+	n := 0
+	for {
+		evs, err := sub.Next(ctx, nil, 16)
+		n += len(evs)
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// TestEngine_LateSubscriberDrainsAfterShutdown: a subscription still
+// replaying from the (default, engine-made) journal when Shutdown runs gets
+// every event and then feed.ErrClosed, not journal.ErrClosed.
+func TestEngine_LateSubscriberDrainsAfterShutdown(t *testing.T) {
+	t.Parallel()
+	e, err := actors.New(actors.Config{Logger: testkit.TestLogger(t, slog.LevelWarn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 3}
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	want := len(p.Seen())
+	p.Close()
+	sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: ref.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := drainAll(ctx, sub); n != want || !errors.Is(err, feed.ErrClosed) {
+		t.Fatalf("late subscriber got %d events and %v, want %d and feed.ErrClosed", n, err, want)
+	}
+}
+
+// TestEngine_SubscribeRacingShutdown: subscriptions made while Shutdown
+// runs are either refused or attached and then closed; none is left
+// hanging (the engine actor attaches them before it poisons the hubs).
+func TestEngine_SubscribeRacingShutdown(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	defer j.Close()
+	e, err := actors.New(actors.Config{Journal: j, Logger: testkit.TestLogger(t, slog.LevelWarn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	var sessions []messages.SessionID
+	for range 8 {
+		sc := messages.Scenario{Nodes: 1, Waves: 1, Tokens: 1}
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, ref.SessionID)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var subs []*actors.Subscription
+	stop := make(chan struct{})
+	var first sync.WaitGroup // every loop made one subscription before Shutdown starts
+	first.Add(len(sessions))
+	for _, s := range sessions {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				if i == 1 {
+					first.Done()
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sub, err := e.Subscribe(ctx, messages.Subscribe{SessionID: s})
+				if err != nil {
+					if i == 0 {
+						t.Errorf("first Subscribe: %v", err)
+						first.Done()
+					}
+					return // refused: the engine is shutting down
+				}
+				mu.Lock()
+				subs = append(subs, sub)
+				mu.Unlock()
+			}
+		})
+	}
+	first.Wait()
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	for i, sub := range subs {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := drainAll(dctx, sub)
+		dcancel()
+		if !errors.Is(err, feed.ErrClosed) {
+			t.Fatalf("after %d events (cursor %d, lag %d) subscription %d of %d ended with %v, want feed.ErrClosed", n, sub.Cursor(), sub.Lag(), i, len(subs), err)
+		}
 	}
 }

@@ -23,6 +23,21 @@ type (
 		tenant messages.TenantID
 		id     messages.SessionID
 	}
+	// subscribeReq attaches a new feed to a session's hub. The engine
+	// actor sends the hubSubscribe itself: it is also the one that poisons
+	// hubs at shutdown, so (per-sender FIFO) the subscription is attached,
+	// and later closed by the stopping hub, never lost as a dead letter.
+	subscribeReq struct {
+		tenant messages.TenantID
+		id     messages.SessionID
+		after  uint64
+		queue  int
+	}
+	// attached answers subscribeReq.
+	attached struct {
+		feed *feed.Subscription
+		hub  *actor.PID
+	}
 	stopRunReq struct {
 		runID messages.RunID
 		stop  *messages.StopRun
@@ -88,6 +103,8 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Respond(fmt.Errorf("%w: %s", ErrSessionNotFound, m.id))
+	case *subscribeReq:
+		ctx.Respond(a.subscribe(ctx, m))
 	case *stopRunReq:
 		r, ok := a.runs[m.runID]
 		switch {
@@ -210,6 +227,22 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		delete(a.sessions, sid)
 		a.maybeStopHubs(ctx)
 	}
+}
+
+func (a *engineActor) subscribe(ctx actor.Context, m *subscribeReq) any {
+	s, ok := a.sessions[m.id]
+	if !ok || s.tenant != m.tenant {
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, m.id)
+	}
+	if s.poisoned {
+		return ErrShuttingDown
+	}
+	if head := s.shared.Head(); m.after > head {
+		return fmt.Errorf("%w: after=%d, last seq is %d", ErrCursorAhead, m.after, head)
+	}
+	f := feed.New(s.shared, m.after, m.queue)
+	ctx.Send(s.pid, &hubSubscribe{sub: f})
+	return &attached{feed: f, hub: s.pid}
 }
 
 // maybeStopHubs continues a shutdown: once every run has ended, hubs are

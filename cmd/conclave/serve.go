@@ -84,20 +84,23 @@ func (c *serveCmd) run(ctx context.Context) error {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger}
-	var durable *journal.Durable
 	if !c.memory {
 		dir := filepath.Join(c.dataDir, "journal")
-		if durable, err = journal.Open(dir, journal.Options{Logger: logger}); err != nil {
+		durable, err := journal.Open(dir, journal.Options{Logger: logger})
+		if err != nil {
 			return failure(fmt.Errorf("open the journal: %w", err))
 		}
-		defer durable.Close()
 		// Runs outlive the process: Shutdown freezes them and the next
 		// start resumes them (parked ones still parked).
 		ecfg.Journal, ecfg.KeepRunsOnShutdown = durable, true
 		logger.Info("durable journal", "dir", dir)
 	} else {
+		ecfg.Journal = journal.NewMemory()
 		logger.Warn("in-memory journal: events and runs do not survive a restart")
 	}
+	// Closed last (defers run in reverse): after the engine and the
+	// server, so streams still catching up from the journal drain first.
+	defer ecfg.Journal.Close()
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)

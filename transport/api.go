@@ -34,7 +34,11 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant messag
 			return messages.RunCreated{}, aerr
 		}
 		cmd.Tenant = tenant
-		ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
+		// Not cancelled with the request: a client that gives up while the
+		// run's start is being acknowledged must not turn a started run
+		// into an error (its retry with the same Idempotency-Key would
+		// then start a second run).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), engineTimeout)
 		defer cancel()
 		ref, err := s.engine.StartRun(ctx, cmd)
 		if err != nil {

@@ -270,10 +270,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() { close(s.stopBeat) })
 	aerr := s.a2a.Shutdown(ctx) // A2A streams are not hijacked: end them before http.Shutdown waits for them
 	err := s.http.Shutdown(ctx) // stream connections are hijacked, so this does not wait for them
-	s.streams.closeAll()
+	cerr := s.streams.closeAll(ctx)
 	s.writers.Close()
 	if werr := s.writers.Wait(ctx); err == nil {
 		err = werr
+	}
+	if err == nil {
+		err = cerr
 	}
 	if err == nil {
 		err = aerr

@@ -320,8 +320,10 @@ func (s *streamSet) snapshot() []*streamConn {
 }
 
 // closeAll ends every stream and waits until each has sent its final frame
-// (or failed to).
-func (s *streamSet) closeAll() {
+// (or failed to). When ctx ends first, the streams still draining to slow
+// readers are cut (connection closed without their tail) and ctx.Err() is
+// returned.
+func (s *streamSet) closeAll(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -329,9 +331,17 @@ func (s *streamSet) closeAll() {
 	for _, c := range conns {
 		c.shutdown()
 	}
-	for _, c := range conns {
-		<-c.done
+	for i, c := range conns {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			for _, c := range conns[i:] {
+				c.end()
+			}
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 func (s *streamSet) maxLag() uint64 {

@@ -613,7 +613,7 @@ func TestServer_ShutdownEndsStreamStartedDuringShutdown(t *testing.T) {
 		fx := newStreamFixture(t, Config{Heartbeat: time.Hour})
 		sub := fx.subscribe(fx.head) // validated and subscribed before Shutdown began
 		fx.srv.closing.Store(true)   // Shutdown, up to ...
-		fx.srv.streams.closeAll()    // ... its snapshot of the open streams
+		fx.srv.streams.closeAll(context.Background())  // ... its snapshot of the open streams
 		f := newFakeFramer()
 		c := fx.srv.newStreamConn(f, messages.LocalTenant, fx.session, sub)
 		c.start() // the handler, after its hijack
@@ -626,5 +626,35 @@ func TestServer_ShutdownEndsStreamStartedDuringShutdown(t *testing.T) {
 		if st := f.state(); len(st.finals) != 1 || !errors.Is(st.finals[0], errShutdown) || st.closes != 1 {
 			t.Fatalf("finals %v closes %d, want the shutdown frame and a close", st.finals, st.closes)
 		}
+	})
+}
+
+// TestStreamSet_CloseAllHonoursDeadline: a stream whose writes are stuck (a
+// reader too slow to take its tail) does not hold Server.Shutdown past its
+// context: closeAll cuts it and returns ctx.Err().
+func TestStreamSet_CloseAllHonoursDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fx := newStreamFixture(t, Config{Heartbeat: time.Hour})
+		f := newFakeFramer()
+		f.gate = make(chan struct{})
+		c := fx.stream(f, fx.head)
+		fx.publish(1)
+		synctest.Wait() // the writer is in writeEvents, held
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := fx.srv.streams.closeAll(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("closeAll = %v, want context.DeadlineExceeded", err)
+		}
+		select {
+		case <-c.done:
+		default:
+			t.Fatal("stream not ended after the deadline")
+		}
+		if st := f.state(); st.closes != 1 {
+			t.Fatalf("connection closed %d times, want 1", st.closes)
+		}
+		close(f.gate) // the stuck write fails or returns; the writer exits
+		synctest.Wait()
 	})
 }

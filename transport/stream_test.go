@@ -611,9 +611,9 @@ func TestServer_ShutdownEndsStreamStartedDuringShutdown(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fx := newStreamFixture(t, Config{Heartbeat: time.Hour})
-		sub := fx.subscribe(fx.head) // validated and subscribed before Shutdown began
-		fx.srv.closing.Store(true)   // Shutdown, up to ...
-		fx.srv.streams.closeAll(context.Background())  // ... its snapshot of the open streams
+		sub := fx.subscribe(fx.head)                  // validated and subscribed before Shutdown began
+		fx.srv.closing.Store(true)                    // Shutdown, up to ...
+		fx.srv.streams.closeAll(context.Background()) // ... its snapshot of the open streams
 		f := newFakeFramer()
 		c := fx.srv.newStreamConn(f, messages.LocalTenant, fx.session, sub)
 		c.start() // the handler, after its hijack

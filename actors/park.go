@@ -79,7 +79,10 @@ func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayl
 			r = &messages.Resolution{Resume: messages.Resume{InterruptID: id, Decision: messages.DecisionCancel}, Kind: p.Kind, Cancelled: true}
 		}
 		switch {
-		case r.Cancelled && selfCancelled:
+		case selfCancelled:
+			// The actor is stopping: cancelParked published the outcome.
+			// A resume that won the race to the registry is dropped, so the
+			// interrupt has one outcome and nothing runs on a closed lane.
 		case r.Expired:
 			emit(&messages.InterruptExpiredPayload{InterruptID: id, Kind: p.Kind, Action: r.Decision})
 		default:
@@ -87,7 +90,7 @@ func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayl
 				Response: r.Response, EditedArgs: r.EditedArgs, Plan: r.Plan, Reason: r.Reason})
 		}
 		t.e.interrupts.Done(id)
-		if !r.Cancelled {
+		if !r.Cancelled && !selfCancelled {
 			onResolved(r)
 		}
 		proc.SendSystemMessage(self, &actor.ResumeMailbox{})

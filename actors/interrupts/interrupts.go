@@ -176,10 +176,16 @@ func (r *Registry) Done(id string) {
 
 // Cancel ends a pending interrupt because its agent or run stopped; the
 // parked actor receives a Resolution with Cancelled set. It reports
-// whether the interrupt was pending.
+// whether the interrupt was pending. One being resolved (its resolution
+// already sent to an actor that is now stopping, and may never run) is
+// ended too, without a second delivery, so it cannot stay listed forever.
 func (r *Registry) Cancel(id string) bool {
 	r.mu.Lock()
 	e, ok := r.byID[id]
+	if ok && e.info.Status == messages.InterruptResolving {
+		e.info.Status = messages.InterruptCancelled
+		r.endLocked(e)
+	}
 	if !ok || e.info.Status != messages.InterruptPending {
 		r.mu.Unlock()
 		return false

@@ -172,3 +172,29 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistry_CancelWhileResolving: a resume delivered to an actor that is
+// then stopped (its continuation may never run, so Done never comes) is
+// ended by the cancellation instead of staying "resolving" forever.
+func TestRegistry_CancelWhileResolving(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	var rec recorder
+	reg.Raise("t", raised("i1", messages.InterruptInfoRequest), time.Hour, messages.DecisionReject, rec.deliver)
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i1", Decision: messages.DecisionApprove, Response: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Cancel("i1") {
+		t.Fatal("Cancel reported a resolving interrupt as pending")
+	}
+	if list, _ := reg.Pending("t", "s", "", 10); len(list) != 0 {
+		t.Fatalf("still listed after the cancellation: %+v", list)
+	}
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i1", Decision: messages.DecisionApprove, Response: "yes"}); !errors.Is(err, interrupts.ErrNotFound) {
+		t.Fatalf("resume after the cancellation: %v, want ErrNotFound", err)
+	}
+	reg.Done("i1") // the continuation, if it runs after all: a no-op
+	if got := rec.all(); len(got) != 1 || got[0].Cancelled {
+		t.Fatalf("deliveries %+v, want only the resume", got)
+	}
+}

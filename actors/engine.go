@@ -329,7 +329,9 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 
 // Subscribe attaches a consumer to a session: it receives every event with
 // seq > cmd.After exactly once and in order, first replayed from the
-// journal, then live. Close the subscription when done.
+// journal, then live. Close the subscription when done. A subscription made
+// while the engine shuts down is still closed by it (after delivering
+// everything); once the hubs are stopping it fails with ErrShuttingDown.
 func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
 	res, err := e.request(ctx, &subscribeReq{tenant: tenantOr(cmd.Tenant), id: cmd.SessionID, after: cmd.After, queue: e.cfg.SubscriberQueue})
 	if err != nil {

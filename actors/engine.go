@@ -251,6 +251,9 @@ func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
 	sr := res.(*startedRun)
 	select {
 	case <-sr.acked:
+		if err := sr.hub.ackErr(); err != nil {
+			return sr.ref, fmt.Errorf("actors: run %s not started: the journal failed: %w", sr.ref.RunID, err)
+		}
 		return sr.ref, nil
 	case <-ctx.Done():
 		return sr.ref, fmt.Errorf("actors: run %s started, but its start was not acknowledged by the journal in time: %w", sr.ref.RunID, ctx.Err())

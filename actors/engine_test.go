@@ -808,3 +808,30 @@ func TestEngine_SubscribeRacingShutdown(t *testing.T) {
 		}
 	}
 }
+
+// failingJournal refuses every append, like a full or broken disk.
+type failingJournal struct{ *journal.Memory }
+
+func (failingJournal) Append(context.Context, messages.SessionID, []*messages.Encoded) error {
+	return journal.ErrWriteFailed
+}
+
+// TestEngine_StartRunFailsWhenJournalFails: a start the journal cannot
+// record is refused at once with the journal's error, not after the
+// caller's deadline.
+func TestEngine_StartRunFailsWhenJournalFails(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Journal: failingJournal{journal.NewMemory()}})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	for range 2 { // the second start finds the session's hub already failed
+		sc := messages.Scenario{Nodes: 1, Waves: 1, Tokens: 1}
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s1", Scenario: &sc})
+		if !errors.Is(err, journal.ErrWriteFailed) {
+			t.Fatalf("StartRun = %+v, %v; want journal.ErrWriteFailed", ref, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("StartRun waited for the deadline")
+		}
+	}
+}

@@ -36,22 +36,47 @@ type hubShared struct {
 	terminated map[messages.RunID]bool // runs whose terminal event was stamped
 	failed     error                   // set when the journal refused a batch
 
-	waitMu  sync.Mutex // guards waiters, which the engine actor adds to
+	waitMu  sync.Mutex // guards waiters and waitErr; the engine actor adds waiters
 	waiters map[messages.RunID]chan struct{}
+	waitErr error // the journal failed: no start will be acknowledged
 }
 
 // ackOf returns a channel closed once the journal has acknowledged the
 // first event of run (its run_started): StartRun answers only then, so an
-// accepted run survives a crash.
+// accepted run survives a crash. It is also closed when the journal fails;
+// ackErr then says why.
 func (h *hubShared) ackOf(run messages.RunID) <-chan struct{} {
 	h.waitMu.Lock()
 	defer h.waitMu.Unlock()
+	ch := make(chan struct{})
+	if h.waitErr != nil {
+		close(ch)
+		return ch
+	}
 	if h.waiters == nil {
 		h.waiters = map[messages.RunID]chan struct{}{}
 	}
-	ch := make(chan struct{})
 	h.waiters[run] = ch
 	return ch
+}
+
+// ackErr is the journal failure that closed the ack channels, if any.
+func (h *hubShared) ackErr() error {
+	h.waitMu.Lock()
+	defer h.waitMu.Unlock()
+	return h.waitErr
+}
+
+// failWaiters releases every start waiting for an acknowledgement that
+// will never come.
+func (h *hubShared) failWaiters(err error) {
+	h.waitMu.Lock()
+	defer h.waitMu.Unlock()
+	h.waitErr = err
+	for run, ch := range h.waiters {
+		close(ch)
+		delete(h.waiters, run)
+	}
 }
 
 // acknowledged closes the waiters of the runs of an acknowledged batch.
@@ -155,6 +180,7 @@ func (h *hubActor) load() {
 	if err != nil {
 		h.e.cfg.Logger.Error("hub: read journal head", "session", h.s.session, "err", err)
 		h.s.failed = err
+		h.s.failWaiters(err)
 	}
 	h.s.head.Store(head)
 	h.s.nextSeq = head
@@ -201,6 +227,7 @@ func (h *hubActor) flush() {
 	if err := h.s.journal.Append(context.Background(), h.s.session, batch); err != nil {
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
 		h.s.failed = err
+		h.s.failWaiters(err)
 		h.s.pending = nil
 		for sub := range h.s.subs {
 			sub.Close(err)

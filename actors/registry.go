@@ -52,6 +52,7 @@ type (
 	startedRun struct {
 		ref   RunRef
 		acked <-chan struct{}
+		hub   *hubShared // ackErr, once acked is closed
 	}
 	recoverDone struct{ err error }
 )
@@ -156,7 +157,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if err := a.spawnRun(ctx, spec, nil); err != nil {
 		return err
 	}
-	return &startedRun{ref: RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}, acked: acked}
+	return &startedRun{ref: RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}, acked: acked, hub: s.shared}
 }
 
 // openSession returns tenant's session, starting its hub if needed.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -563,5 +564,34 @@ func TestAPI_Rewind(t *testing.T) {
 	}
 	if resp, _ := h.do("POST", "/api/v1/runs/nope/rewind", `{"wave":0}`); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown run: %d", resp.StatusCode)
+	}
+}
+
+// TestAPI_IdempotencyClientGaveUp: a client that drops its request while
+// the run is being started does not turn the start into an error, so its
+// retry with the same Idempotency-Key gets the same run, not a second one.
+func TestAPI_IdempotencyClientGaveUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	body, err := json.Marshal(messages.StartRun{Question: "once", Scenario: scenario(1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // the client has already hung up
+	req := httptest.NewRequestWithContext(gone, "POST", "/api/v1/runs", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "k-drop")
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("dropped request = %d %s, want 201 (the run was started)", rec.Code, rec.Body)
+	}
+	var first messages.RunCreated
+	if err := json.Unmarshal(rec.Body.Bytes(), &first); err != nil {
+		t.Fatal(err)
+	}
+	if retry := h.startRun(messages.StartRun{Question: "once", Scenario: scenario(1, 1)}, "Idempotency-Key", "k-drop"); retry.RunID != first.RunID {
+		t.Fatalf("retry started run %s, the dropped request started %s", retry.RunID, first.RunID)
 	}
 }

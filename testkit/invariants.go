@@ -652,15 +652,8 @@ func (c *checker) waveCompleted(r *runState, env *messages.Envelope, p *messages
 
 func (c *checker) nodeStarted(r *runState, env *messages.Envelope, p *messages.NodeStartedPayload) {
 	c.gate(r, env)
-	if !r.proposed {
-		if !r.truncated {
-			c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q, but no plan was proposed", p.NodeID)
-		}
-		return
-	}
-	n := r.nodes[p.NodeID]
+	n := c.planned(r, env, p.NodeID)
 	if n == nil {
-		c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q, which is not in the plan", p.NodeID)
 		return
 	}
 	for _, d := range n.deps {
@@ -688,6 +681,22 @@ func (c *checker) nodeStarted(r *runState, env *messages.Envelope, p *messages.N
 	n.phase = phaseRunning
 }
 
+// planned returns the plan's node that env is about, or nil after
+// reporting why there is none (no plan yet, or a node outside it).
+func (c *checker) planned(r *runState, env *messages.Envelope, id string) *nodeState {
+	if !r.proposed {
+		if !r.truncated {
+			c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, but no plan was proposed", env.Type, id)
+		}
+		return nil
+	}
+	n := r.nodes[id]
+	if n == nil {
+		c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, which is not in the plan", env.Type, id)
+	}
+	return n
+}
+
 func (c *checker) nodeEnded(r *runState, id string, phase nodePhase) {
 	if n := r.nodes[id]; n != nil {
 		n.phase = phase
@@ -695,15 +704,8 @@ func (c *checker) nodeEnded(r *runState, id string, phase nodePhase) {
 }
 
 func (c *checker) nodeSkipped(r *runState, env *messages.Envelope, p *messages.NodeSkippedPayload) {
-	if !r.proposed {
-		if !r.truncated {
-			c.report(env.Seq, r.id, RuleDAGOrder, "node_skipped of %q, but no plan was proposed", p.NodeID)
-		}
-		return
-	}
-	n := r.nodes[p.NodeID]
+	n := c.planned(r, env, p.NodeID)
 	if n == nil {
-		c.report(env.Seq, r.id, RuleDAGOrder, "node_skipped of %q, which is not in the plan", p.NodeID)
 		return
 	}
 	if p.Dependency != "" {

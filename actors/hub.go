@@ -67,9 +67,12 @@ func (h *hubShared) ackErr() error {
 	return h.waitErr
 }
 
-// failWaiters releases every start waiting for an acknowledgement that
-// will never come.
-func (h *hubShared) failWaiters(err error) {
+// fail records that the journal refused the session: nothing more is
+// stamped (failed, read by the hub alone on its hot path, so unlocked), and
+// every start waiting for an acknowledgement that will never come is
+// released (waitErr, read by the engine actor too).
+func (h *hubShared) fail(err error) {
+	h.failed = err
 	h.waitMu.Lock()
 	defer h.waitMu.Unlock()
 	h.waitErr = err
@@ -179,8 +182,7 @@ func (h *hubActor) load() {
 	head, err := h.s.journal.Head(context.Background(), h.s.session)
 	if err != nil {
 		h.e.cfg.Logger.Error("hub: read journal head", "session", h.s.session, "err", err)
-		h.s.failed = err
-		h.s.failWaiters(err)
+		h.s.fail(err)
 	}
 	h.s.head.Store(head)
 	h.s.nextSeq = head
@@ -226,8 +228,7 @@ func (h *hubActor) flush() {
 	}
 	if err := h.s.journal.Append(context.Background(), h.s.session, batch); err != nil {
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
-		h.s.failed = err
-		h.s.failWaiters(err)
+		h.s.fail(err)
 		h.s.pending = nil
 		for sub := range h.s.subs {
 			sub.Close(err)

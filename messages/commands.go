@@ -24,7 +24,32 @@ type StartRun struct {
 	// ApprovalTimeoutAction is what an expired approval decides: reject
 	// (the default) or approve. Expired info requests get an empty response.
 	ApprovalTimeoutAction Decision `json:"approval_timeout_action,omitempty"`
+	// Advisor, when set, has an advisor check every worker's terminating
+	// turn (continue, redirect or halt).
+	Advisor *AdvisorOptions `json:"advisor,omitempty"`
+	// MaxDelegationRounds is the delegation soft cap (default 3): a
+	// delegation chain of this length gets a warning, one of twice this
+	// length fails the delegating agent with a delegation_limit error.
+	MaxDelegationRounds int `json:"max_delegation_rounds,omitempty"`
 }
+
+// AdvisorOptions configure the advisor gate of a run.
+type AdvisorOptions struct {
+	// MaxRedirects is the redirect budget per agent (default 2); one more
+	// redirect is a gate_budget halt.
+	MaxRedirects int `json:"max_redirects,omitempty"`
+	// MalformedContinues lets an unparsable advisor answer through as
+	// continue; by default it halts (fail closed).
+	MalformedContinues bool `json:"malformed_continues,omitempty"`
+}
+
+// Delegation and advisor defaults.
+const (
+	DefaultMaxDelegationRounds = 3
+	MaxMaxDelegationRounds     = 32
+	DefaultAdvisorRedirects    = 2
+	MaxAdvisorRedirects        = 16
+)
 
 // MaxApprovalTimeoutSeconds bounds StartRun.ApprovalTimeoutSeconds (7 days).
 const MaxApprovalTimeoutSeconds = 7 * 24 * 3600
@@ -48,11 +73,16 @@ type Subscribe struct {
 	After uint64 `json:"after"`
 }
 
-// Steer posts a note to a live run, applied at the next wave boundary.
+// Steer posts a steering note (or a graph diff) to a live run; it is
+// applied at the run's next wave boundary.
 type Steer struct {
-	RunID RunID  `json:"run_id"`
-	Note  string `json:"note"`
+	Tenant TenantID `json:"-"`
+	RunID  RunID    `json:"-"` // from the URL
+	SteerNote
 }
+
+// MaxSteerNoteBytes bounds Steer.Note.
+const MaxSteerNoteBytes = 16 << 10
 
 // Resume answers an interrupt. Which fields it needs depends on the
 // interrupt's kind (see docs/api.md):

@@ -42,9 +42,11 @@ type RunStartedPayload struct {
 	// RewindOf is set on a run created by a rewind.
 	RewindOf *RewindOf `json:"rewind_of,omitempty"`
 	// The run's options, so a run rebuilt after a restart keeps them.
-	Concurrency            int      `json:"concurrency,omitempty"`
-	ApprovalTimeoutSeconds int      `json:"approval_timeout_seconds,omitempty"`
-	ApprovalTimeoutAction  Decision `json:"approval_timeout_action,omitempty"`
+	Concurrency            int             `json:"concurrency,omitempty"`
+	ApprovalTimeoutSeconds int             `json:"approval_timeout_seconds,omitempty"`
+	ApprovalTimeoutAction  Decision        `json:"approval_timeout_action,omitempty"`
+	Advisor                *AdvisorOptions `json:"advisor,omitempty"`
+	MaxDelegationRounds    int             `json:"max_delegation_rounds,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -73,7 +75,10 @@ type ReusedNode struct {
 
 // RunFinishedPayload is the successful terminal event.
 type RunFinishedPayload struct {
-	Answer     string     `json:"answer"`
+	Answer string `json:"answer"`
+	// Citations are the run's sources, in citation order; the answer ends
+	// with a Sources section listing them.
+	Citations  []Citation `json:"citations,omitempty"`
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
@@ -91,6 +96,10 @@ const (
 	ErrCodeAborted        ErrorCode = "aborted"
 	ErrCodeInterrupted    ErrorCode = "interrupted"
 	ErrCodeInternal       ErrorCode = "internal"
+	// ErrCodeAdvisorHalt: the advisor halted a node (or its redirect budget ran out).
+	ErrCodeAdvisorHalt ErrorCode = "advisor_halt"
+	// ErrCodeDelegationLimit: delegation went past twice max_delegation_rounds.
+	ErrCodeDelegationLimit ErrorCode = "delegation_limit"
 )
 
 // RunErrorPayload is the failing terminal event.
@@ -136,15 +145,18 @@ type PlanRejectedPayload struct {
 type WaveStartedPayload struct {
 	Wave    int      `json:"wave"`
 	NodeIDs []string `json:"node_ids"`
+	// Team is set for a wave of a team's nested plan (on the team's lane).
+	Team string `json:"team,omitempty"`
 }
 
 // WaveCompletedPayload closes wave Wave.
 type WaveCompletedPayload struct {
-	Wave      int `json:"wave"`
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
-	Cancelled int `json:"cancelled"`
-	Skipped   int `json:"skipped"`
+	Wave      int    `json:"wave"`
+	Team      string `json:"team,omitempty"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	Cancelled int    `json:"cancelled"`
+	Skipped   int    `json:"skipped"`
 }
 
 // NodeStartedPayload opens a node lane.
@@ -153,6 +165,9 @@ type NodeStartedPayload struct {
 	Wave   int      `json:"wave"`
 	Goal   string   `json:"goal"`
 	Deps   []string `json:"deps,omitempty"`
+	// Kind is leaf, team or debate (empty = leaf).
+	Kind NodeKind `json:"kind,omitempty"`
+	Role string   `json:"role,omitempty"`
 }
 
 // NodeCompletedPayload closes a node lane with its output.
@@ -235,6 +250,12 @@ type SubagentStartedPayload struct {
 	Task       string `json:"task"`
 	// CallID is the delegating tool call.
 	CallID string `json:"call_id"`
+	// Async: started by start_async_task; the delegating agent went on
+	// without waiting (its task id is SubagentID).
+	Async bool `json:"async,omitempty"`
+	// Round is the delegation chain length: 1 for a node's sub-agent, one
+	// more for each level below.
+	Round int `json:"round"`
 }
 
 // Outcome is how a sub-agent ended.

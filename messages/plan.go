@@ -1,16 +1,104 @@
 package messages
 
 // Plan is the director's task graph: nodes and their dependencies. It is
-// validated (ids, unknown dependencies, cycles) before anything runs; see
-// actors/dag.
+// validated (ids, unknown dependencies, cycles, team depth and size, debate
+// settings) before anything runs; see actors/dag.
 type Plan struct {
 	Nodes []PlanNode `json:"nodes"`
 }
 
+// NodeKind says how a plan node does its work.
+type NodeKind string
+
+// Node kinds. The empty kind is a leaf.
+const (
+	// KindLeaf is one worker agent (the default).
+	KindLeaf NodeKind = "leaf"
+	// KindTeam runs the nested plan in Team as its own waves, one level
+	// deeper, and passes the team's compacted synthesis downstream.
+	KindTeam NodeKind = "team"
+	// KindDebate has the agents of Debate argue in rounds; the debate's
+	// synthesis is the node's output.
+	KindDebate NodeKind = "debate"
+)
+
 // PlanNode is one unit of work in a plan.
+//
+// Ids are unique within their plan and never contain '/': inside a team
+// the runtime names node X of team T "T/X", so ids stay unique in the run.
 type PlanNode struct {
 	ID    string   `json:"id"`
 	Goal  string   `json:"goal"`
 	Deps  []string `json:"deps,omitempty"`
 	Tools []string `json:"tools,omitempty"`
+	// Kind is leaf when empty.
+	Kind NodeKind `json:"kind,omitempty"`
+	// Role is the specialist role the node's agent plays (free text).
+	Role string `json:"role,omitempty"`
+	// Team is the nested plan of a team node.
+	Team *Plan `json:"team,omitempty"`
+	// Debate configures a debate node.
+	Debate *DebateConfig `json:"debate,omitempty"`
+}
+
+// IsTeam reports whether n is a team node.
+func (n *PlanNode) IsTeam() bool { return n.Kind == KindTeam }
+
+// IsDebate reports whether n is a debate node.
+func (n *PlanNode) IsDebate() bool { return n.Kind == KindDebate }
+
+// DebateConfig is how a debate node runs: every agent speaks once per
+// round, in order; an optional judge may end the debate early on consensus
+// once MinRounds rounds are done; rounds older than the last CompactAfter
+// are compacted in the agents' context.
+type DebateConfig struct {
+	Agents []DebateAgent `json:"agents"`
+	Rounds int           `json:"rounds"`
+	Judge  bool          `json:"judge,omitempty"`
+	// MinRounds is the first round after which the judge may stop the
+	// debate (default 1).
+	MinRounds int `json:"min_rounds,omitempty"`
+	// CompactAfter: once more than this many rounds are done, the older
+	// rounds are compacted (debate_round_compacted). Default 3.
+	CompactAfter int `json:"compact_after,omitempty"`
+}
+
+// DebateAgent is one participant of a debate.
+type DebateAgent struct {
+	ID      string `json:"id"`
+	Persona string `json:"persona,omitempty"`
+}
+
+// Debate defaults and limits.
+const (
+	DefaultDebateCompactAfter = 3
+	MaxDebateAgents           = 4
+	MaxDebateRounds           = 5
+)
+
+// EffectiveMinRounds is MinRounds, or 1 when unset.
+func (d *DebateConfig) EffectiveMinRounds() int { return max(d.MinRounds, 1) }
+
+// EffectiveCompactAfter is CompactAfter, or DefaultDebateCompactAfter when unset.
+func (d *DebateConfig) EffectiveCompactAfter() int {
+	if d.CompactAfter <= 0 {
+		return DefaultDebateCompactAfter
+	}
+	return d.CompactAfter
+}
+
+// Stance is how a debating agent's position ended up.
+type Stance string
+
+// Stances.
+const (
+	StanceHeld     Stance = "held"
+	StanceShifted  Stance = "shifted"
+	StanceConceded Stance = "conceded"
+)
+
+// AgentStance is one agent's final stance in a debate.
+type AgentStance struct {
+	AgentID string `json:"agent_id"`
+	Stance  Stance `json:"stance"`
 }

@@ -47,8 +47,78 @@ type Scenario struct {
 	// InfoRequests adds this many ask_human tool calls, one per worker node
 	// in id order (wrapping around); each raises an info_request interrupt.
 	InfoRequests int `json:"info_requests,omitempty"`
+	// Teams makes this many nodes team nodes: the first Teams nodes of the
+	// plan in id order, each with a nested plan of TeamSize nodes.
+	Teams int `json:"teams,omitempty"`
+	// TeamSize is the number of nodes in a team's nested plan (default 3).
+	TeamSize int `json:"team_size,omitempty"`
+	// Debate makes the nodes after the team nodes debate nodes.
+	Debate *DebateScenario `json:"debate,omitempty"`
+	// Spawn selects the worker nodes that request a sub-team through the
+	// spawn_subteam tool (roles "researcher" and "critic").
+	Spawn NodeSelector `json:"spawn,omitzero"`
+	// Steering notes are posted to the run when their wave starts, as a
+	// human would; they apply at the next wave boundary.
+	Steering []SteeringScript `json:"steering,omitempty"`
+	// Advisor scripts the advisor's answers (the advisor itself is a run
+	// option, StartRun.Advisor).
+	Advisor *AdvisorScenario `json:"advisor,omitempty"`
+	// Delegations scripts async delegation and deep delegation chains.
+	Delegations *DelegationScenario `json:"delegations,omitempty"`
 	// Seed makes the run reproducible.
 	Seed int64 `json:"seed,omitempty"`
+}
+
+// DebateScenario shapes the scripted debate nodes. Agent k (1-based) of a
+// debate declares its stance from round 2 on: agents 2 and 6 shift, agent
+// 3 concedes, the others hold.
+type DebateScenario struct {
+	// Nodes is the number of debate nodes (default 1).
+	Nodes int `json:"nodes,omitempty"`
+	// Agents per debate (default 3, 2..4).
+	Agents int `json:"agents,omitempty"`
+	// Rounds per debate (default 3, 1..5).
+	Rounds int `json:"rounds,omitempty"`
+	// Judge adds a judge after every round.
+	Judge bool `json:"judge,omitempty"`
+	// MinRounds is the debate's min_rounds (early stop from this round on).
+	MinRounds int `json:"min_rounds,omitempty"`
+	// ConsensusRound is the first round whose judge reports consensus
+	// (0 = never).
+	ConsensusRound int `json:"consensus_round,omitempty"`
+	// CompactAfter is the debate's compact_after.
+	CompactAfter int `json:"compact_after,omitempty"`
+}
+
+// SteeringScript is one steering note of a scenario.
+type SteeringScript struct {
+	// AtWave is the 0-based wave whose start posts the note.
+	AtWave int    `json:"at_wave"`
+	Note   string `json:"note"`
+	// Diff is what the scripted model turns the note into; without it, the
+	// model adds one leaf node with the note as its goal.
+	Diff *GraphDiff `json:"diff,omitempty"`
+}
+
+// AdvisorScenario scripts the advisor: it redirects every checked agent
+// Redirects times, then halts the Halt nodes, answers the Malformed nodes
+// with text that is no signal, and lets the others continue.
+type AdvisorScenario struct {
+	Redirects int          `json:"redirects,omitempty"`
+	Halt      NodeSelector `json:"halt,omitzero"`
+	Malformed NodeSelector `json:"malformed,omitzero"`
+}
+
+// DelegationScenario scripts delegation.
+type DelegationScenario struct {
+	// Async is the number of async tasks each worker starts in its first
+	// turn; in its second turn it updates the first, checks and lists them,
+	// and cancels the last (when there are two or more); its third turn
+	// collects the results.
+	Async int `json:"async,omitempty"`
+	// Depth: every sub-agent at delegation round < Depth delegates once
+	// more, so chains reach round Depth (0 = sub-agents do not delegate).
+	Depth int `json:"depth,omitempty"`
 }
 
 // Scenario limits, checked by Validate.
@@ -59,6 +129,10 @@ const (
 	MaxToolsPerNode = 100
 	MaxSubagents    = 100
 	MaxFanIn        = 64
+	// MaxTeamSize bounds the nodes of one team's nested plan (and of any
+	// subgraph below the top-level plan).
+	MaxTeamSize      = 16
+	MaxSteeringNotes = 64
 )
 
 // DefaultScenario is what an empty scenario means. Only the fields set here
@@ -93,6 +167,22 @@ func (s Scenario) WithDefaults() Scenario {
 	if s.PanicAttempts == 0 {
 		s.PanicAttempts = d.PanicAttempts
 	}
+	if s.Teams > 0 && s.TeamSize == 0 {
+		s.TeamSize = 3
+	}
+	if d := s.Debate; d != nil {
+		c := *d
+		if c.Nodes == 0 {
+			c.Nodes = 1
+		}
+		if c.Agents == 0 {
+			c.Agents = 3
+		}
+		if c.Rounds == 0 {
+			c.Rounds = 3
+		}
+		s.Debate = &c
+	}
 	return s
 }
 
@@ -116,6 +206,36 @@ func (s Scenario) Validate() error {
 	check(s.PanicAttempts >= 1 && s.PanicAttempts <= 100, "panic_attempts must be in 1..100, got %d", s.PanicAttempts)
 	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)
 	check(s.InfoRequests >= 0 && s.InfoRequests <= MaxNodes, "info_requests must be in 0..%d, got %d", MaxNodes, s.InfoRequests)
+	check(s.Teams >= 0 && s.Teams <= s.Nodes, "teams must be in 0..nodes (%d), got %d", s.Nodes, s.Teams)
+	check(s.TeamSize >= 0 && s.TeamSize <= MaxTeamSize, "team_size must be in 0..%d, got %d", MaxTeamSize, s.TeamSize)
+	if d := s.Debate; d != nil {
+		check(d.Nodes >= 0 && s.Teams+d.Nodes <= s.Nodes, "debate.nodes plus teams must be at most nodes (%d)", s.Nodes)
+		check(d.Agents == 0 || d.Agents >= 2 && d.Agents <= MaxDebateAgents, "debate.agents must be in 2..%d, got %d", MaxDebateAgents, d.Agents)
+		check(d.Rounds >= 0 && d.Rounds <= MaxDebateRounds, "debate.rounds must be in 1..%d, got %d", MaxDebateRounds, d.Rounds)
+		check(d.MinRounds >= 0 && d.MinRounds <= MaxDebateRounds, "debate.min_rounds must be in 0..%d, got %d", MaxDebateRounds, d.MinRounds)
+		check(d.ConsensusRound >= 0 && d.ConsensusRound <= MaxDebateRounds, "debate.consensus_round must be in 0..%d, got %d", MaxDebateRounds, d.ConsensusRound)
+		check(d.CompactAfter >= 0 && d.CompactAfter <= MaxDebateRounds, "debate.compact_after must be in 0..%d, got %d", MaxDebateRounds, d.CompactAfter)
+	}
+	check(len(s.Steering) <= MaxSteeringNotes, "steering may hold at most %d notes, got %d", MaxSteeringNotes, len(s.Steering))
+	for i, st := range s.Steering {
+		check(st.AtWave >= 0 && st.AtWave < s.Waves, "steering[%d].at_wave must be in 0..waves-1 (%d), got %d", i, s.Waves-1, st.AtWave)
+		check(st.Note != "" && len(st.Note) <= MaxSteerNoteBytes, "steering[%d].note must be 1..%d bytes", i, MaxSteerNoteBytes)
+	}
+	if a := s.Advisor; a != nil {
+		check(a.Redirects >= 0 && a.Redirects <= MaxAdvisorRedirects+1, "advisor.redirects must be in 0..%d, got %d", MaxAdvisorRedirects+1, a.Redirects)
+		for name, sel := range map[string]NodeSelector{"advisor.halt": a.Halt, "advisor.malformed": a.Malformed} {
+			if err := sel.validate(name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if d := s.Delegations; d != nil {
+		check(d.Async >= 0 && d.Async <= MaxSubagents, "delegations.async must be in 0..%d, got %d", MaxSubagents, d.Async)
+		check(d.Depth >= 0 && d.Depth <= 2*MaxMaxDelegationRounds, "delegations.depth must be in 0..%d, got %d", 2*MaxMaxDelegationRounds, d.Depth)
+	}
+	if err := s.Spawn.validate("spawn"); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.FailNodes.validate("fail_nodes"); err != nil {
 		errs = append(errs, err)
 	}

@@ -66,6 +66,36 @@ const (
 	ReplayTruncated EventType = "replay_truncated"
 )
 
+// Cost, teams, sub-teams and steering.
+const (
+	RunCostEstimate  EventType = "run_cost_estimate"
+	TeamStarted      EventType = "team_started"
+	TeamSynthesized  EventType = "team_synthesized"
+	SubteamSpawned   EventType = "subteam_spawned"
+	SteeringReceived EventType = "steering_received"
+	SteeringApplied  EventType = "steering_applied"
+	SteeringRejected EventType = "steering_rejected"
+)
+
+// Debates and dissent.
+const (
+	DebateRoundStarted   EventType = "debate_round_started"
+	DebateTurnStarted    EventType = "debate_turn_started"
+	DebateTurnCompleted  EventType = "debate_turn_completed"
+	DebateJudgeStarted   EventType = "debate_judge_started"
+	DebateJudgeSummary   EventType = "debate_judge_summary"
+	DebateRoundCompacted EventType = "debate_round_compacted"
+	DebateStanceMap      EventType = "debate_stance_map"
+	Dissent              EventType = "dissent"
+)
+
+// Advisor gate and citations.
+const (
+	Advisor       EventType = "advisor"
+	Escalation    EventType = "escalation"
+	CitationAdded EventType = "citation_added"
+)
+
 // Human in the loop.
 const (
 	InterruptRaised   EventType = "interrupt_raised"
@@ -198,6 +228,24 @@ var specList = []spec{
 	{SynthesisStarted, RoleOpens, func() Payload { return new(SynthesisStartedPayload) }, "The synthesiser began composing the answer. Opens the synthesis lane."},
 	{SynthesisCompleted, RoleCloses, func() Payload { return new(SynthesisCompletedPayload) }, "The synthesiser finished; the answer is repeated on run_finished."},
 	{SynthesisFailed, RoleCloses, func() Payload { return new(SynthesisFailedPayload) }, "The synthesiser failed or was cancelled."},
+	{RunCostEstimate, RoleWithin, func() Payload { return new(RunCostEstimatePayload) }, "Right after plan_proposed, on the run lane: a warn-only estimate of the run's size and cost (2,000 tokens per model-driven node, 50 tokens/s). Never stops the run."},
+	{TeamStarted, RoleWithin, func() Payload { return new(TeamStartedPayload) }, "On a team node's lane, right after its node_started: the nested plan (run-wide ids `T/X`) and its waves. The nested nodes' lanes are children of the team's lane, one level deeper; the team's waves are wave_started/wave_completed on the team's lane with `team` set."},
+	{TeamSynthesized, RoleWithin, func() Payload { return new(TeamSynthesizedPayload) }, "On a team node's lane after its nested waves and its synthesis lane (`synthesis:T`) closed: the compacted output passed downstream. node_completed follows with the same output."},
+	{SubteamSpawned, RoleWithin, func() Payload { return new(SubteamSpawnedPayload) }, "At a wave boundary, on the lane of the graph the worker is in (run, or its team): a worker's spawn_subteam request was approved (spawn gate under hitl node and above). The sub-team joins the plan as team node `team_id`, depending on the worker; it runs from the next wave."},
+	{SteeringReceived, RoleOpens, func() Payload { return new(SteeringReceivedPayload) }, "A steering note or diff was posted to the run. Opens the lane `steering:<id>`; a note without a diff is turned into one by the model on this lane."},
+	{SteeringApplied, RoleCloses, func() Payload { return new(SteeringAppliedPayload) }, "The diff was applied atomically at the start of wave `applied_at_wave` (before its wave_started); carries the new plan and waves. Closes the steering lane."},
+	{SteeringRejected, RoleCloses, func() Payload { return new(SteeringRejectedPayload) }, "The steering changed nothing: the diff was invalid for the plan at the boundary, the model gave no valid diff, or the run ended first. Preceded on its lane by a warning with code `steering_rejected`. Closes the steering lane."},
+	{DebateRoundStarted, RoleWithin, func() Payload { return new(DebateRoundStartedPayload) }, "On a debate node's lane: round `round` (1-based) begins; its agents' turns follow in agent order."},
+	{DebateTurnStarted, RoleOpens, func() Payload { return new(DebateTurnStartedPayload) }, "Opens one agent's turn lane in a round (`debate:D/r<round>/<agent>`, under the debate node's lane); its text_delta and token_usage follow."},
+	{DebateTurnCompleted, RoleCloses, func() Payload { return new(DebateTurnCompletedPayload) }, "Closes an agent's turn lane with its text and declared stance (held when it declared none)."},
+	{DebateJudgeStarted, RoleOpens, func() Payload { return new(DebateJudgeStartedPayload) }, "Opens the judge's lane for a round (`judge:D/r<round>`), after every turn of that round closed."},
+	{DebateJudgeSummary, RoleCloses, func() Payload { return new(DebateJudgeSummaryPayload) }, "Closes the judge's lane: consensus (from the judge's `CONSENSUS_REACHED:` line, missing = false) and whether the debate stops early (consensus and round >= min_rounds)."},
+	{DebateRoundCompacted, RoleWithin, func() Payload { return new(DebateRoundCompactedPayload) }, "On a debate node's lane: an old round's transcript was replaced by a summary in the agents' context (rounds beyond `compact_after`)."},
+	{DebateStanceMap, RoleWithin, func() Payload { return new(DebateStanceMapPayload) }, "On a debate node's lane after the last round: each agent's final stance (held, shifted, conceded). Precedes the debate's synthesis lane (`synthesis:D`)."},
+	{Dissent, RoleWithin, func() Payload { return new(DissentPayload) }, "On a debate node's lane after its synthesis: one per overruled position (an agent that shifted or conceded), with its opening position. Precedes node_completed."},
+	{Advisor, RoleWithin, func() Payload { return new(AdvisorPayload) }, "The advisor checked an agent's terminating turn: gate_continue, gate_redirect (the agent runs another turn with the guidance), gate_halt or gate_budget (redirect budget spent). A halt is followed by escalation, then the lane's failure event."},
+	{Escalation, RoleWithin, func() Payload { return new(EscalationPayload) }, "Right after an advisor halt (gate_halt or gate_budget) on the same lane, before the lane closes with a failure."},
+	{CitationAdded, RoleWithin, func() Payload { return new(CitationAddedPayload) }, "On the run lane when a wave completes: a source cited for the first time in the run (deduplicated by normalised URL, numbered in node-id order). The answer's Sources section lists them."},
 	{ReplayTruncated, RoleSession, func() Payload { return new(ReplayTruncatedPayload) }, "Sent only to a subscriber whose cursor is older than the retained history, right before the earliest retained event: the events after `after` up to `first_retained`-1 were removed by retention. Its `seq` is `first_retained`-1, so the cursor stays contiguous; it has no run (`run_id` is empty, lane `session`)."},
 	{InterruptRaised, RoleWithin, func() Payload { return new(InterruptRaisedPayload) }, "An agent needs a human; its actor is parked until the interrupt is resolved or expires. Carries the lane of the raising agent."},
 	{InterruptResolved, RoleWithin, func() Payload { return new(InterruptResolvedPayload) }, "A human answered an interrupt."},

@@ -25,8 +25,22 @@ const (
 	RoleWorker
 	// RoleSubagent is an agent delegated to by a worker through the delegate tool.
 	RoleSubagent
-	// RoleSynthesizer composes the final answer from the node outputs.
+	// RoleSynthesizer composes an answer from other agents' outputs: the
+	// run's final answer, a team's synthesis, a debate's verdict.
 	RoleSynthesizer
+	// RoleDebater argues one side of a debate node for one round. Its text
+	// may end with a line "STANCE: held|shifted|conceded".
+	RoleDebater
+	// RoleJudge assesses a debate round. Its text ends with a line
+	// "CONSENSUS_REACHED: true|false".
+	RoleJudge
+	// RoleAdvisor checks an agent's terminating turn (Review). Its text is
+	// "<signal>CONTINUE</signal>", "<signal>REDIRECT</signal> guidance" or
+	// "<signal>HALT</signal> reason".
+	RoleAdvisor
+	// RoleSteerer turns a steering note (Note) on the current Plan into a
+	// graph diff: its text is the diff as JSON (messages.GraphDiff).
+	RoleSteerer
 )
 
 func (r Role) String() string {
@@ -39,6 +53,14 @@ func (r Role) String() string {
 		return "subagent"
 	case RoleSynthesizer:
 		return "synthesizer"
+	case RoleDebater:
+		return "debater"
+	case RoleJudge:
+		return "judge"
+	case RoleAdvisor:
+		return "advisor"
+	case RoleSteerer:
+		return "steerer"
 	default:
 		return "unknown"
 	}
@@ -54,7 +76,31 @@ const (
 	// ToolAskHuman asks a human; args {"question": string, "context": string}.
 	// The runtime raises an info_request interrupt and returns the answer.
 	ToolAskHuman = "ask_human"
+	// ToolSpawnSubteam asks for a sub-team; args {"goal": string,
+	// "roles": [string]}. Only a worker's first call counts; the sub-team
+	// runs after the worker's wave if approved.
+	ToolSpawnSubteam = "spawn_subteam"
+	// Async delegation: the agent goes on while the sub-agent works.
+	// start_async_task {"task"} → task id; check_async_task {"task_id"} →
+	// status (and output once done); update_async_task {"task_id",
+	// "context"} injects context into the running sub-agent;
+	// cancel_async_task {"task_id"}; list_async_tasks {} → every task.
+	ToolStartAsyncTask  = "start_async_task"
+	ToolCheckAsyncTask  = "check_async_task"
+	ToolUpdateAsyncTask = "update_async_task"
+	ToolCancelAsyncTask = "cancel_async_task"
+	ToolListAsyncTasks  = "list_async_tasks"
 )
+
+// AsyncTask is the state of one async task as its supervisor sees it. The
+// runtime keeps these in their own channel (Request.AsyncTasks), apart from
+// Context, so that no compaction of the context ever drops them.
+type AsyncTask struct {
+	ID     string
+	Task   string
+	Status string // pending, running, completed, failed, cancelled
+	Output string
+}
 
 // Request is one model turn.
 type Request struct {
@@ -75,6 +121,28 @@ type Request struct {
 	ToolResults []ToolResult
 	// Tools the agent may call.
 	Tools []string
+	// Role-specific inputs.
+	//
+	// Persona and Round: a debater's persona and the 1-based round (also
+	// the round a judge assesses). Transcript is the debate so far, old
+	// rounds compacted.
+	Persona    string
+	Round      int
+	Transcript []string
+	// Review is the terminating turn an advisor checks.
+	Review string
+	// Guidance is an advisor's redirect the agent must follow this turn.
+	Guidance string
+	// Note and Plan: a steering note and the plan it applies to (steerer).
+	Note string
+	Plan *messages.Plan
+	// AsyncTasks is the state of the agent's async tasks (see AsyncTask).
+	AsyncTasks []AsyncTask
+	// Injected is context injected into a running sub-agent by its
+	// supervisor's update_async_task.
+	Injected []string
+	// Depth is the delegation round of a sub-agent (1 = a node's own).
+	Depth int
 }
 
 // ToolCall is a tool invocation requested by the model.
@@ -138,3 +206,9 @@ type Factory func(scenario messages.Scenario) (Model, error)
 
 // ErrModel marks errors reported by a model (as opposed to cancellation).
 var ErrModel = errors.New("model: error")
+
+// Source is a document a tool result drew on: what a citation points at.
+type Source struct {
+	URL   string
+	Title string
+}

@@ -42,6 +42,10 @@ type SubteamSpawnedPayload struct {
 	Roles             []string `json:"roles"`
 	ChildGraphSummary string   `json:"child_graph_summary"`
 	AppliedAtWave     int      `json:"applied_at_wave"`
+	// Plan and Waves are the plan of the graph the worker is in (the run's,
+	// or its team's, with run-wide ids) after the sub-team joined it.
+	Plan  Plan       `json:"plan"`
+	Waves [][]string `json:"waves"`
 }
 
 // SteeringReceivedPayload opens a steering lane: a note (or diff) posted to

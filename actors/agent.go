@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
@@ -45,8 +46,12 @@ type agentSpec struct {
 	req     model.Request
 	node    *nodeInfo // workers
 	callID  string    // sub-agents: the delegating tool call
-	shared  *agentShared
-	restore *agentRestore // set for an agent rebuilt parked after a restart
+	round   int       // sub-agents: delegation round (1 = a node's own)
+	async   bool      // sub-agents: started by start_async_task
+	// steeringID is the note a steerer translates.
+	steeringID string
+	shared     *agentShared
+	restore    *agentRestore // set for an agent rebuilt parked after a restart
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -71,6 +76,10 @@ type agentActor struct {
 	subs    map[string]*subagent
 	parked  *parking // the pending interrupt, while parked
 
+	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
+	cites  citations.Manager
+	advice adviceState // the advisor gate (advise.go)
+
 	finished bool // reported AgentDone
 	stopping bool // Stopping or Restarting received
 }
@@ -82,6 +91,9 @@ type subagent struct {
 	lane     messages.Lane
 	idx      int // index of its call in results
 	reported bool
+	async    bool // an async task: its call was answered at start
+	taskID   string
+	cancel   bool // cancel_async_task stopped it
 }
 
 func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
@@ -116,6 +128,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.subagentDone(ctx, m)
 	case *actor.Terminated:
 		a.subagentTerminated(ctx, m.Who)
+	case *injectContext:
+		a.deleg.injected = append(a.deleg.injected, m.text)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
 		a.target().cancelParked(ctx)
@@ -141,7 +155,7 @@ func (a *agentActor) begin(ctx actor.Context) {
 // lane; the run supervisor skips it and its dependents.
 func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
-	t.lane = messages.RunLane()
+	t.lane = a.spec.node.scope
 	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal},
 		func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
 }
@@ -169,9 +183,11 @@ func (a *agentActor) openPayload() messages.Payload {
 		return &messages.PlanningStartedPayload{Question: a.spec.run.question}
 	case model.RoleWorker:
 		n := a.spec.node
-		return &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps}
+		return &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps, Role: n.node.Role}
 	case model.RoleSubagent:
-		return &messages.SubagentStartedPayload{SubagentID: a.spec.agentID, Task: a.spec.req.Goal, CallID: a.spec.callID}
+		return &messages.SubagentStartedPayload{SubagentID: a.spec.agentID, Task: a.spec.req.Goal, CallID: a.spec.callID, Async: a.spec.async, Round: a.spec.round}
+	case model.RoleSteerer:
+		return &messages.SteeringReceivedPayload{SteeringID: a.spec.steeringID, Note: a.spec.req.Note}
 	default:
 		return &messages.SynthesisStartedPayload{Inputs: len(a.spec.req.Context)}
 	}
@@ -183,12 +199,20 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 	}
 	a.cur = nil
 	a.usage = a.usage.Add(m.usage)
+	if a.advice.checking {
+		a.advised(ctx, m)
+		return
+	}
 	a.text.WriteString(m.text)
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, m.err)
 	case len(m.calls) > 0:
 		a.runTools(ctx, m.calls)
+	case a.moreInjected():
+		a.startTurn(ctx) // context injected during the turn: one more turn to read it
+	case a.adviserOn():
+		a.advise(ctx)
 	default:
 		a.finishOK(ctx)
 	}
@@ -224,7 +248,7 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 // continueTools runs the remaining calls of the turn until one parks the
 // agent on an interrupt; the interrupt's outcome continues from there.
 func (a *agentActor) continueTools(ctx actor.Context) {
-	for a.next < len(a.calls) {
+	for a.next < len(a.calls) && !a.finished { // a call can fail the agent (delegation limit)
 		i := a.next
 		a.next++
 		c := a.calls[i]
@@ -238,7 +262,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		}
 		a.execute(ctx, i, c)
 	}
-	if a.waiting == 0 {
+	if a.waiting == 0 && !a.finished {
 		a.startTurn(ctx)
 	}
 }
@@ -299,19 +323,16 @@ func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *m
 // execute runs call i now: delegate spawns a sub-agent (it answers later),
 // anything else runs inline.
 func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
-	if c.Name == model.ToolDelegate && a.spec.role == model.RoleWorker {
-		var in struct {
-			Task string `json:"task"`
-		}
-		if err := json.Unmarshal(c.Args, &in); err != nil || in.Task == "" {
-			a.toolResult(ctx, i, "", errors.New(`delegate needs {"task": "<what to do>"}`))
-			return
-		}
-		a.spawnSubagent(ctx, i, in.Task)
+	if a.runtimeTool(ctx, i, c) {
 		return
 	}
 	out, err := a.spec.e.cfg.Tools.RunTool(context.Background(), c)
-	a.toolResult(ctx, i, out, err)
+	for _, src := range out.Sources {
+		if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+c.Name); err == nil {
+			a.cites = m
+		}
+	}
+	a.toolResult(ctx, i, out.Content, err)
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
@@ -323,15 +344,16 @@ func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error)
 	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError})
 }
 
-func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
+func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool) *subagent {
 	sh := a.spec.shared
 	sh.subSeq++
 	name := "sub" + strconv.Itoa(sh.subSeq)
 	id := a.spec.agentID + "." + name
 	lane := a.spec.lane.Child(messages.SubagentStream(a.spec.lane.StreamID, name))
+	round := a.spec.round + 1
 	spec := &agentSpec{
-		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx],
-		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task},
+		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
+		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task, Depth: round},
 		shared: &agentShared{},
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
@@ -343,8 +365,12 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string) {
 	if a.subs == nil {
 		a.subs = map[string]*subagent{}
 	}
-	a.subs[pid.Id] = &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx}
-	a.waiting++
+	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id}
+	a.subs[pid.Id] = s
+	if !async {
+		a.waiting++
+	}
+	return s
 }
 
 func (a *agentActor) subagentDone(ctx actor.Context, m *messages.AgentDone) {
@@ -362,6 +388,16 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 	// The finished sub-agent is idle (no goroutine); it stops with this
 	// agent. Stopping it here would race with that stop and make a dead letter.
 	a.usage = a.usage.Add(m.Usage)
+	a.mergeCitations(m.Citations)
+	if m.Code == messages.ErrCodeDelegationLimit {
+		// Past the hard delegation limit the whole chain aborts.
+		a.failCode(ctx, m.Err, m.Code)
+		return
+	}
+	if s.async {
+		a.asyncEnded(ctx, s, m.Output, m.Err)
+		return
+	}
 	a.subagentAnswered(ctx, s, m.Output, m.Err)
 }
 
@@ -380,11 +416,18 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	// Died without reporting: close its lane for it.
 	p := &messages.SubagentFinishedPayload{SubagentID: s.agentID, Outcome: messages.OutcomeCancelled, Error: "stopped with its parent"}
-	if !a.stopping {
+	switch {
+	case s.cancel:
+		p.Error = "cancelled by cancel_async_task"
+	case !a.stopping:
 		p.Outcome, p.Error = messages.OutcomeFailed, "restart limit reached after panics"
 	}
 	a.spec.e.publish(ctx, a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: s.agentID, Lane: s.lane, Payload: p})
-	if !a.stopping {
+	switch {
+	case a.stopping || a.finished:
+	case s.async:
+		a.asyncEnded(ctx, s, "", errors.New(p.Error))
+	default:
 		a.subagentAnswered(ctx, s, "", errors.New("sub-agent failed: "+p.Error))
 	}
 }
@@ -398,7 +441,11 @@ func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string
 }
 
 func (a *agentActor) finishOK(ctx actor.Context) {
-	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts}
+	if a.awaitAsync() {
+		return // the last async task's end finishes the agent
+	}
+	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts,
+		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
 	case model.RoleDirector:
 		var plan messages.Plan
@@ -418,11 +465,28 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeOK, Output: done.Output})
 	case model.RoleSynthesizer:
 		a.emit(ctx, &messages.SynthesisCompletedPayload{Answer: done.Output})
+	case model.RoleSteerer:
+		// The supervisor closes the steering lane at the wave boundary.
+		d, err := messages.DecodeGraphDiff(strings.NewReader(done.Output))
+		if err != nil {
+			a.finishFailed(ctx, fmt.Errorf("the model's answer is not a graph diff: %w", err))
+			return
+		}
+		done.Diff = &d
 	}
 	a.report(ctx, done)
 }
 
 func (a *agentActor) finishFailed(ctx actor.Context, err error) {
+	a.failCode(ctx, err, "")
+}
+
+// failCode closes the lane with the role's failure event and reports err;
+// code, when set, is the run error code the failure should end the run with.
+func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorCode) {
+	if a.finished {
+		return
+	}
 	switch a.spec.role {
 	case model.RoleDirector:
 		a.emit(ctx, &messages.PlanningFailedPayload{Error: err.Error()})
@@ -433,7 +497,7 @@ func (a *agentActor) finishFailed(ctx actor.Context, err error) {
 	case model.RoleSynthesizer:
 		a.emit(ctx, &messages.SynthesisFailedPayload{Error: err.Error()})
 	}
-	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Usage: a.usage, Attempts: a.spec.shared.attempts, Err: err})
+	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Usage: a.usage, Attempts: a.spec.shared.attempts, Err: err, Code: code})
 }
 
 // report tells the parent the agent is done; the parent stops it.

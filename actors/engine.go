@@ -319,6 +319,16 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if conc < 1 || conc > MaxConcurrency {
 		return nil, bad("concurrency %d not in 1..%d", conc, MaxConcurrency)
 	}
+	rounds := cmd.MaxDelegationRounds
+	if rounds == 0 {
+		rounds = messages.DefaultMaxDelegationRounds
+	}
+	if rounds < 1 || rounds > messages.MaxMaxDelegationRounds {
+		return nil, bad("max_delegation_rounds must be in 1..%d, got %d", messages.MaxMaxDelegationRounds, rounds)
+	}
+	if o := cmd.Advisor; o != nil && (o.MaxRedirects < 0 || o.MaxRedirects > messages.MaxAdvisorRedirects) {
+		return nil, bad("advisor.max_redirects must be in 0..%d, got %d", messages.MaxAdvisorRedirects, o.MaxRedirects)
+	}
 	m, err := e.cfg.Models(sc)
 	if err != nil {
 		return nil, bad("model: %v", err)
@@ -326,7 +336,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	return &runSpec{
 		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: session,
 		question: cmd.Question, hitl: hitl, scenario: &sc, concurrency: conc, model: m,
-		approvalTimeout: timeout, timeoutAction: action,
+		approvalTimeout: timeout, timeoutAction: action, advisor: cmd.Advisor, maxDelegationRounds: rounds,
 	}, nil
 }
 
@@ -444,6 +454,7 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: sum.SessionID,
 		question: st.Question, hitl: st.HITL, scenario: st.Scenario, concurrency: st.Concurrency, model: m,
 		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
+		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
 		rewind: &messages.RunRewoundPayload{From: cmd.RunID, Wave: cmd.Wave, Note: cmd.Note, Plan: *rp.plan, Waves: rp.waves, Reused: reused},
 	}
 	if spec.concurrency == 0 {
@@ -510,8 +521,43 @@ func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	if _, err := e.Run(cmd.Tenant, cmd.RunID); err != nil {
 		return err // unknown, or another tenant's
 	}
-	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, stop: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
+	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, msg: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
 	return err
+}
+
+// Steer posts a steering note (or a graph diff) to a live run and returns
+// its steering id. It is applied at the run's next wave boundary, or
+// rejected there (steering_rejected) if it is invalid for the plan then.
+// A note needs a model turn to become a diff; a diff is only checked for
+// shape here. Steering an ended run is ErrRunTerminal.
+func (e *Engine) Steer(ctx context.Context, cmd messages.Steer) (string, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cmd.Note == "" && cmd.Diff == nil:
+		return "", bad("a note or a diff is required")
+	case len(cmd.Note) > messages.MaxSteerNoteBytes:
+		return "", bad("note is longer than %d bytes", messages.MaxSteerNoteBytes)
+	}
+	if cmd.Diff != nil {
+		if err := cmd.Diff.Validate(); err != nil {
+			return "", bad("%v", err)
+		}
+	}
+	sum, err := e.Run(cmd.Tenant, cmd.RunID)
+	if err != nil {
+		return "", err // unknown, or another tenant's
+	}
+	if sum.Status.Terminal() {
+		return "", fmt.Errorf("%w: %s", ErrRunTerminal, cmd.RunID)
+	}
+	id := e.cfg.NewID().String()
+	_, err = e.request(ctx, &stopRunReq{runID: cmd.RunID, msg: &messages.Steering{ID: id, SteerNote: cmd.SteerNote}})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // publish sends an agent's event to its session's hub. Every event goes

@@ -141,6 +141,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 		tenant: tenant, runID: r.runID, session: r.session, hub: s.pid, question: st.Question, hitl: st.HITL,
 		scenario: st.Scenario, concurrency: st.Concurrency, model: m,
 		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
+		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
 	}
 	if spec.concurrency == 0 {
 		spec.concurrency = a.e.cfg.Concurrency

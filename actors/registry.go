@@ -38,9 +38,11 @@ type (
 		feed *feed.Subscription
 		hub  *actor.PID
 	}
+	// stopRunReq forwards a message to a live run's supervisor: a
+	// *messages.StopRun or a *messages.Steering.
 	stopRunReq struct {
 		runID messages.RunID
-		stop  *messages.StopRun
+		msg   any
 	}
 	shutdownReq struct{}
 	recoverReq  struct{}
@@ -110,10 +112,12 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		r, ok := a.runs[m.runID]
 		switch {
 		case ok:
-			ctx.Send(r.pid, m.stop)
-			// A supervisor parked on the plan gate handles the cancellation
-			// (a system message) first, then the queued StopRun.
-			a.e.interrupts.CancelRun(m.runID)
+			ctx.Send(r.pid, m.msg)
+			if _, stop := m.msg.(*messages.StopRun); stop {
+				// A supervisor parked on the plan gate handles the
+				// cancellation (a system message) first, then the queued StopRun.
+				a.e.interrupts.CancelRun(m.runID)
+			}
 			ctx.Respond(true)
 		case a.ended[m.runID]:
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))

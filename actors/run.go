@@ -2,12 +2,14 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
@@ -17,6 +19,7 @@ const (
 	supervisorAgentID  = "supervisor"
 	directorAgentID    = "director"
 	synthesizerAgentID = "synthesizer"
+	steeringAgentID    = "steering"
 )
 
 // runSpec is everything a run supervisor needs, fixed at StartRun.
@@ -33,6 +36,10 @@ type runSpec struct {
 	// approvalTimeout and timeoutAction apply to every interrupt of the run.
 	approvalTimeout time.Duration
 	timeoutAction   messages.Decision
+	// advisor, when set, gates every worker's terminating turn.
+	advisor *messages.AdvisorOptions
+	// maxDelegationRounds is the delegation soft cap.
+	maxDelegationRounds int
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 }
@@ -64,6 +71,8 @@ type child struct {
 	shared   *agentShared
 	reported bool // sent AgentDone
 	stopping bool // the supervisor asked it to stop
+	// steeringID is the note a steerer agent translates.
+	steeringID string
 }
 
 // runActor supervises one run: it asks the director for a plan, runs the
@@ -100,6 +109,15 @@ type runActor struct {
 	parked   *parking         // the plan gate, while a human decides
 	replay   *replayRun       // set for a run rebuilt after a restart
 	freezing bool             // stopping for a later resume: nothing more happens
+
+	team     *teamScope        // set when this supervises a team node's nested plan
+	steering *steeringQueue    // notes waiting for the next wave boundary (run level)
+	spawns   []spawnAsk        // sub-team requests of the current wave's workers
+	cites    citations.Manager // the run's sources (run level)
+	fixed    map[string]int    // node → wave, for nodes of waves already started
+
+	atBoundary bool // between waves (boundary.go)
+	nextWave   int  // the wave the boundary leads to
 }
 
 // maybeFreeze stops a freezing supervisor once its agents have stopped.
@@ -121,7 +139,35 @@ func sendablePID(pid *actor.PID) *actor.PID { return actor.NewPID(pid.Address, p
 var testHookSpawned func(*agentSpec)
 
 func (r *runActor) target() interruptTarget {
-	return interruptTarget{e: r.e, run: r.spec, agent: supervisorAgentID, lane: messages.RunLane(), parked: &r.parked}
+	return interruptTarget{e: r.e, run: r.spec, agent: r.selfAgentID(), lane: r.base(), parked: &r.parked}
+}
+
+// base is the lane of the graph this supervisor runs: the run lane, or the
+// team node's lane.
+func (r *runActor) base() messages.Lane {
+	if r.team != nil {
+		return r.team.lane
+	}
+	return messages.RunLane()
+}
+
+// selfAgentID is the agent id of the supervisor's own events.
+func (r *runActor) selfAgentID() string {
+	if r.team != nil {
+		return r.team.node.ID
+	}
+	return supervisorAgentID
+}
+
+// nodeLane is the lane of node id of this supervisor's graph.
+func (r *runActor) nodeLane(id string) messages.Lane { return r.base().Child(messages.NodeStream(id)) }
+
+// synthesisLane is the lane of this graph's synthesiser.
+func (r *runActor) synthesisLane() messages.Lane {
+	if r.team != nil {
+		return r.base().Child(messages.SynthesisStreamOf(r.team.node.ID))
+	}
+	return messages.RunLane().Child(messages.SynthesisStream)
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
@@ -129,7 +175,7 @@ func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
-	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: supervisorAgentID, Lane: messages.RunLane(), Payload: p})
+	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: r.selfAgentID(), Lane: r.base(), Payload: p})
 }
 
 // emitFor emits on a node's lane on the node's behalf (skipped, or closing
@@ -147,13 +193,18 @@ func (r *runActor) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if r.team != nil {
+			r.startTeam(ctx)
+			return
+		}
 		if r.replay != nil {
 			r.resume(ctx)
 			return
 		}
 		r.start = r.e.cfg.Now()
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
-			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction}
+			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
+			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -186,8 +237,13 @@ func (r *runActor) Receive(ctx actor.Context) {
 		if r.failCode == "" {
 			r.planGate(ctx)
 		}
+	case *messages.Steering:
+		r.steer(ctx, m)
 	case *actor.Stopping:
 		r.target().cancelParked(ctx)
+		if r.team != nil {
+			r.teamStopping(ctx)
+		}
 	}
 }
 
@@ -198,11 +254,20 @@ func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lan
 // spawnWith spawns an agent with given shared state; restore, when set,
 // puts it back where it was parked before a restart.
 func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
-	req.Role, req.RunID, req.AgentID, req.Question = role, r.spec.runID, agentID, r.spec.question
 	if restore != nil {
 		r.e.restoring.Add(1) // done when the agent is parked again (reattach)
 	}
-	spec := &agentSpec{e: r.e, run: r.spec, role: role, agentID: agentID, lane: lane, req: req, node: node, shared: shared, restore: restore}
+	r.spawnWithSpec(ctx, role, agentID, lane, req, &agentSpec{node: node, shared: shared, restore: restore})
+}
+
+// spawnWithSpec spawns an agent; spec holds the role-specific fields, the
+// rest is filled in here.
+func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
+	req.Role, req.RunID, req.AgentID, req.Question = role, r.spec.runID, agentID, r.spec.question
+	spec.e, spec.run, spec.role, spec.agentID, spec.lane, spec.req = r.e, r.spec, role, agentID, lane, req
+	if spec.shared == nil {
+		spec.shared = &agentShared{}
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, agentID)
@@ -212,7 +277,7 @@ func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string,
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
-	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: agentID, role: role, shared: shared}
+	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: agentID, role: role, shared: spec.shared, steeringID: spec.steeringID}
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
@@ -243,6 +308,8 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		if r.failCode != "" {
 			return // aborted while planning
 		}
+		n := int64(dag.CountAgents(r.plan))
+		r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
 		// Gate the plan on a message of our own: a parked actor keeps the
 		// message it parked on (ReenterAfter restores it for the
 		// continuation), and the director's report need not be kept.
@@ -260,13 +327,22 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			r.node(c.agentID).state = nodeFailed
 			r.counts.Failed++
 			r.failDep = c.agentID
-			r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed: %v", c.agentID, m.Err))
+			code := m.Code
+			if code == "" {
+				code = messages.ErrCodeNodeFailed
+			}
+			r.fail(ctx, code, fmt.Sprintf("node %s failed: %v", c.agentID, m.Err))
 			return
 		}
-		r.node(c.agentID).state = nodeCompleted
+		nr := r.node(c.agentID)
+		nr.state, nr.output, nr.cites = nodeCompleted, m.Output, m.Citations
 		r.counts.Completed++
-		r.node(c.agentID).output = m.Output
+		if m.Spawn != nil {
+			r.spawns = append(r.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
+		}
 		r.advance(ctx) // does nothing once the run is failing
+	case model.RoleSteerer:
+		r.steeringTranslated(ctx, c, m)
 	case model.RoleSynthesizer:
 		switch {
 		case r.failCode != "":
@@ -275,7 +351,11 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		case m.Err != nil:
 			r.fail(ctx, messages.ErrCodeSynthesis, m.Err.Error())
 		default:
-			r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output})
+			answer := m.Output
+			if r.team == nil && r.cites.Len() > 0 {
+				answer += "\n\n" + r.cites.RenderSources()
+			}
+			r.finish(ctx, &messages.RunFinishedPayload{Answer: answer, Citations: r.cites.List()})
 		}
 	}
 }
@@ -297,7 +377,7 @@ func (r *runActor) planGate(ctx actor.Context) {
 	if !r.spec.hitl.Includes(messages.HITLPlan) {
 		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
 		r.phase = phaseExecuting
-		r.startWave(ctx, 0)
+		r.boundary(ctx, 0)
 		return
 	}
 	plan := r.plan
@@ -330,7 +410,7 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 		return
 	}
 	r.phase = phaseExecuting
-	r.startWave(ctx, 0)
+	r.boundary(ctx, 0)
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
@@ -371,8 +451,15 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 		if !c.stopping {
 			r.fail(ctx, messages.ErrCodePlanningFailed, reason)
 		}
+	case model.RoleSteerer:
+		if it := r.steering.byID(c.steeringID); it != nil && it.translating {
+			it.translating = false
+			r.rejectSteering(ctx, it, "translation stopped: "+reason)
+			r.steering.items = slices.DeleteFunc(r.steering.items, func(x *steerItem) bool { return x == it })
+			r.continueBoundary(ctx)
+		}
 	case model.RoleSynthesizer:
-		r.emitFor(ctx, c.agentID, messages.RunLane().Child(messages.SynthesisStream), &messages.SynthesisFailedPayload{Error: reason})
+		r.emitFor(ctx, c.agentID, r.synthesisLane(), &messages.SynthesisFailedPayload{Error: reason})
 		if !c.stopping {
 			r.fail(ctx, messages.ErrCodeSynthesis, reason)
 		}
@@ -391,7 +478,7 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			}
 			return
 		}
-		lane := messages.RunLane().Child(messages.NodeStream(c.agentID))
+		lane := r.nodeLane(c.agentID)
 		if c.stopping {
 			r.node(c.agentID).state = nodeCancelled
 			r.counts.Cancelled++
@@ -413,7 +500,14 @@ func (r *runActor) startWave(ctx actor.Context, i int) {
 	}
 	r.wave, r.inWave = i, true
 	r.queue = append(r.queue[:0], r.waves[i]...)
-	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.waves[i]})
+	if r.fixed == nil {
+		r.fixed = map[string]int{}
+	}
+	for _, id := range r.waves[i] {
+		r.fixed[id] = i
+	}
+	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.waves[i], Team: r.teamID()})
+	r.injectScenarioSteering(ctx, i)
 	r.advance(ctx)
 }
 
@@ -436,12 +530,12 @@ func (r *runActor) advance(ctx actor.Context) {
 	}
 	if r.running == 0 && len(r.queue) == 0 && r.inWave {
 		r.completeWave(ctx)
-		r.startWave(ctx, r.wave+1)
+		r.boundary(ctx, r.wave+1)
 	}
 }
 
 func (r *runActor) completeWave(ctx actor.Context) {
-	p := &messages.WaveCompletedPayload{Wave: r.wave}
+	p := &messages.WaveCompletedPayload{Wave: r.wave, Team: r.teamID()}
 	for _, id := range r.waves[r.wave] {
 		switch r.node(id).state {
 		case nodeCompleted:
@@ -465,6 +559,9 @@ func (r *runActor) startNode(ctx actor.Context, id string) {
 func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore) {
 	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
+	if r.team != nil && len(n.Deps) == 0 {
+		inputs = append(inputs, r.team.inputs...) // the team's own inputs reach its first nodes
+	}
 	for _, d := range n.Deps {
 		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.node(d).output))
 	}
@@ -473,8 +570,19 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	}
 	r.node(id).state = nodeRunning
 	r.running++
-	r.spawnWith(ctx, model.RoleWorker, id, messages.RunLane().Child(messages.NodeStream(id)),
-		model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}, &nodeInfo{node: n, wave: r.wave}, shared, restore)
+	info := &nodeInfo{node: n, wave: r.wave, scope: r.base()}
+	req := model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}
+	if n.Role != "" {
+		req.Goal = "As the " + n.Role + ": " + n.Goal // the node's specialist role reaches the model with its goal
+	}
+	switch {
+	case n.IsTeam():
+		r.spawnTeam(ctx, info, req, shared)
+	case n.IsDebate():
+		r.spawnDebate(ctx, info, req, shared)
+	default:
+		r.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
+	}
 }
 
 func (r *runActor) startSynthesis(ctx actor.Context) {
@@ -486,10 +594,15 @@ func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 	inputs := make([]string, 0, len(r.plan.Nodes))
 	for _, n := range r.plan.Nodes {
 		if r.node(n.ID).state == nodeCompleted { // rejected nodes and their dependents have no output
-			inputs = append(inputs, fmt.Sprintf("[%s] %s", n.ID, r.node(n.ID).output))
+			inputs = append(inputs, r.synthesisInput(n.ID))
 		}
 	}
-	r.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, messages.RunLane().Child(messages.SynthesisStream),
+	if r.team != nil {
+		r.spawnWith(ctx, model.RoleSynthesizer, r.team.node.ID+"/"+synthesizerAgentID, r.synthesisLane(),
+			model.Request{Goal: "Synthesise the team's findings on: " + r.team.node.Goal, Context: inputs}, nil, shared, nil)
+		return
+	}
+	r.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, r.synthesisLane(),
 		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil, shared, nil)
 }
 
@@ -518,6 +631,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 	if len(r.children) > 0 || r.terminal != nil {
 		return
 	}
+	r.dropSteering(ctx, "the run ended before the next wave boundary")
 	if r.inWave {
 		r.completeWave(ctx)
 	}
@@ -553,13 +667,22 @@ func (r *runActor) skipFailed(ctx actor.Context, id string) {
 func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
 	r.node(id).state = nodeSkipped
 	r.counts.Skipped++
-	r.emitFor(ctx, id, messages.RunLane().Child(messages.NodeStream(id)),
+	r.emitFor(ctx, id, r.nodeLane(id),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
 }
 
 // finish decides the terminal event; maybeEnd emits it once every agent
 // has stopped, then stops the supervisor.
 func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
+	// Notes that can no longer apply end now; translators still working
+	// are stopped, and their lanes close as they terminate.
+	r.dropSteering(ctx, "the run ended before the next wave boundary")
+	for _, c := range r.children {
+		if c.role == model.RoleSteerer && !c.stopping {
+			c.stopping = true
+			ctx.Stop(c.pid)
+		}
+	}
 	dur := r.e.cfg.Now().Sub(r.start).Milliseconds()
 	switch p := p.(type) {
 	case *messages.RunFinishedPayload:
@@ -573,6 +696,10 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 
 func (r *runActor) maybeEnd(ctx actor.Context) {
 	if len(r.children) > 0 || r.ended.Load() {
+		return
+	}
+	if r.team != nil {
+		r.endTeam(ctx)
 		return
 	}
 	r.emit(ctx, r.terminal)
@@ -602,6 +729,22 @@ type gatePlan struct{}
 type nodeRun struct {
 	state  nodeState
 	output string
+	cites  []messages.Citation // sources the node cited, handed up with its output
+}
+
+// Cost estimate (run_cost_estimate): tokens per model-driven agent, and
+// the throughput it assumes.
+const (
+	estTokensPerAgent  = 2000
+	estTokensPerSecond = 50
+)
+
+// teamID is the team node id of a team supervisor ("" for the run).
+func (r *runActor) teamID() string {
+	if r.team != nil {
+		return r.team.node.ID
+	}
+	return ""
 }
 
 func (r *runActor) node(id string) *nodeRun               { return &r.nodes[r.pos[id]] }
@@ -609,8 +752,9 @@ func (r *runActor) planNode(id string) *messages.PlanNode { return &r.plan.Nodes
 
 // nodeInfo is what a worker agent knows of its plan node.
 type nodeInfo struct {
-	node *messages.PlanNode
-	wave int
+	node  *messages.PlanNode
+	wave  int
+	scope messages.Lane // the lane of the graph the node is in (run or team)
 }
 
 func joinInputs(in []string) string { return strings.Join(in, "\n") }

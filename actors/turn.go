@@ -36,30 +36,48 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	a.turn++
 	req := a.spec.req
 	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.results
+	req.AsyncTasks = a.deleg.tasks.Snapshot() // its own channel: never trimmed with the context
+	req.Guidance, a.advice.guidance = a.advice.guidance, ""
+	req.Injected = a.deleg.takeInjected()
 	a.results = nil
 
+	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, false)
+}
+
+// startModelTurn streams one model turn for the calling actor in a
+// goroutine owned by the engine's turn group; the actor receives a
+// *turnDone (or *turnPanicked) when it ends. Deltas and usage are
+// published on lane as agentID, unless quiet (an advisor's check, whose
+// text is not the lane's output).
+func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, lane messages.Lane, req model.Request, quiet bool) *turnHandle {
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
-	a.cur = h
 	t := &turnRunner{
-		e: a.spec.e, model: a.spec.run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: a.spec.run.hub,
-		emit: messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane},
+		e: e, model: run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: run.hub, quiet: quiet,
+		emit: messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
 	}
-	if !a.spec.e.turns.Go(func() { t.run(tctx, h.done) }) {
+	if !e.turns.Go(func() { t.run(tctx, h.done) }) {
 		cancel()
 		close(h.done)
 		ctx.Send(ctx.Self(), &turnDone{err: ErrShuttingDown})
 	}
+	return h
+}
+
+// stop cancels the turn and waits for its goroutine, so that nothing of
+// it reaches the hub afterwards. A nil handle is a no-op.
+func (h *turnHandle) stop() {
+	if h == nil {
+		return
+	}
+	h.cancel()
+	<-h.done
 }
 
 // stopTurn cancels the running turn and waits for its goroutine, so no
 // delta of this agent can reach the hub after the agent stopped.
 func (a *agentActor) stopTurn() {
-	if a.cur == nil {
-		return
-	}
-	a.cur.cancel()
-	<-a.cur.done
+	a.cur.stop()
 	a.cur = nil
 }
 
@@ -70,10 +88,14 @@ type turnRunner struct {
 	root  *actor.RootContext
 	self  *actor.PID
 	hub   *actor.PID
+	quiet bool          // publish nothing (the caller gets the text in turnDone)
 	emit  messages.Emit // template: run, agent, lane
 }
 
 func (t *turnRunner) publish(p messages.Payload) {
+	if t.quiet {
+		return
+	}
 	e := t.emit
 	e.Payload = p
 	t.e.publish(t.root, t.hub, &e)

@@ -101,3 +101,9 @@ type Resumed struct {
 	InterruptID string          `json:"interrupt_id"`
 	Status      InterruptStatus `json:"status"`
 }
+
+// SteerAccepted answers POST /api/v1/runs/{id}/steer.
+type SteerAccepted struct {
+	SteeringID string `json:"steering_id"`
+	RunID      RunID  `json:"run_id"`
+}

@@ -16,8 +16,18 @@ type AgentDone struct {
 	// Plan and Waves are set by the director.
 	Plan  *Plan
 	Waves [][]string
-	// Err is set when the agent failed.
-	Err error
+	// Err is set when the agent failed; Code, when set, is the run error
+	// code the failure should end the run with (default node_failed).
+	Err  error
+	Code ErrorCode
+	// Citations are the sources the agent (and its sub-agents) cited, in
+	// first-seen order, handed to its parent.
+	Citations []Citation
+	// Diff is a steerer's translation of its note.
+	Diff *GraphDiff
+	// Spawn is a worker's approved-to-ask sub-team request (its first
+	// spawn_subteam call).
+	Spawn *SpawnRequest
 	// Rejected: a human rejected the node before it started; it opened no
 	// lane, and its parent reports it as skipped.
 	Rejected bool
@@ -41,4 +51,18 @@ type Resolution struct {
 	Expired bool
 	// Cancelled: the run or agent stopped first; nothing is to be done.
 	Cancelled bool
+}
+
+// SpawnRequest is a worker's spawn_subteam request, carried to its
+// supervisor with its report and considered at the end of its wave.
+type SpawnRequest struct {
+	Goal  string
+	Roles []string
+}
+
+// Steering is a steering request delivered to a run supervisor (from
+// Engine.Steer, or from the scenario's steering script).
+type Steering struct {
+	ID string
+	SteerNote
 }

@@ -98,6 +98,8 @@ type DebateTurnCompletedPayload struct {
 	Round   int    `json:"round"`
 	Text    string `json:"text"`
 	Stance  Stance `json:"stance"`
+	// Cancelled: the debate stopped during the turn; Text is empty.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // DebateJudgeStartedPayload opens the judge's lane for a round.
@@ -114,6 +116,8 @@ type DebateJudgeSummaryPayload struct {
 	Consensus  bool   `json:"consensus"`
 	EarlyStop  bool   `json:"early_stop"`
 	Assessment string `json:"assessment"`
+	// Cancelled: the debate stopped while the judge was working.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // DebateRoundCompactedPayload: an old round's transcript was replaced by

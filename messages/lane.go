@@ -1,5 +1,7 @@
 package messages
 
+import "strconv"
+
 // StreamID names one lane of output inside a run: the run itself, the
 // director, one council node, one sub-agent or the synthesiser. Together with
 // the run id it is unique within a session.
@@ -39,3 +41,20 @@ func RunLane() Lane { return Lane{StreamID: RunStream} }
 func (l Lane) Child(id StreamID) Lane {
 	return Lane{StreamID: id, Depth: l.Depth + 1, ParentStreamID: l.StreamID}
 }
+
+// SynthesisStreamOf is the synthesis lane of a team or debate node (under
+// the node's lane); the run's own synthesis lane is SynthesisStream.
+func SynthesisStreamOf(nodeID string) StreamID { return StreamID("synthesis:" + nodeID) }
+
+// DebateTurnStream is the lane of one debater's turn in a round.
+func DebateTurnStream(nodeID string, round int, agentID string) StreamID {
+	return StreamID("debate:" + nodeID + "/r" + strconv.Itoa(round) + "/" + agentID)
+}
+
+// JudgeStream is the lane of a debate's judge for a round.
+func JudgeStream(nodeID string, round int) StreamID {
+	return StreamID("judge:" + nodeID + "/r" + strconv.Itoa(round))
+}
+
+// SteeringStream is the lane of one steering note.
+func SteeringStream(steeringID string) StreamID { return StreamID("steering:" + steeringID) }

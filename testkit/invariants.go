@@ -3,6 +3,7 @@ package testkit
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,23 +35,63 @@ const (
 	// depth + 1; sub-agent lanes have depth >= 2.
 	RuleLaneDepth = "lane-depth"
 	// RuleLaneShape: events that belong to a fixed lane are on it (run,
-	// director, synthesis, node:<id> under run, <parent>/sub:<k> for
-	// sub-agents), and every event of a stream carries the same depth and
-	// parent as the event that opened it.
+	// director, synthesis, node:<id> under run or under its team's lane,
+	// <parent>/sub:<k> for sub-agents, synthesis:<id>, debate turn and
+	// judge lanes under their debate's lane, steering:<id> under run, a
+	// team's waves on the team's lane), and every event of a stream
+	// carries the same depth and parent as the event that opened it.
 	RuleLaneShape = "lane-shape"
 	// RulePlanGate: plan_approved or plan_rejected follows plan_proposed, at
 	// most once; wave_started and node_started only after plan_approved.
 	RulePlanGate = "plan-gate"
 	// RuleDAGOrder: node_started of X follows node_completed of every
-	// dependency of X; nodes outside the plan never start or are skipped.
+	// dependency of X in X's graph (the run's plan or its team's); nodes
+	// outside the plan never start or are skipped.
 	RuleDAGOrder = "dag-order"
-	// RuleWaveOrder: waves start at most once in increasing order, nodes start
-	// inside their wave, a wave completes after all its nodes ended, and a
-	// started wave completes before the terminal event.
+	// RuleWaveOrder: per graph (the run's, each team's), waves start at most
+	// once in increasing order, nodes start inside their wave, a wave
+	// completes after all its nodes ended, and a started wave completes
+	// before the terminal event (a team's: before the team node's lane
+	// closes).
 	RuleWaveOrder = "wave-order"
 	// RulePayloadConsistency: the envelope type matches its payload, ids in
-	// payloads match the lane, and plan, wave and count fields agree.
+	// payloads match the lane, and plan, wave, kind, round and count fields
+	// agree.
 	RulePayloadConsistency = "payload-consistency"
+	// RuleCostEstimate: run_cost_estimate comes once per plan_proposed, after
+	// it and before the plan is approved or rejected (and before any wave).
+	RuleCostEstimate = "cost-estimate"
+	// RuleTeamOrder: a team node's lane carries node_started{kind team},
+	// team_started right after it, the team's waves and nested node lanes,
+	// its synthesis lane synthesis:<T> after the waves, team_synthesized,
+	// then node_completed with the compacted output.
+	RuleTeamOrder = "team-order"
+	// RuleDebateOrder: a debate node's lane carries rounds 1, 2, … (at most
+	// the configured number, none after an early stop), each with one
+	// sequential turn lane per agent in agent order then the judge's lane
+	// when the debate has a judge; then one debate_stance_map, the
+	// synthesis lane synthesis:<D>, a dissent per shifted or conceded
+	// agent, and node_completed.
+	RuleDebateOrder = "debate-order"
+	// RuleSpawn: subteam_spawned comes on the lane of its parent's graph
+	// after the parent completed and its wave completed, before the wave it
+	// applies at starts; it keeps the earlier waves, and the new plan has the
+	// team node, depending on the parent.
+	RuleSpawn = "spawn"
+	// RuleSteering: a steering lane holds steering_received, the steerer's
+	// output and one close; steering_rejected follows a warning with code
+	// steering_rejected; steering_applied comes between
+	// wave_completed{applied_at_wave-1} and wave_started{applied_at_wave}
+	// of the run and keeps the earlier waves.
+	RuleSteering = "steering"
+	// RuleAdvisorOrder: an advisor halt (gate_halt or gate_budget) is
+	// followed on its lane by escalation, then the lane's failure close;
+	// escalation only follows such a halt.
+	RuleAdvisorOrder = "advisor-escalation"
+	// RuleCitations: citation_added numbers are 1, 2, 3, … with distinct
+	// URLs, added between waves; run_finished.citations, when present, is
+	// the list of citations added.
+	RuleCitations = "citations"
 )
 
 // Rules lists every rule name in documentation order.
@@ -59,6 +100,7 @@ func Rules() []string {
 		RuleSeqGapless, RuleSingleSession, RuleRunStartedFirst, RuleTerminalOnceLast,
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
+		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
 	}
 }
 
@@ -90,8 +132,9 @@ func Check(events []*messages.Envelope) []Violation {
 // contiguous but may start above 1, and runs may still be open. When the
 // window starts above seq 1, a run whose first visible event is not
 // run_started is taken to have begun before the window: its streams are
-// assumed open when first seen and the checks that need its plan are skipped
-// until its plan_proposed is seen.
+// assumed open when first seen, the checks that need its plan are skipped
+// until its plan_proposed is seen, and so are the checks of a team, debate,
+// steering or advisor sequence that began before the window.
 func CheckPartial(events []*messages.Envelope) []Violation {
 	return check(events, true)
 }
@@ -136,9 +179,9 @@ func check(events []*messages.Envelope, partial bool) []Violation {
 }
 
 // checker is a single pass over one session's events. All state is per run,
-// and inside a run per stream and per plan node, so each event costs O(1)
-// apart from the closing events that visit their own children, waves or
-// streams once.
+// and inside a run per stream, per graph (scope) and per plan node, so each
+// event costs O(1) apart from the events that visit their own children,
+// waves, plan or stance map once.
 type checker struct {
 	partial bool
 	out     []Violation
@@ -166,12 +209,52 @@ type runState struct {
 	streams     map[messages.StreamID]*streamState
 	streamOrder []*streamState
 
-	proposed bool // plan_proposed seen; nodes and waves are set
+	// top is the run's own graph; teams are the nested graphs of team
+	// nodes by team id, from their team_started on.
+	top      *scope
+	teams    map[string]*scope
+	approved bool
+	rejected bool
+
+	// costDue: plan_proposed was seen and its run_cost_estimate not yet.
+	costDue bool
+
+	citations []messages.Citation
+	// citeFirst is the number the first citation_added seen must have: 1,
+	// or whatever it is in a run that began before the window; 0 before any.
+	citeFirst int
+	citeURLs  map[string]int
+}
+
+// scope is one graph of a run: the run's plan, or a team's nested plan
+// (whose node ids are run-wide, "T/X"). Each has its own waves and node
+// states; a steering diff or a spawn replaces its plan from a wave on.
+type scope struct {
+	team     string // "" for the run's own graph
+	proposed bool   // the plan is known; nodes and waves are set
 	nodes    map[string]*nodeState
 	waves    []*waveState
 	lastWave int // highest wave started, -1 before the first
-	approved bool
-	rejected bool
+}
+
+func newScope(team string) *scope { return &scope{team: team, lastWave: -1} }
+
+// what names the scope in reports.
+func (sc *scope) what() string {
+	if sc.team == "" {
+		return "the run"
+	}
+	return fmt.Sprintf("team %q", sc.team)
+}
+
+// openWave returns the index of a wave that started and has not completed, or -1.
+func (sc *scope) openWave() int {
+	if sc.lastWave >= 0 && sc.lastWave < len(sc.waves) {
+		if w := sc.waves[sc.lastWave]; w.started && !w.completed {
+			return sc.lastWave
+		}
+	}
+	return -1
 }
 
 type streamState struct {
@@ -182,9 +265,22 @@ type streamState struct {
 	openSeq   uint64 // 0 when the stream was opened before the window
 	closed    bool
 	closeSeq  uint64
+	closeType messages.EventType
 	children  []*streamState
-	// subagentID is the subagent_id of the subagent_started that opened a sub-agent lane.
+	// lastType is the type of the last event seen on the lane; "" when the
+	// lane opened before the window and none of its events was seen yet.
+	lastType messages.EventType
+	// subagentID and subRound come from the subagent_started that opened a sub-agent lane.
 	subagentID string
+	subRound   int
+
+	// The state of the council rules, set up by the event that opened the
+	// lane: nil (or zero) when it opened before the window, and then the
+	// rules that need it are skipped.
+	team        *teamState   // a team node's lane
+	debate      *debateState // a debate node's lane
+	halt        haltState    // an agent lane after an advisor halt
+	steerWarned bool         // a steering lane carried warning{code: steering_rejected}
 }
 
 type nodePhase uint8
@@ -205,10 +301,12 @@ func (p nodePhase) String() string {
 func (p nodePhase) ended() bool { return p >= phaseCompleted }
 
 type nodeState struct {
-	id    string
-	deps  []string
-	wave  int // index in the plan's waves, -1 if in none
-	phase nodePhase
+	id     string
+	deps   []string
+	wave   int // index in the plan's waves, -1 if in none
+	phase  nodePhase
+	kind   messages.NodeKind      // never empty: leaf, team or debate
+	debate *messages.DebateConfig // a debate node's configuration, if the plan gives one
 }
 
 type waveState struct {
@@ -217,6 +315,48 @@ type waveState struct {
 	completed bool
 	startSeq  uint64
 }
+
+type teamPhase uint8
+
+const (
+	teamAwaitStart  teamPhase = iota // node_started (or agent_restarted) seen; team_started comes next
+	teamRunning                      // team_started seen: waves, nested lanes, synthesis
+	teamSynthesized                  // team_synthesized seen; node_completed comes next
+)
+
+type teamState struct {
+	id      string
+	phase   teamPhase
+	scope   *scope // set by team_started
+	output  string // compacted_output of team_synthesized
+	flagged bool   // an event before team_started was reported (once)
+}
+
+type debateState struct {
+	id  string
+	cfg *messages.DebateConfig // nil when the plan node is not known
+	// round is the last round started (0 before the first); turns, agents
+	// and judged are about it.
+	round  int
+	turns  int
+	agents map[string]bool // agents that had a turn this round (only without cfg)
+	judged bool
+	cur    *streamState // the last turn or judge lane opened
+	// stopped: a judge summary said early_stop; cancelled: a turn or the
+	// judge was cancelled (the debate is stopping).
+	stopped, cancelled bool
+	stanceMap          bool
+	stances            map[string]messages.Stance // the stance map's final stances
+	owed               map[string]bool            // shifted or conceded agents without a dissent yet
+}
+
+type haltState uint8
+
+const (
+	haltNone      haltState = iota
+	haltAdvised             // advisor gate_halt or gate_budget: escalation comes next
+	haltEscalated           // escalation: the lane's failure close comes next
+)
 
 func (c *checker) report(seq uint64, run messages.RunID, rule, format string, args ...any) {
 	c.out = append(c.out, Violation{Seq: seq, RunID: run, Rule: rule, Detail: fmt.Sprintf(format, args...)})
@@ -256,10 +396,13 @@ func (c *checker) event(env *messages.Envelope) {
 		return
 	}
 	lane := c.laneShape(r, env)
-	if !c.stream(r, env, lane) {
+	st := c.stream(r, env, lane)
+	if st == nil {
 		return // reported; the event's effects would only cascade
 	}
-	c.payload(r, env)
+	c.laneRules(r, env, st)
+	c.payload(r, env, st)
+	st.lastType = env.Type
 }
 
 func (c *checker) sequence(env *messages.Envelope) {
@@ -295,7 +438,7 @@ func (c *checker) run(env *messages.Envelope) *runState {
 		}
 		return r
 	}
-	r = &runState{id: env.RunID, streams: make(map[messages.StreamID]*streamState), lastWave: -1}
+	r = &runState{id: env.RunID, streams: make(map[messages.StreamID]*streamState), top: newScope(""), teams: make(map[string]*scope)}
 	c.runs[env.RunID] = r
 	c.order = append(c.order, r)
 	if env.Type != messages.RunStarted {
@@ -315,21 +458,63 @@ func (c *checker) addStream(r *runState, st *streamState) {
 	r.streamOrder = append(r.streamOrder, st)
 }
 
+// Lane names of the council and delegation events (docs/events.md, Lanes).
+
+func synthesisStreamOf(nodeID string) messages.StreamID {
+	return messages.StreamID("synthesis:" + nodeID)
+}
+
+func debateTurnStream(nodeID string, round int, agentID string) messages.StreamID {
+	return messages.StreamID("debate:" + nodeID + "/r" + strconv.Itoa(round) + "/" + agentID)
+}
+
+func judgeStream(nodeID string, round int) messages.StreamID {
+	return messages.StreamID("judge:" + nodeID + "/r" + strconv.Itoa(round))
+}
+
+func steeringStream(id string) messages.StreamID { return messages.StreamID("steering:" + id) }
+
+// graphStream is the lane of the graph node nodeID is in: the run's, or
+// its team's node lane ("T/X" is in team T).
+func graphStream(nodeID string) messages.StreamID {
+	if i := strings.LastIndexByte(nodeID, '/'); i >= 0 {
+		return messages.NodeStream(nodeID[:i])
+	}
+	return messages.RunStream
+}
+
+func isSubagentStream(id messages.StreamID) bool { return strings.Contains(string(id), "/sub:") }
+
+// isAgentStream: a node's lane or a sub-agent's.
+func isAgentStream(id messages.StreamID) bool {
+	return strings.HasPrefix(string(id), "node:") || isSubagentStream(id)
+}
+
+func isSteeringStream(id messages.StreamID) bool { return strings.HasPrefix(string(id), "steering:") }
+
 // laneShape checks the lane of events whose lane is fixed by their type and
 // returns the lane to track the event under: the expected one for the run,
-// director and synthesis lanes (so a misplaced event is reported once), the
-// event's own lane otherwise.
+// director and synthesis lanes and a team's waves (so a misplaced event is
+// reported once), the event's own lane otherwise.
 func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	runLane := messages.RunLane()
 	var want messages.Lane
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload, *messages.RunFinishedPayload, *messages.RunErrorPayload,
 		*messages.PlanApprovedPayload, *messages.PlanRejectedPayload,
-		*messages.WaveStartedPayload, *messages.WaveCompletedPayload:
+		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload:
 		want = runLane
+	case *messages.WaveStartedPayload:
+		return c.waveLane(r, env, p.Team)
+	case *messages.WaveCompletedPayload:
+		return c.waveLane(r, env, p.Team)
 	case *messages.PlanningStartedPayload, *messages.PlanProposedPayload, *messages.PlanningFailedPayload:
 		want = runLane.Child(messages.DirectorStream)
 	case *messages.SynthesisStartedPayload, *messages.SynthesisCompletedPayload, *messages.SynthesisFailedPayload:
+		if x, ok := strings.CutPrefix(string(env.Lane.StreamID), "synthesis:"); ok && x != "" {
+			c.parentIs(r, env, messages.NodeStream(x)) // a team's or a debate's synthesis
+			return env.Lane
+		}
 		want = runLane.Child(messages.SynthesisStream)
 	case *messages.NodeStartedPayload:
 		c.nodeLane(r, env, p.NodeID)
@@ -345,6 +530,40 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 		c.subagentLane(r, env, p.SubagentID)
 	case *messages.SubagentFinishedPayload:
 		c.subagentLane(r, env, p.SubagentID)
+	case *messages.TeamStartedPayload:
+		c.idLane(r, env, messages.NodeStream(p.TeamID), "team", p.TeamID)
+	case *messages.TeamSynthesizedPayload:
+		c.idLane(r, env, messages.NodeStream(p.TeamID), "team", p.TeamID)
+	case *messages.SubteamSpawnedPayload:
+		if g := graphStream(p.ParentNodeID); env.Lane.StreamID != g {
+			c.report(env.Seq, r.id, RuleLaneShape, "subteam_spawned for parent %q on lane %q, want %q (the lane of the graph the parent is in)",
+				p.ParentNodeID, env.Lane.StreamID, g)
+			return c.trackAs(r, env, g)
+		}
+	case *messages.SteeringReceivedPayload:
+		c.steeringLane(r, env, p.SteeringID)
+	case *messages.SteeringAppliedPayload:
+		c.steeringLane(r, env, p.SteeringID)
+	case *messages.SteeringRejectedPayload:
+		c.steeringLane(r, env, p.SteeringID)
+	case *messages.DebateRoundStartedPayload:
+		c.idLane(r, env, messages.NodeStream(p.NodeID), "node", p.NodeID)
+	case *messages.DebateRoundCompactedPayload:
+		c.idLane(r, env, messages.NodeStream(p.NodeID), "node", p.NodeID)
+	case *messages.DebateStanceMapPayload:
+		c.idLane(r, env, messages.NodeStream(p.NodeID), "node", p.NodeID)
+	case *messages.DebateTurnStartedPayload:
+		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.AgentID))
+	case *messages.DebateTurnCompletedPayload:
+		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.AgentID))
+	case *messages.DebateJudgeStartedPayload:
+		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round))
+	case *messages.DebateJudgeSummaryPayload:
+		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round))
+	case *messages.AdvisorPayload, *messages.EscalationPayload:
+		if !isAgentStream(env.Lane.StreamID) {
+			c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %q; it belongs on an agent's lane (node:<id> or a sub-agent lane)", env.Type, env.Lane.StreamID)
+		}
 	default:
 		return env.Lane
 	}
@@ -355,13 +574,65 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	return env.Lane
 }
 
+// trackAs returns the lane of stream id as opened, to track a misplaced
+// event under; the event's own lane when that stream is not known.
+func (c *checker) trackAs(r *runState, env *messages.Envelope, id messages.StreamID) messages.Lane {
+	if id == messages.RunStream {
+		return messages.RunLane()
+	}
+	if st := r.streams[id]; st != nil && st.laneKnown {
+		return st.lane
+	}
+	return env.Lane
+}
+
+// waveLane: the run's waves are on the run lane, a team's on the team node's lane.
+func (c *checker) waveLane(r *runState, env *messages.Envelope, team string) messages.Lane {
+	want := messages.RunStream
+	if team != "" {
+		want = messages.NodeStream(team)
+	}
+	if env.Lane.StreamID == want && (team != "" || env.Lane == messages.RunLane()) {
+		return env.Lane // a team lane's depth and parent are checked against its opening event
+	}
+	if team == "" {
+		c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %s, want %s", env.Type, fmtLane(env.Lane), fmtLane(messages.RunLane()))
+	} else {
+		c.report(env.Seq, r.id, RuleLaneShape, "%s of team %q on lane %q, want %q", env.Type, team, env.Lane.StreamID, want)
+	}
+	return c.trackAs(r, env, want)
+}
+
 func (c *checker) nodeLane(r *runState, env *messages.Envelope, nodeID string) {
 	if want := messages.NodeStream(nodeID); env.Lane.StreamID != want {
 		c.report(env.Seq, r.id, RulePayloadConsistency, "%s for node %q on lane %q, want %q", env.Type, nodeID, env.Lane.StreamID, want)
 	}
-	if env.Lane.ParentStreamID != messages.RunStream {
-		c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %s; node lanes are nested directly under %q", env.Type, fmtLane(env.Lane), messages.RunStream)
+	if g := graphStream(nodeID); env.Lane.ParentStreamID != g {
+		c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %s; the lane of node %q is nested directly under %q", env.Type, fmtLane(env.Lane), nodeID, g)
 	}
+}
+
+// idLane reports an event whose payload names another lane than its own.
+func (c *checker) idLane(r *runState, env *messages.Envelope, want messages.StreamID, what, id string) {
+	if env.Lane.StreamID != want {
+		c.report(env.Seq, r.id, RulePayloadConsistency, "%s for %s %q on lane %q, want %q", env.Type, what, id, env.Lane.StreamID, want)
+	}
+}
+
+func (c *checker) parentIs(r *runState, env *messages.Envelope, parent messages.StreamID) {
+	if env.Lane.ParentStreamID != parent {
+		c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %s; its parent is %q", env.Type, fmtLane(env.Lane), parent)
+	}
+}
+
+func (c *checker) debateSubLane(r *runState, env *messages.Envelope, nodeID string, want messages.StreamID) {
+	c.idLane(r, env, want, "node", nodeID)
+	c.parentIs(r, env, messages.NodeStream(nodeID))
+}
+
+func (c *checker) steeringLane(r *runState, env *messages.Envelope, id string) {
+	c.idLane(r, env, steeringStream(id), "steering", id)
+	c.parentIs(r, env, messages.RunStream)
 }
 
 func (c *checker) subagentLane(r *runState, env *messages.Envelope, subagentID string) {
@@ -382,9 +653,9 @@ func (c *checker) subagentLane(r *runState, env *messages.Envelope, subagentID s
 	}
 }
 
-// stream applies the event's messages.StreamRole to its stream. It reports
-// false when the event broke the stream's lifecycle.
-func (c *checker) stream(r *runState, env *messages.Envelope, lane messages.Lane) bool {
+// stream applies the event's messages.StreamRole to its stream and returns
+// the stream, or nil when the event broke the stream's lifecycle.
+func (c *checker) stream(r *runState, env *messages.Envelope, lane messages.Lane) *streamState {
 	st := r.streams[lane.StreamID]
 	switch role := env.Type.Role(); role {
 	case messages.RoleOpens, messages.RolePoint:
@@ -394,15 +665,15 @@ func (c *checker) stream(r *runState, env *messages.Envelope, lane messages.Lane
 			} else {
 				c.report(env.Seq, r.id, RuleStreamLifecycle, "%s on stream %q, which is already open%s", env.Type, lane.StreamID, openedAt(st))
 			}
-			return false
+			return nil
 		}
 		st = &streamState{lane: lane, laneKnown: true, openSeq: env.Seq}
 		c.attach(r, env, st)
 		c.addStream(r, st)
 		if role == messages.RolePoint {
-			st.closed, st.closeSeq = true, env.Seq
+			st.closed, st.closeSeq, st.closeType = true, env.Seq, env.Type
 		}
-		return true
+		return st
 	case messages.RoleWithin, messages.RoleCloses:
 		switch {
 		case st == nil && r.truncated:
@@ -413,10 +684,10 @@ func (c *checker) stream(r *runState, env *messages.Envelope, lane messages.Lane
 			c.addStream(r, st)
 		case st == nil:
 			c.report(env.Seq, r.id, RuleStreamLifecycle, "%s before stream %q was opened", env.Type, lane.StreamID)
-			return false
+			return nil
 		case st.closed:
 			c.report(env.Seq, r.id, RuleStreamLifecycle, "%s on stream %q, which %s", env.Type, lane.StreamID, closedAt(st))
-			return false
+			return nil
 		case !st.laneKnown:
 			st.lane, st.laneKnown = lane, true
 		case lane != st.lane:
@@ -432,12 +703,12 @@ func (c *checker) stream(r *runState, env *messages.Envelope, lane messages.Lane
 					}
 				}
 			}
-			st.closed, st.closeSeq = true, env.Seq
+			st.closed, st.closeSeq, st.closeType = true, env.Seq, env.Type
 		}
-		return true
+		return st
 	default:
 		c.report(env.Seq, r.id, RulePayloadConsistency, "%s has no stream role", env.Type)
-		return false
+		return nil
 	}
 }
 
@@ -476,73 +747,212 @@ func (c *checker) attach(r *runState, env *messages.Envelope, st *streamState) {
 	p.children = append(p.children, st)
 }
 
-// payload applies the event's meaning for the run: plan, waves, nodes, terminal.
-func (c *checker) payload(r *runState, env *messages.Envelope) {
+// laneRules checks what may come next on a lane given the lane's state:
+// after an advisor halt, on a team's lane before team_started or after
+// team_synthesized, and on a steering lane.
+func (c *checker) laneRules(r *runState, env *messages.Envelope, st *streamState) {
+	c.advisorOrder(r, env, st)
+	if t := st.team; t != nil {
+		switch {
+		case t.phase == teamAwaitStart && env.Type != messages.TeamStarted && env.Type != messages.NodeFailed &&
+			env.Type != messages.NodeCancelled && !t.flagged:
+			t.flagged = true
+			c.report(env.Seq, r.id, RuleTeamOrder, "%s on the lane of team %q before its team_started, which comes right after node_started", env.Type, t.id)
+		case t.phase == teamSynthesized && env.Type != messages.NodeCompleted:
+			c.report(env.Seq, r.id, RuleTeamOrder, "%s on the lane of team %q after team_synthesized; node_completed comes next", env.Type, t.id)
+		}
+	}
+	if isSteeringStream(st.lane.StreamID) {
+		switch env.Type {
+		case messages.SteeringReceived, messages.SteeringApplied, messages.SteeringRejected,
+			messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage, messages.Warning:
+		default:
+			c.report(env.Seq, r.id, RuleSteering, "%s on steering lane %q, which carries only steering_*, text_delta, reasoning_delta, token_usage and warning",
+				env.Type, st.lane.StreamID)
+		}
+	}
+}
+
+// advisorOrder: gate_halt or gate_budget, then escalation, then the
+// lane's failure close, as consecutive events of the lane.
+func (c *checker) advisorOrder(r *runState, env *messages.Envelope, st *streamState) {
+	switch st.halt {
+	case haltAdvised:
+		st.halt = haltNone
+		if env.Type == messages.Escalation {
+			st.halt = haltEscalated
+			return
+		}
+		c.report(env.Seq, r.id, RuleAdvisorOrder, "%s on lane %q right after an advisor halt; escalation comes next", env.Type, st.lane.StreamID)
+	case haltEscalated:
+		st.halt = haltNone
+		if !failureClose(env) {
+			c.report(env.Seq, r.id, RuleAdvisorOrder, "%s on lane %q after escalation; the lane's failure close (node_failed, or subagent_finished with outcome failed) comes next",
+				env.Type, st.lane.StreamID)
+		}
+	default:
+		// In a window that began after the lane opened, the halt may precede it.
+		if env.Type == messages.Escalation && (st.openSeq != 0 || st.lastType != "") {
+			c.report(env.Seq, r.id, RuleAdvisorOrder, "escalation on lane %q without an advisor halt (gate_halt or gate_budget) right before it", st.lane.StreamID)
+		}
+	}
+	if p, ok := env.Payload.(*messages.AdvisorPayload); ok && (p.Kind == messages.AdvisorHalt || p.Kind == messages.AdvisorBudget) {
+		st.halt = haltAdvised
+	}
+}
+
+func failureClose(env *messages.Envelope) bool {
+	switch p := env.Payload.(type) {
+	case *messages.NodeFailedPayload:
+		return true
+	case *messages.SubagentFinishedPayload:
+		return p.Outcome == messages.OutcomeFailed
+	}
+	return false
+}
+
+// payload applies the event's meaning for the run: plan, waves, nodes,
+// teams, debates, steering, citations, terminal. st is the event's stream.
+func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) {
 	switch p := env.Payload.(type) {
 	case *messages.PlanProposedPayload:
 		c.planProposed(r, env, p.Plan, p.Waves)
+		r.costDue = true
 	case *messages.RunRewoundPayload:
 		// A rewound run starts from its source's plan, already approved,
 		// with the nodes of earlier waves completed (they have no lanes here).
 		c.planProposed(r, env, p.Plan, p.Waves)
 		r.approved = true
 		for _, n := range p.Reused {
-			c.nodeEnded(r, n.NodeID, phaseCompleted)
+			if ns := r.top.nodes[n.NodeID]; ns != nil {
+				ns.phase = phaseCompleted
+			}
 		}
-		for i := 0; i < p.Wave && i < len(r.waves); i++ {
-			r.waves[i].started, r.waves[i].completed = true, true // ran in the source run
+		for i := 0; i < p.Wave && i < len(r.top.waves); i++ {
+			r.top.waves[i].started, r.top.waves[i].completed = true, true // ran in the source run
 		}
+	case *messages.RunCostEstimatePayload:
+		if !r.costDue && !(r.truncated && !r.top.proposed) {
+			c.report(env.Seq, r.id, RuleCostEstimate, "run_cost_estimate that follows no plan_proposed awaiting one (one per plan_proposed, before the plan is approved or rejected)")
+		}
+		r.costDue = false
 	case *messages.PlanApprovedPayload:
 		c.planDecision(r, env)
+		c.costBefore(r, env)
 		if p.Plan != nil { // a human approved an edited plan: it is the one that runs
-			r.proposed = false
-			c.planProposed(r, env, *p.Plan, p.Waves)
+			c.setPlan(r, r.top, env, *p.Plan, p.Waves, 0)
 		}
 		r.approved = true
 	case *messages.PlanRejectedPayload:
 		c.planDecision(r, env)
+		c.costBefore(r, env)
 		r.rejected = true
 	case *messages.WaveStartedPayload:
 		c.waveStarted(r, env, p)
 	case *messages.WaveCompletedPayload:
 		c.waveCompleted(r, env, p)
 	case *messages.NodeStartedPayload:
-		c.nodeStarted(r, env, p)
+		c.nodeStarted(r, env, st, p)
 	case *messages.NodeCompletedPayload:
-		c.nodeEnded(r, p.NodeID, phaseCompleted)
+		c.nodeClosed(r, env, st, p.NodeID, phaseCompleted, p.Output)
 	case *messages.NodeFailedPayload:
-		c.nodeEnded(r, p.NodeID, phaseFailed)
+		c.nodeClosed(r, env, st, p.NodeID, phaseFailed, "")
 	case *messages.NodeCancelledPayload:
-		c.nodeEnded(r, p.NodeID, phaseCancelled)
+		c.nodeClosed(r, env, st, p.NodeID, phaseCancelled, "")
 	case *messages.NodeSkippedPayload:
 		c.nodeSkipped(r, env, p)
+	case *messages.AgentRestartedPayload:
+		c.restarted(r, st)
 	case *messages.SubagentStartedPayload:
-		r.streams[env.Lane.StreamID].subagentID = p.SubagentID
-	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
+		st.subagentID, st.subRound = p.SubagentID, p.Round
+		c.subagentRound(r, env, st, p.Round)
+	case *messages.SynthesisStartedPayload:
+		if x, ok := strings.CutPrefix(string(st.lane.StreamID), "synthesis:"); ok && x != "" {
+			c.nestedSynthesis(r, env, x)
+		}
+	case *messages.WarningPayload:
+		if p.Code == "steering_rejected" {
+			st.steerWarned = true
+		}
+	case *messages.TeamStartedPayload:
+		c.teamStarted(r, env, st, p)
+	case *messages.TeamSynthesizedPayload:
+		c.teamSynthesized(r, env, st, p)
+	case *messages.SubteamSpawnedPayload:
+		c.subteamSpawned(r, env, p)
+	case *messages.SteeringRejectedPayload:
+		if !st.steerWarned && st.openSeq != 0 {
+			c.report(env.Seq, r.id, RuleSteering, "steering_rejected of %q without a warning with code steering_rejected before it on its lane", p.SteeringID)
+		}
+	case *messages.SteeringAppliedPayload:
+		c.steeringApplied(r, env, p)
+	case *messages.DebateRoundStartedPayload:
+		c.debateRound(r, env, st, p)
+	case *messages.DebateTurnStartedPayload:
+		c.debateTurn(r, env, st, p)
+	case *messages.DebateTurnCompletedPayload:
+		if d := r.debateAbove(st); d != nil && p.Cancelled {
+			d.cancelled = true
+		}
+	case *messages.DebateJudgeStartedPayload:
+		c.debateJudge(r, env, st, p)
+	case *messages.DebateJudgeSummaryPayload:
+		c.debateJudgeSummary(r, env, st, p)
+	case *messages.DebateRoundCompactedPayload:
+		c.debateCompacted(r, env, st, p)
+	case *messages.DebateStanceMapPayload:
+		c.debateStanceMap(r, env, st, p)
+	case *messages.DissentPayload:
+		c.dissent(r, env, st, p)
+	case *messages.CitationAddedPayload:
+		c.citationAdded(r, env, p)
+	case *messages.RunFinishedPayload:
+		c.runCitations(r, env, p)
+		c.terminal(r, env)
+	case *messages.RunErrorPayload:
 		c.terminal(r, env)
 	}
 }
 
 func (c *checker) planProposed(r *runState, env *messages.Envelope, plan messages.Plan, waves [][]string) {
-	if r.proposed {
+	if r.top.proposed {
 		return // a second plan_proposed already broke the director lane's lifecycle
 	}
-	r.proposed = true
-	r.nodes = make(map[string]*nodeState, len(plan.Nodes))
-	for _, n := range plan.Nodes {
-		if _, dup := r.nodes[n.ID]; dup {
-			c.report(env.Seq, r.id, RulePayloadConsistency, "plan lists node %q twice", n.ID)
+	c.setPlan(r, r.top, env, plan, waves, 0)
+}
+
+// setPlan makes plan and waves the plan of sc. Nodes that were already in
+// sc's plan keep their phase, and the waves before keep keep their state:
+// a steering diff or a spawn replaces a running graph's plan from wave
+// keep on (the caller checks that the earlier waves are unchanged).
+func (c *checker) setPlan(r *runState, sc *scope, env *messages.Envelope, plan messages.Plan, waves [][]string, keep int) {
+	old, oldWaves := sc.nodes, sc.waves
+	sc.proposed = true
+	sc.nodes = make(map[string]*nodeState, len(plan.Nodes))
+	for i := range plan.Nodes {
+		pn := &plan.Nodes[i]
+		if _, dup := sc.nodes[pn.ID]; dup {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "plan of %s lists node %q twice", sc.what(), pn.ID)
 			continue
 		}
-		r.nodes[n.ID] = &nodeState{id: n.ID, deps: n.Deps, wave: -1}
+		n := &nodeState{id: pn.ID, deps: pn.Deps, wave: -1, kind: kindOf(pn.Kind), debate: pn.Debate}
+		if o := old[pn.ID]; o != nil {
+			n.phase = o.phase
+		}
+		sc.nodes[pn.ID] = n
 	}
-	r.waves = make([]*waveState, len(waves))
+	sc.waves = make([]*waveState, len(waves))
 	for i, ids := range waves {
-		r.waves[i] = &waveState{nodes: ids}
+		w := &waveState{nodes: ids}
+		if i < keep && i < len(oldWaves) {
+			o := oldWaves[i]
+			w.started, w.completed, w.startSeq = o.started, o.completed, o.startSeq
+		}
+		sc.waves[i] = w
 		for _, id := range ids {
-			switch n := r.nodes[id]; {
+			switch n := sc.nodes[id]; {
 			case n == nil:
-				c.report(env.Seq, r.id, RulePayloadConsistency, "wave %d lists %q, which is not in the plan", i, id)
+				c.report(env.Seq, r.id, RulePayloadConsistency, "wave %d of %s lists %q, which is not in the plan", i, sc.what(), id)
 			case n.wave >= 0:
 				c.report(env.Seq, r.id, RulePayloadConsistency, "node %q is listed in waves %d and %d", id, n.wave, i)
 			default:
@@ -550,13 +960,13 @@ func (c *checker) planProposed(r *runState, env *messages.Envelope, plan message
 			}
 		}
 	}
-	for _, pn := range plan.Nodes {
-		n := r.nodes[pn.ID]
+	for i := range plan.Nodes {
+		n := sc.nodes[plan.Nodes[i].ID]
 		if n.wave < 0 {
 			c.report(env.Seq, r.id, RulePayloadConsistency, "node %q is in no wave", n.id)
 		}
 		for _, d := range n.deps {
-			switch dn := r.nodes[d]; {
+			switch dn := sc.nodes[d]; {
 			case dn == nil:
 				c.report(env.Seq, r.id, RulePayloadConsistency, "node %q depends on %q, which is not in the plan", n.id, d)
 			case n.wave >= 0 && dn.wave >= n.wave:
@@ -566,12 +976,44 @@ func (c *checker) planProposed(r *runState, env *messages.Envelope, plan message
 	}
 }
 
+func kindOf(k messages.NodeKind) messages.NodeKind {
+	if k == "" {
+		return messages.KindLeaf
+	}
+	return k
+}
+
+// replacePlan applies a steering diff's or a spawn's new plan to sc from
+// wave at on, reporting under rule a change to an earlier wave.
+func (c *checker) replacePlan(r *runState, sc *scope, env *messages.Envelope, rule string, at int, plan messages.Plan, waves [][]string) {
+	for i := 0; i < at && i < len(sc.waves); i++ {
+		if i >= len(waves) || !slices.Equal(waves[i], sc.waves[i].nodes) {
+			var got []string
+			if i < len(waves) {
+				got = waves[i]
+			}
+			c.report(env.Seq, r.id, rule, "%s changes wave %d of %s from %v to %v; waves before applied_at_wave %d stay as they are",
+				env.Type, i, sc.what(), sc.waves[i].nodes, got, at)
+		}
+	}
+	c.setPlan(r, sc, env, plan, waves, at)
+}
+
 func (c *checker) planDecision(r *runState, env *messages.Envelope) {
 	switch {
 	case r.approved || r.rejected:
 		c.report(env.Seq, r.id, RulePlanGate, "%s after the plan was already %s", env.Type, decided(r))
-	case !r.proposed && !r.truncated:
+	case !r.top.proposed && !r.truncated:
 		c.report(env.Seq, r.id, RulePlanGate, "%s before plan_proposed", env.Type)
+	}
+}
+
+// costBefore reports an event that must follow the run_cost_estimate of
+// the plan_proposed before it.
+func (c *checker) costBefore(r *runState, env *messages.Envelope) {
+	if r.costDue {
+		c.report(env.Seq, r.id, RuleCostEstimate, "%s before run_cost_estimate; the estimate follows plan_proposed before the plan is decided", env.Type)
+		r.costDue = false
 	}
 }
 
@@ -581,135 +1023,224 @@ func (c *checker) gate(r *runState, env *messages.Envelope) {
 	case r.approved:
 	case r.rejected:
 		c.report(env.Seq, r.id, RulePlanGate, "%s after plan_rejected", env.Type)
-	case r.truncated && !r.proposed:
+	case r.truncated && !r.top.proposed:
 		// The approval may precede the window.
 	default:
 		c.report(env.Seq, r.id, RulePlanGate, "%s before plan_approved", env.Type)
 	}
 }
 
+// waveScope returns the graph a wave event is about, or nil when it is
+// not known (reported unless the team began before the window).
+func (c *checker) waveScope(r *runState, env *messages.Envelope, team string) *scope {
+	if team == "" {
+		return r.top
+	}
+	if sc := r.teams[team]; sc != nil {
+		return sc
+	}
+	if !r.truncated {
+		c.report(env.Seq, r.id, RuleTeamOrder, "%s of team %q, which has no team_started", env.Type, team)
+	}
+	return nil
+}
+
 func (c *checker) waveStarted(r *runState, env *messages.Envelope, p *messages.WaveStartedPayload) {
-	c.gate(r, env)
-	if !r.proposed {
+	sc := c.waveScope(r, env, p.Team)
+	if sc == nil {
+		return
+	}
+	if sc == r.top {
+		c.gate(r, env)
+		c.costBefore(r, env)
+	}
+	if !sc.proposed {
 		return
 	}
 	switch {
-	case p.Wave < 0 || p.Wave >= len(r.waves):
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d}, but the plan has %d waves", p.Wave, len(r.waves))
+	case p.Wave < 0 || p.Wave >= len(sc.waves):
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d} of %s, but the plan has %d waves", p.Wave, sc.what(), len(sc.waves))
 		return
-	case r.waves[p.Wave].started:
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d} again (first at seq %d)", p.Wave, r.waves[p.Wave].startSeq)
+	case sc.waves[p.Wave].started:
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d} of %s again (first at seq %d)", p.Wave, sc.what(), sc.waves[p.Wave].startSeq)
 		return
-	case p.Wave < r.lastWave:
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d} after wave_started{%d}; waves start in increasing order", p.Wave, r.lastWave)
+	case p.Wave < sc.lastWave:
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_started{%d} of %s after wave_started{%d}; waves start in increasing order", p.Wave, sc.what(), sc.lastWave)
 		return
 	}
-	w := r.waves[p.Wave]
+	w := sc.waves[p.Wave]
 	w.started, w.startSeq = true, env.Seq
-	r.lastWave = p.Wave
+	sc.lastWave = p.Wave
 	if !slices.Equal(p.NodeIDs, w.nodes) {
-		c.report(env.Seq, r.id, RulePayloadConsistency, "wave_started{%d} lists %v, but plan_proposed wave %d is %v", p.Wave, p.NodeIDs, p.Wave, w.nodes)
+		c.report(env.Seq, r.id, RulePayloadConsistency, "wave_started{%d} of %s lists %v, but its plan's wave %d is %v", p.Wave, sc.what(), p.NodeIDs, p.Wave, w.nodes)
 	}
 }
 
 func (c *checker) waveCompleted(r *runState, env *messages.Envelope, p *messages.WaveCompletedPayload) {
-	if !r.proposed {
+	sc := c.waveScope(r, env, p.Team)
+	if sc == nil || !sc.proposed {
 		return
 	}
-	if p.Wave < 0 || p.Wave >= len(r.waves) {
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d}, but the plan has %d waves", p.Wave, len(r.waves))
+	if p.Wave < 0 || p.Wave >= len(sc.waves) {
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} of %s, but the plan has %d waves", p.Wave, sc.what(), len(sc.waves))
 		return
 	}
-	w := r.waves[p.Wave]
+	w := sc.waves[p.Wave]
 	switch {
 	case !w.started:
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} without wave_started{%d}", p.Wave, p.Wave)
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} of %s without wave_started{%d}", p.Wave, sc.what(), p.Wave)
 		return
 	case w.completed:
-		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} again", p.Wave)
+		c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} of %s again", p.Wave, sc.what())
 		return
 	}
 	w.completed = true
 	var got [phaseSkipped + 1]int
 	allEnded := true
 	for _, id := range w.nodes {
-		n := r.nodes[id]
+		n := sc.nodes[id]
 		if n == nil {
-			continue // reported at plan_proposed
+			continue // reported with the plan
 		}
 		if !n.phase.ended() {
-			c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} before node %q ended (it is %s)", p.Wave, id, n.phase)
+			c.report(env.Seq, r.id, RuleWaveOrder, "wave_completed{%d} of %s before node %q ended (it is %s)", p.Wave, sc.what(), id, n.phase)
 			allEnded = false
 		}
 		got[n.phase]++
 	}
 	// The counts are only comparable once every node has ended.
 	if allEnded && (got[phaseCompleted] != p.Completed || got[phaseFailed] != p.Failed || got[phaseCancelled] != p.Cancelled || got[phaseSkipped] != p.Skipped) {
-		c.report(env.Seq, r.id, RulePayloadConsistency, "wave_completed{%d} counts completed/failed/cancelled/skipped %d/%d/%d/%d, but the events say %d/%d/%d/%d",
-			p.Wave, p.Completed, p.Failed, p.Cancelled, p.Skipped, got[phaseCompleted], got[phaseFailed], got[phaseCancelled], got[phaseSkipped])
+		c.report(env.Seq, r.id, RulePayloadConsistency, "wave_completed{%d} of %s counts completed/failed/cancelled/skipped %d/%d/%d/%d, but the events say %d/%d/%d/%d",
+			p.Wave, sc.what(), p.Completed, p.Failed, p.Cancelled, p.Skipped, got[phaseCompleted], got[phaseFailed], got[phaseCancelled], got[phaseSkipped])
 	}
 }
 
-func (c *checker) nodeStarted(r *runState, env *messages.Envelope, p *messages.NodeStartedPayload) {
-	c.gate(r, env)
-	n := c.planned(r, env, p.NodeID)
-	if n == nil {
-		return
+func (c *checker) nodeStarted(r *runState, env *messages.Envelope, st *streamState, p *messages.NodeStartedPayload) {
+	if !strings.Contains(p.NodeID, "/") {
+		c.gate(r, env) // a nested node starts inside its team, which passed the gate
 	}
-	for _, d := range n.deps {
-		dn := r.nodes[d]
-		switch {
-		case dn == nil, dn.phase == phaseCompleted:
-		case dn.phase.ended():
-			c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q although its dependency %q %s; it may only be skipped", n.id, d, dn.phase)
-		default:
-			c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q before its dependency %q completed (it is %s)", n.id, d, dn.phase)
+	kind := kindOf(p.Kind)
+	var cfg *messages.DebateConfig
+	if sc, n := c.planned(r, env, p.NodeID); n != nil {
+		for _, d := range n.deps {
+			dn := sc.nodes[d]
+			switch {
+			case dn == nil, dn.phase == phaseCompleted:
+			case dn.phase.ended():
+				c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q although its dependency %q %s; it may only be skipped", n.id, d, dn.phase)
+			default:
+				c.report(env.Seq, r.id, RuleDAGOrder, "node_started of %q before its dependency %q completed (it is %s)", n.id, d, dn.phase)
+			}
 		}
+		if n.wave >= 0 {
+			w := sc.waves[n.wave]
+			switch {
+			case !w.started:
+				c.report(env.Seq, r.id, RuleWaveOrder, "node_started of %q before wave_started{%d} of %s", n.id, n.wave, sc.what())
+			case w.completed:
+				c.report(env.Seq, r.id, RuleWaveOrder, "node_started of %q after wave_completed{%d} of %s", n.id, n.wave, sc.what())
+			}
+			if p.Wave != n.wave {
+				c.report(env.Seq, r.id, RulePayloadConsistency, "node_started of %q says wave %d, but its plan puts it in wave %d", n.id, p.Wave, n.wave)
+			}
+		}
+		if kind != n.kind {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "node_started of %q says kind %s, but its plan says %s", n.id, kind, n.kind)
+			kind = n.kind
+		}
+		cfg = n.debate
+		n.phase = phaseRunning
 	}
-	if n.wave >= 0 {
-		w := r.waves[n.wave]
-		switch {
-		case !w.started:
-			c.report(env.Seq, r.id, RuleWaveOrder, "node_started of %q before wave_started{%d}", n.id, n.wave)
-		case w.completed:
-			c.report(env.Seq, r.id, RuleWaveOrder, "node_started of %q after wave_completed{%d}", n.id, n.wave)
-		}
-		if p.Wave != n.wave {
-			c.report(env.Seq, r.id, RulePayloadConsistency, "node_started of %q says wave %d, but plan_proposed puts it in wave %d", n.id, p.Wave, n.wave)
-		}
+	switch kind {
+	case messages.KindTeam:
+		st.team = &teamState{id: p.NodeID}
+	case messages.KindDebate:
+		st.debate = &debateState{id: p.NodeID, cfg: cfg}
 	}
-	n.phase = phaseRunning
 }
 
-// planned returns the plan's node that env is about, or nil after
+// planned returns the node that env is about and its graph, or nil after
 // reporting why there is none (no plan yet, or a node outside it).
-func (c *checker) planned(r *runState, env *messages.Envelope, id string) *nodeState {
-	if !r.proposed {
+func (c *checker) planned(r *runState, env *messages.Envelope, id string) (*scope, *nodeState) {
+	sc := r.top
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		team := id[:i]
+		if sc = r.teams[team]; sc == nil {
+			switch ts := r.streams[messages.NodeStream(team)]; {
+			case ts != nil && ts.team != nil:
+				c.report(env.Seq, r.id, RuleTeamOrder, "%s of %q before team_started of team %q", env.Type, id, team)
+			case r.truncated:
+			default:
+				c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, but %q is not a team that started (no team_started)", env.Type, id, team)
+			}
+			return nil, nil
+		}
+	}
+	if !sc.proposed {
 		if !r.truncated {
 			c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, but no plan was proposed", env.Type, id)
 		}
-		return nil
+		return nil, nil
 	}
-	n := r.nodes[id]
+	n := sc.nodes[id]
 	if n == nil {
-		c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, which is not in the plan", env.Type, id)
+		c.report(env.Seq, r.id, RuleDAGOrder, "%s of %q, which is not in the plan of %s", env.Type, id, sc.what())
 	}
-	return n
+	return sc, n
 }
 
-func (c *checker) nodeEnded(r *runState, id string, phase nodePhase) {
-	if n := r.nodes[id]; n != nil {
-		n.phase = phase
+// nodeClosed ends a node: its phase, and the closing rules of team and
+// debate nodes.
+func (c *checker) nodeClosed(r *runState, env *messages.Envelope, st *streamState, id string, phase nodePhase, output string) {
+	if sc := r.scopeOf(id); sc != nil {
+		if n := sc.nodes[id]; n != nil {
+			n.phase = phase
+		}
 	}
+	if t := st.team; t != nil {
+		switch {
+		case phase != phaseCompleted:
+		case t.phase != teamSynthesized:
+			c.report(env.Seq, r.id, RuleTeamOrder, "node_completed of team %q without team_synthesized", t.id)
+		case output != t.output:
+			c.report(env.Seq, r.id, RulePayloadConsistency, "node_completed of team %q has output %q, but team_synthesized said %q", t.id, clip(output), clip(t.output))
+		}
+		if t.scope != nil {
+			if i := t.scope.openWave(); i >= 0 {
+				c.report(env.Seq, r.id, RuleWaveOrder, "%s while wave %d of team %q (started at seq %d) has no wave_completed", env.Type, i, t.id, t.scope.waves[i].startSeq)
+			}
+		}
+	}
+	if d := st.debate; d != nil && phase == phaseCompleted {
+		synth := r.streams[synthesisStreamOf(d.id)]
+		switch {
+		case d.cancelled:
+			c.report(env.Seq, r.id, RuleDebateOrder, "node_completed of debate %q after a turn or its judge was cancelled", d.id)
+		case !d.stanceMap:
+			c.report(env.Seq, r.id, RuleDebateOrder, "node_completed of debate %q without debate_stance_map", d.id)
+		case synth == nil || synth.closeType != messages.SynthesisCompleted:
+			c.report(env.Seq, r.id, RuleDebateOrder, "node_completed of debate %q before its synthesis lane %q completed", d.id, synthesisStreamOf(d.id))
+		case len(d.owed) > 0:
+			c.report(env.Seq, r.id, RuleDebateOrder, "node_completed of debate %q before the dissent of %v", d.id, sortedKeys(d.owed))
+		}
+	}
+}
+
+// scopeOf returns the graph node id is in, or nil when it is not known.
+func (r *runState) scopeOf(id string) *scope {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return r.teams[id[:i]]
+	}
+	return r.top
 }
 
 func (c *checker) nodeSkipped(r *runState, env *messages.Envelope, p *messages.NodeSkippedPayload) {
-	n := c.planned(r, env, p.NodeID)
+	sc, n := c.planned(r, env, p.NodeID)
 	if n == nil {
 		return
 	}
 	if p.Dependency != "" {
-		switch dn := r.nodes[p.Dependency]; {
+		switch dn := sc.nodes[p.Dependency]; {
 		case !slices.Contains(n.deps, p.Dependency):
 			c.report(env.Seq, r.id, RulePayloadConsistency, "node_skipped of %q names dependency %q, which it does not depend on", n.id, p.Dependency)
 		case dn != nil && dn.phase == phaseCompleted:
@@ -719,13 +1250,482 @@ func (c *checker) nodeSkipped(r *runState, env *messages.Envelope, p *messages.N
 	n.phase = phaseSkipped
 }
 
+// restarted: a team or debate node's actor restarted after a panic and
+// runs again from its start on the same lane (a team's team_started comes
+// next, a debate's rounds start from 1).
+func (c *checker) restarted(r *runState, st *streamState) {
+	if t := st.team; t != nil {
+		if t.scope != nil && r.teams[t.id] == t.scope {
+			delete(r.teams, t.id)
+		}
+		st.team = &teamState{id: t.id}
+	}
+	if d := st.debate; d != nil {
+		st.debate = &debateState{id: d.id, cfg: d.cfg}
+	}
+}
+
+// subagentRound: a sub-agent's round is 1 under a node (or any agent that
+// is not a sub-agent), its parent sub-agent's round + 1 under a sub-agent.
+func (c *checker) subagentRound(r *runState, env *messages.Envelope, st *streamState, round int) {
+	parent := r.streams[st.lane.ParentStreamID]
+	want := 1
+	switch {
+	case parent == nil:
+		return // reported by nested-lanes
+	case parent.subRound > 0:
+		want = parent.subRound + 1
+	case isSubagentStream(parent.lane.StreamID):
+		// Its round is unknown (it opened before the window) or was
+		// reported as wrong already.
+		if round < 2 {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "subagent_started of %q under sub-agent lane %q has round %d, want 2 or more", st.subagentID, parent.lane.StreamID, round)
+		}
+		return
+	}
+	if round != want {
+		c.report(env.Seq, r.id, RulePayloadConsistency, "subagent_started of %q under %q has round %d, want %d", st.subagentID, parent.lane.StreamID, round, want)
+	}
+}
+
+// nestedSynthesis checks synthesis_started on synthesis:<x>: x is a team
+// whose waves are over, or a debate whose stance map was given.
+func (c *checker) nestedSynthesis(r *runState, env *messages.Envelope, x string) {
+	parent := r.streams[messages.NodeStream(x)]
+	switch {
+	case parent == nil:
+		// Reported by nested-lanes.
+	case parent.team != nil:
+		t := parent.team
+		switch t.phase {
+		case teamAwaitStart:
+			c.report(env.Seq, r.id, RuleTeamOrder, "synthesis_started of team %q before its team_started", x)
+		case teamSynthesized:
+			c.report(env.Seq, r.id, RuleTeamOrder, "synthesis_started of team %q after its team_synthesized", x)
+		default:
+			if i := wavesLeft(t.scope); i >= 0 {
+				c.report(env.Seq, r.id, RuleTeamOrder, "synthesis_started of team %q before wave %d of the team completed; the synthesis follows the nested waves", x, i)
+			}
+		}
+	case parent.debate != nil:
+		if !parent.debate.stanceMap {
+			c.report(env.Seq, r.id, RuleDebateOrder, "synthesis_started of debate %q before its debate_stance_map", x)
+		}
+	case parent.openSeq == 0:
+		// The node opened before the window: its kind is not known.
+	default:
+		c.report(env.Seq, r.id, RuleLaneShape, "synthesis lane %q under node %q, which is neither a team nor a debate node", env.Lane.StreamID, x)
+	}
+}
+
+// wavesLeft returns a wave of sc that is not over, or -1: every wave
+// completed, or never started and all its nodes ended (skipped).
+func wavesLeft(sc *scope) int {
+	for i, w := range sc.waves {
+		if w.completed {
+			continue
+		}
+		if w.started {
+			return i
+		}
+		for _, id := range w.nodes {
+			if n := sc.nodes[id]; n != nil && !n.phase.ended() {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func (c *checker) teamStarted(r *runState, env *messages.Envelope, st *streamState, p *messages.TeamStartedPayload) {
+	t := st.team
+	if t == nil {
+		id, isNode := strings.CutPrefix(string(st.lane.StreamID), "node:")
+		if st.openSeq != 0 || !isNode {
+			c.report(env.Seq, r.id, RuleTeamOrder, "team_started on lane %q, which is not a team node's (node_started with kind team)", st.lane.StreamID)
+			return
+		}
+		t = &teamState{id: id} // its node_started came before the window
+		st.team = t
+	}
+	switch {
+	case t.phase != teamAwaitStart:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_started of team %q again", t.id)
+		return
+	case t.flagged:
+	case st.lastType != "" && st.lastType != messages.NodeStarted && st.lastType != messages.AgentRestarted:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_started of team %q after %s; it comes right after the team's node_started", t.id, st.lastType)
+	}
+	if st.laneKnown && p.Depth != st.lane.Depth {
+		c.report(env.Seq, r.id, RulePayloadConsistency, "team_started of team %q says depth %d, but its lane has depth %d", t.id, p.Depth, st.lane.Depth)
+	}
+	for _, n := range p.Plan.Nodes {
+		if x, ok := strings.CutPrefix(n.ID, t.id+"/"); !ok || x == "" || strings.Contains(x, "/") {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "team_started of team %q lists node %q; the team's nodes are %q/<id>", t.id, n.ID, t.id)
+		}
+	}
+	sc := newScope(t.id)
+	c.setPlan(r, sc, env, p.Plan, p.Waves, 0)
+	r.teams[t.id] = sc
+	t.scope, t.phase = sc, teamRunning
+}
+
+func (c *checker) teamSynthesized(r *runState, env *messages.Envelope, st *streamState, p *messages.TeamSynthesizedPayload) {
+	t := st.team
+	switch {
+	case t == nil && st.openSeq != 0:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_synthesized on lane %q, which is not a team node's", st.lane.StreamID)
+		return
+	case t == nil, t.phase == teamAwaitStart:
+		return // the node opened before the window, or reported by laneRules
+	case t.phase == teamSynthesized:
+		return // reported by laneRules
+	}
+	synth := r.streams[synthesisStreamOf(t.id)]
+	switch {
+	case synth == nil:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_synthesized of team %q before its synthesis lane %q", t.id, synthesisStreamOf(t.id))
+	case !synth.closed:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_synthesized of team %q while its synthesis lane is open", t.id)
+	case synth.closeType != messages.SynthesisCompleted:
+		c.report(env.Seq, r.id, RuleTeamOrder, "team_synthesized of team %q after its synthesis ended with %s", t.id, synth.closeType)
+	}
+	t.phase, t.output = teamSynthesized, p.CompactedOutput
+}
+
+func (c *checker) subteamSpawned(r *runState, env *messages.Envelope, p *messages.SubteamSpawnedPayload) {
+	sc := r.scopeOf(p.ParentNodeID)
+	if sc == nil || !sc.proposed {
+		if !r.truncated {
+			c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned for parent %q, whose graph has no known plan", p.ParentNodeID)
+		}
+		return
+	}
+	n := sc.nodes[p.ParentNodeID]
+	if n == nil {
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned for parent %q, which is not in the plan of %s", p.ParentNodeID, sc.what())
+		return
+	}
+	at := p.AppliedAtWave
+	switch {
+	case n.phase != phaseCompleted:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned for parent %q before its node_completed (it is %s)", n.id, n.phase)
+	case n.wave >= 0 && !sc.waves[n.wave].completed:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned for parent %q before wave_completed{%d} of its wave", n.id, n.wave)
+	}
+	switch {
+	case at <= n.wave || at > len(sc.waves):
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned applied_at_wave %d; its parent %q is in wave %d of %s, which has %d waves",
+			at, n.id, n.wave, sc.what(), len(sc.waves))
+		return
+	case sc.lastWave >= at:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned applied_at_wave %d after wave_started{%d} of %s", at, sc.lastWave, sc.what())
+	case !sc.waves[at-1].completed:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned applied_at_wave %d before wave_completed{%d} of %s", at, at-1, sc.what())
+	}
+	c.replacePlan(r, sc, env, RuleSpawn, at, p.Plan, p.Waves)
+	switch tn := sc.nodes[p.TeamID]; {
+	case tn == nil:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned of team %q, which is not in the new plan", p.TeamID)
+	case tn.kind != messages.KindTeam:
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned of %q, which the new plan makes a %s node, not a team", p.TeamID, tn.kind)
+	case !slices.Contains(tn.deps, p.ParentNodeID):
+		c.report(env.Seq, r.id, RuleSpawn, "subteam_spawned of team %q, which does not depend on its parent %q", p.TeamID, p.ParentNodeID)
+	}
+}
+
+func (c *checker) steeringApplied(r *runState, env *messages.Envelope, p *messages.SteeringAppliedPayload) {
+	sc := r.top
+	if !sc.proposed {
+		if !r.truncated {
+			c.report(env.Seq, r.id, RuleSteering, "steering_applied of %q before the run has a plan", p.SteeringID)
+		}
+		return
+	}
+	at := p.AppliedAtWave
+	switch {
+	case at < 0 || at > len(sc.waves):
+		c.report(env.Seq, r.id, RuleSteering, "steering_applied of %q at wave %d, but the run's plan has %d waves", p.SteeringID, at, len(sc.waves))
+		return
+	case sc.lastWave >= at:
+		c.report(env.Seq, r.id, RuleSteering, "steering_applied of %q at wave %d after wave_started{%d}", p.SteeringID, at, sc.lastWave)
+	case at > 0 && !sc.waves[at-1].completed:
+		c.report(env.Seq, r.id, RuleSteering, "steering_applied of %q at wave %d before wave_completed{%d}", p.SteeringID, at, at-1)
+	}
+	c.replacePlan(r, sc, env, RuleSteering, at, p.Plan, p.Waves)
+}
+
+// debateOf returns the debate state of lane st, or nil after reporting an
+// event that needs one on another lane (unless the lane opened before the
+// window, when its kind is not known).
+func (c *checker) debateOf(r *runState, env *messages.Envelope, st *streamState) *debateState {
+	switch {
+	case st == nil:
+		return nil
+	case st.debate != nil:
+		return st.debate
+	case st.openSeq != 0:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s under lane %q, which is not a debate node's (node_started with kind debate)", env.Type, st.lane.StreamID)
+	}
+	return nil
+}
+
+// debateAbove returns the debate state of the lane st is nested under, if any.
+func (r *runState) debateAbove(st *streamState) *debateState {
+	if p := r.streams[st.lane.ParentStreamID]; p != nil {
+		return p.debate
+	}
+	return nil
+}
+
+// debateOver reports an event of the rounds after the rounds ended.
+func (c *checker) debateOver(r *runState, env *messages.Envelope, d *debateState) bool {
+	switch {
+	case d.stanceMap:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q after its debate_stance_map", env.Type, d.id)
+	case d.cancelled:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q after a cancelled turn or judge", env.Type, d.id)
+	case d.stopped:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q after the judge stopped it early (early_stop)", env.Type, d.id)
+	default:
+		return false
+	}
+	return true
+}
+
+// roundDone reports an event that needs the turns of the current round of d
+// to be over: its lanes closed, every agent's turn taken, and with judge,
+// the judge heard (when the debate has one).
+func (c *checker) roundDone(r *runState, env *messages.Envelope, d *debateState, judge bool) {
+	switch {
+	case d.cur != nil && !d.cur.closed:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q while lane %q is open", env.Type, d.id, d.cur.lane.StreamID)
+	case d.cfg != nil && d.turns < len(d.cfg.Agents):
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q after %d of the %d turns of round %d", env.Type, d.id, d.turns, len(d.cfg.Agents), d.round)
+	case d.turns == 0:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q after round %d had no turn", env.Type, d.id, d.round)
+	case judge && d.cfg != nil && d.cfg.Judge && !d.judged:
+		c.report(env.Seq, r.id, RuleDebateOrder, "%s of debate %q before the judge of round %d", env.Type, d.id, d.round)
+	}
+}
+
+func (c *checker) debateRound(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateRoundStartedPayload) {
+	d := c.debateOf(r, env, st)
+	if d == nil || c.debateOver(r, env, d) {
+		return
+	}
+	switch {
+	case p.Round != d.round+1:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_started{%d} of debate %q after round %d; rounds are 1, 2, … in order", p.Round, d.id, d.round)
+	case d.cfg != nil && d.cfg.Rounds > 0 && p.Round > d.cfg.Rounds:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_started{%d} of debate %q, which is configured for %d rounds", p.Round, d.id, d.cfg.Rounds)
+	}
+	if d.round > 0 {
+		c.roundDone(r, env, d, true)
+	}
+	d.round, d.turns, d.agents, d.judged = p.Round, 0, nil, false
+}
+
+func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateTurnStartedPayload) {
+	d := c.debateOf(r, env, r.streams[st.lane.ParentStreamID])
+	if d == nil || c.debateOver(r, env, d) {
+		return
+	}
+	switch {
+	case d.round == 0:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q in debate %q before debate_round_started", p.AgentID, d.id)
+	case p.Round != d.round:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q for round %d during round %d of debate %q", p.AgentID, p.Round, d.round, d.id)
+	case d.cur != nil && !d.cur.closed:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q while lane %q is open; turns are one at a time", p.AgentID, d.cur.lane.StreamID)
+	case d.judged:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q after the judge of round %d", p.AgentID, d.round)
+	case d.cfg != nil && d.turns >= len(d.cfg.Agents):
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q: round %d of debate %q already had a turn from each of its %d agents", p.AgentID, d.round, d.id, len(d.cfg.Agents))
+	case d.cfg != nil && d.cfg.Agents[d.turns].ID != p.AgentID:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q as turn %d of round %d, want %q (agent order)", p.AgentID, d.turns+1, d.round, d.cfg.Agents[d.turns].ID)
+	case d.cfg == nil && d.agents[p.AgentID]:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q again in round %d of debate %q", p.AgentID, d.round, d.id)
+	}
+	if d.cfg == nil {
+		if d.agents == nil {
+			d.agents = make(map[string]bool)
+		}
+		d.agents[p.AgentID] = true
+	}
+	d.turns++
+	d.cur = st
+}
+
+func (c *checker) debateJudge(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateJudgeStartedPayload) {
+	d := c.debateOf(r, env, r.streams[st.lane.ParentStreamID])
+	if d == nil || c.debateOver(r, env, d) {
+		return
+	}
+	switch {
+	case d.cfg != nil && !d.cfg.Judge:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started in debate %q, which has no judge", d.id)
+	case p.Round != d.round:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started for round %d during round %d of debate %q", p.Round, d.round, d.id)
+	case d.judged:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started again in round %d of debate %q", d.round, d.id)
+	default:
+		c.roundDone(r, env, d, false)
+	}
+	d.judged = true
+	d.cur = st
+}
+
+func (c *checker) debateJudgeSummary(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateJudgeSummaryPayload) {
+	d := r.debateAbove(st) // a lane that is not a debate's was reported when it opened
+	if d == nil {
+		return
+	}
+	if p.Cancelled {
+		d.cancelled = true
+		return
+	}
+	if p.EarlyStop {
+		if !p.Consensus || (d.cfg != nil && p.Round < d.cfg.EffectiveMinRounds()) {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "debate_judge_summary of round %d of debate %q stops early without consensus at or after min_rounds", p.Round, d.id)
+		}
+		d.stopped = true
+	}
+}
+
+func (c *checker) debateCompacted(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateRoundCompactedPayload) {
+	d := c.debateOf(r, env, st)
+	if d == nil || c.debateOver(r, env, d) {
+		return
+	}
+	switch {
+	case p.Round < 1 || p.Round > d.round:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_compacted of round %d during round %d of debate %q; only a past round is compacted", p.Round, d.round, d.id)
+	case d.cur != nil && !d.cur.closed:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_compacted of debate %q while lane %q is open; compaction is between rounds", d.id, d.cur.lane.StreamID)
+	}
+}
+
+func (c *checker) debateStanceMap(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateStanceMapPayload) {
+	d := c.debateOf(r, env, st)
+	if d == nil {
+		return
+	}
+	switch {
+	case d.stanceMap:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_stance_map of debate %q again", d.id)
+		return
+	case d.cancelled:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_stance_map of debate %q after a cancelled turn or judge", d.id)
+	case d.round == 0:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_stance_map of debate %q before any round", d.id)
+	default:
+		c.roundDone(r, env, d, true)
+		if d.cfg != nil && d.cfg.Rounds > 0 && !d.stopped && d.round < d.cfg.Rounds {
+			c.report(env.Seq, r.id, RuleDebateOrder, "debate_stance_map of debate %q after round %d of %d, without an early stop", d.id, d.round, d.cfg.Rounds)
+		}
+	}
+	if p.Rounds != d.round {
+		c.report(env.Seq, r.id, RulePayloadConsistency, "debate_stance_map of debate %q says %d rounds, but %d were held", d.id, p.Rounds, d.round)
+	}
+	d.stanceMap = true
+	d.stances = make(map[string]messages.Stance, len(p.Stances))
+	d.owed = make(map[string]bool)
+	for _, s := range p.Stances {
+		if _, dup := d.stances[s.AgentID]; dup {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "debate_stance_map of debate %q lists agent %q twice", d.id, s.AgentID)
+		}
+		if d.cfg != nil && !slices.ContainsFunc(d.cfg.Agents, func(a messages.DebateAgent) bool { return a.ID == s.AgentID }) {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "debate_stance_map of debate %q lists %q, who is not one of its agents", d.id, s.AgentID)
+		}
+		d.stances[s.AgentID] = s.Stance
+		if s.Stance == messages.StanceShifted || s.Stance == messages.StanceConceded {
+			d.owed[s.AgentID] = true
+		}
+	}
+	if d.cfg != nil && len(d.stances) != len(d.cfg.Agents) {
+		c.report(env.Seq, r.id, RulePayloadConsistency, "debate_stance_map of debate %q lists %d agents, but the debate has %d", d.id, len(d.stances), len(d.cfg.Agents))
+	}
+}
+
+func (c *checker) dissent(r *runState, env *messages.Envelope, st *streamState, p *messages.DissentPayload) {
+	d := c.debateOf(r, env, st)
+	if d == nil {
+		return
+	}
+	if synth := r.streams[synthesisStreamOf(d.id)]; !d.stanceMap || synth == nil || !synth.closed {
+		c.report(env.Seq, r.id, RuleDebateOrder, "dissent of %q in debate %q before the debate's synthesis lane closed", p.DissentingAgentID, d.id)
+		return
+	}
+	a := p.DissentingAgentID
+	switch s, listed := d.stances[a]; {
+	case !listed:
+		c.report(env.Seq, r.id, RuleDebateOrder, "dissent of %q, who is not in the stance map of debate %q", a, d.id)
+	case s != messages.StanceShifted && s != messages.StanceConceded:
+		c.report(env.Seq, r.id, RuleDebateOrder, "dissent of %q, whose final stance in debate %q is %s; only shifted or conceded agents dissent", a, d.id, s)
+	case !d.owed[a]:
+		c.report(env.Seq, r.id, RuleDebateOrder, "dissent of %q again in debate %q", a, d.id)
+	default:
+		if p.Stance != s {
+			c.report(env.Seq, r.id, RulePayloadConsistency, "dissent of %q says stance %s, but the stance map of debate %q says %s", a, p.Stance, d.id, s)
+		}
+		delete(d.owed, a)
+	}
+}
+
+func (c *checker) citationAdded(r *runState, env *messages.Envelope, p *messages.CitationAddedPayload) {
+	if r.citeFirst == 0 {
+		r.citeFirst, r.citeURLs = 1, make(map[string]int)
+		if r.truncated {
+			r.citeFirst = p.Number // the earlier ones may precede the window
+		}
+	}
+	if want := r.citeFirst + len(r.citations); p.Number != want {
+		c.report(env.Seq, r.id, RuleCitations, "citation_added number %d, want %d: citations are numbered 1, 2, 3, … in order", p.Number, want)
+	}
+	if n, dup := r.citeURLs[p.URL]; dup {
+		c.report(env.Seq, r.id, RuleCitations, "citation_added number %d repeats the url of citation %d (%s)", p.Number, n, p.URL)
+	} else {
+		r.citeURLs[p.URL] = p.Number
+	}
+	if i := r.top.openWave(); i >= 0 {
+		c.report(env.Seq, r.id, RuleCitations, "citation_added while wave %d runs; citations are added between waves", i)
+	}
+	r.citations = append(r.citations, p.Citation)
+}
+
+func (c *checker) runCitations(r *runState, env *messages.Envelope, p *messages.RunFinishedPayload) {
+	if len(p.Citations) == 0 {
+		return
+	}
+	first := r.citeFirst
+	if first == 0 {
+		if r.truncated {
+			return // citations may have been added before the window
+		}
+		first = 1
+	}
+	got := p.Citations
+	if first > 1 {
+		got = got[min(first-1, len(got)):]
+	}
+	if !slices.Equal(got, r.citations) {
+		i := 0
+		for i < len(got) && i < len(r.citations) && got[i] == r.citations[i] {
+			i++
+		}
+		c.report(env.Seq, r.id, RuleCitations, "run_finished lists %d citations, but citation_added gave %d; they differ from number %d on",
+			len(p.Citations), first-1+len(r.citations), first+i)
+	}
+}
+
 func (c *checker) terminal(r *runState, env *messages.Envelope) {
 	for _, st := range r.streamOrder {
 		if !st.closed && st.lane.StreamID != messages.RunStream {
 			c.report(env.Seq, r.id, RuleStreamsClosed, "%s while stream %q%s is still open", env.Type, st.lane.StreamID, openedAt(st))
 		}
 	}
-	for i, w := range r.waves {
+	for i, w := range r.top.waves {
 		if w.started && !w.completed {
 			c.report(env.Seq, r.id, RuleWaveOrder, "%s while wave %d (started at seq %d) has no wave_completed", env.Type, i, w.startSeq)
 		}
@@ -759,4 +1759,21 @@ func fmtLane(l messages.Lane) string {
 		return fmt.Sprintf("{%s depth %d}", l.StreamID, l.Depth)
 	}
 	return fmt.Sprintf("{%s depth %d parent %s}", l.StreamID, l.Depth, l.ParentStreamID)
+}
+
+// clip shortens s for a report.
+func clip(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return s[:40] + "…"
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -116,6 +116,7 @@ func validRun(id messages.RunID) []messages.Emit {
 			&messages.TokenUsagePayload{Model: "scripted", Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 5}},
 			&messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"a", "b"}, {"c"}}}).
 		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 3, EstTokens: 6000, EstWallSeconds: 120},
 			&messages.PlanApprovedPayload{Automatic: true},
 			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"a", "b"}}).
 		on(a, &messages.NodeStartedPayload{NodeID: "a", Wave: 0, Goal: "facts"}).
@@ -123,7 +124,7 @@ func validRun(id messages.RunID) []messages.Emit {
 		on(a, &messages.TextDeltaPayload{Delta: "A"}).
 		on(b, &messages.ReasoningDeltaPayload{Delta: "hmm"}).
 		on(a, &messages.ToolCallStartedPayload{CallID: "c1", Tool: "delegate", Args: []byte(`{"task":"dig"}`)}).
-		on(sub, &messages.SubagentStartedPayload{SubagentID: "1", Task: "dig", CallID: "c1"}).
+		on(sub, &messages.SubagentStartedPayload{SubagentID: "1", Task: "dig", CallID: "c1", Round: 1}).
 		on(sub, &messages.TextDeltaPayload{Delta: "found"}).
 		on(b, &messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptToolApproval, TimeoutSeconds: 60, ToolName: "search", CallID: "c2"}).
 		on(sub,
@@ -166,6 +167,7 @@ func failedRun(id messages.RunID, waveOne bool) []messages.Emit {
 			&messages.PlanningStartedPayload{Question: "Why?"},
 			&messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"a", "b"}, {"c"}}}).
 		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 3, EstTokens: 6000, EstWallSeconds: 120},
 			&messages.PlanApprovedPayload{Automatic: true},
 			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"a", "b"}}).
 		on(nodeLane("a"), &messages.NodeStartedPayload{NodeID: "a", Goal: "facts"}).
@@ -215,6 +217,7 @@ func TestCheck_Valid(t *testing.T) {
 		on(dirLane, &messages.PlanningStartedPayload{Question: "?"},
 			&messages.PlanProposedPayload{Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}}}, Waves: [][]string{{"x"}}}).
 		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 1, EstTokens: 2000, EstWallSeconds: 40},
 			&messages.InterruptRaisedPayload{InterruptID: "i", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
 			&messages.InterruptResolvedPayload{InterruptID: "i", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionReject},
 			&messages.PlanRejectedPayload{Reason: "no"},
@@ -393,7 +396,7 @@ func TestCheck_Violations(t *testing.T) {
 				i := index(t, em, messages.NodeCompleted, "node:b")
 				sub := subLane("b", "9")
 				return stamp(slices.Insert(em, i+1,
-					emit("r1", sub, &messages.SubagentStartedPayload{SubagentID: "9"}),
+					emit("r1", sub, &messages.SubagentStartedPayload{SubagentID: "9", Round: 1}),
 					emit("r1", sub, &messages.SubagentFinishedPayload{SubagentID: "9", Outcome: messages.OutcomeOK})))
 			},
 			rule: testkit.RuleNestedLanes,

@@ -153,6 +153,36 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, tenant messages.
 
 // abortRun: POST /api/v1/runs/{id}/abort. 202: the run is stopping and its
 // stream will end with run_error{code:"aborted"}; 409 if it already ended.
+// steerRun: POST /api/v1/runs/{id}/steer with {"note"} or {"diff"} (or
+// both); 202 with the steering id. The note is applied at the run's next
+// wave boundary (steering_applied) or rejected there (steering_rejected).
+func (s *Server) steerRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	id, aerr := runIDFrom(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	raw, aerr := readBody(w, r, s.cfg.MaxBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var cmd messages.Steer
+	if aerr := decodeStrict(raw, &cmd.SteerNote); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	cmd.Tenant, cmd.RunID = tenant, id
+	ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
+	defer cancel()
+	sid, err := s.engine.Steer(ctx, cmd)
+	if err != nil {
+		writeError(w, engineError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, messages.SteerAccepted{SteeringID: sid, RunID: id})
+}
+
 func (s *Server) abortRun(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
 	id, aerr := runIDFrom(r)
 	if aerr != nil {

@@ -162,6 +162,7 @@ func (s *Server) routes() {
 		http.MethodPost: s.authed(s.createRun), http.MethodGet: s.authed(s.listRuns)}))
 	s.mux.HandleFunc("/api/v1/runs/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getRun)}))
 	s.mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.abortRun)}))
+	s.mux.HandleFunc("/api/v1/runs/{id}/steer", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.steerRun)}))
 	s.mux.HandleFunc("/api/v1/runs/{id}/rewind", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.rewindRun)}))
 	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.sseStream)}))
 	s.mux.HandleFunc("/api/v1/events/ws", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.wsStream)}))

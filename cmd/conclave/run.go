@@ -83,6 +83,85 @@ var scenarioIntFlags = []intFlag{
 		"search calls dealt to the nodes in id order; with --hitl tools each asks for approval (as every tool call does)", false},
 	{"info-requests", func(s *messages.Scenario) *int { return &s.InfoRequests }, 0, messages.MaxNodes,
 		"ask_human calls dealt to the nodes in id order; each asks you a question, whatever --hitl says", false},
+	{"teams", func(s *messages.Scenario) *int { return &s.Teams }, 0, messages.MaxNodes,
+		"team nodes (the first nodes in id order), each running a nested plan of --team-size nodes", false},
+	{"team-size", func(s *messages.Scenario) *int { return &s.TeamSize }, 1, messages.MaxTeamSize,
+		"nodes in each team's nested plan (default 3)", true},
+}
+
+// councilFlags are the flags of the council and delegation behaviours
+// that are not plain scenario integers.
+type councilFlags struct {
+	debate         bool
+	debateAgents   int
+	debateRounds   int
+	debateMin      int
+	judge          bool
+	consensusRound int
+	spawn          selectorFlag
+	steer          []string
+	advisor        bool
+	advisorRedir   int
+	advisorHalt    selectorFlag
+	async          int
+	delegDepth     int
+	maxDelegation  int
+}
+
+func (f *councilFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.debate, "debate", false, "make the node after the team nodes a debate node")
+	fs.IntVar(&f.debateAgents, "debate-agents", 3, fmt.Sprintf("agents per debate, 2..%d", messages.MaxDebateAgents))
+	fs.IntVar(&f.debateRounds, "debate-rounds", 3, fmt.Sprintf("rounds per debate, 1..%d", messages.MaxDebateRounds))
+	fs.IntVar(&f.debateMin, "debate-min-rounds", 1, "rounds before the judge may stop a debate early")
+	fs.BoolVar(&f.judge, "judge", false, "add a judge to every debate round")
+	fs.IntVar(&f.consensusRound, "consensus-round", 0, "first round whose judge reports consensus (0 = never)")
+	fs.Var(&f.spawn, "spawn", "worker nodes that ask for a sub-team: ids (n001,n007) or a fraction (0.2)")
+	fs.StringArrayVar(&f.steer, "steer", nil, "steering note posted when a wave starts, as WAVE:NOTE (repeatable); it applies at the next wave boundary")
+	fs.BoolVar(&f.advisor, "advisor", false, "an advisor checks every worker's final turn (continue, redirect or halt)")
+	fs.IntVar(&f.advisorRedir, "advisor-redirects", 0, "redirects the scripted advisor gives each worker before it lets it continue")
+	fs.Var(&f.advisorHalt, "advisor-halt", "worker nodes the scripted advisor halts: ids or a fraction")
+	fs.IntVar(&f.async, "async", 0, "async tasks each worker starts (start, update, check, list, cancel)")
+	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
+	fs.IntVar(&f.maxDelegation, "max-delegation-rounds", 0, "delegation soft cap: a warning at it, the run fails at twice it (default 3)")
+}
+
+// advisorOptions is the run's advisor gate: on with --advisor (or any
+// scripted advisor flag).
+func (f *councilFlags) advisorOptions() *messages.AdvisorOptions {
+	if !f.advisor && f.advisorRedir == 0 && f.advisorHalt.sel.IsZero() {
+		return nil
+	}
+	return &messages.AdvisorOptions{}
+}
+
+// apply sets the scenario fields of the council flags the user gave.
+func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
+	if f.debate || fs.Changed("debate-agents") || fs.Changed("debate-rounds") || fs.Changed("judge") {
+		d := sc.Debate
+		if d == nil {
+			d = &messages.DebateScenario{}
+		}
+		d.Agents, d.Rounds, d.MinRounds, d.Judge, d.ConsensusRound = f.debateAgents, f.debateRounds, f.debateMin, f.judge, f.consensusRound
+		sc.Debate = d
+	}
+	if fs.Changed("spawn") {
+		sc.Spawn = f.spawn.sel
+	}
+	for _, st := range f.steer {
+		w, note, ok := strings.Cut(st, ":")
+		wave, err := strconv.Atoi(w)
+		if !ok || err != nil || note == "" {
+			return fmt.Errorf("invalid --steer %q: want WAVE:NOTE, e.g. 1:add a node on costs", st)
+		}
+		sc.Steering = append(sc.Steering, messages.SteeringScript{AtWave: wave, Note: note})
+	}
+	if fs.Changed("advisor-redirects") || fs.Changed("advisor-halt") {
+		sc.Advisor = &messages.AdvisorScenario{Redirects: f.advisorRedir, Halt: f.advisorHalt.sel}
+	}
+	if fs.Changed("async") || fs.Changed("delegation-depth") {
+		sc.Delegations = &messages.DelegationScenario{Async: f.async, Depth: f.delegDepth}
+	}
+	return nil
 }
 
 // runCmd holds the flags of `conclave run`.
@@ -104,6 +183,7 @@ type runCmd struct {
 	jsonOut         bool
 	session         string
 	logLevel        string
+	council         councilFlags
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -168,6 +248,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.BoolVar(&c.jsonOut, "json", false, "print each event's JSON envelope, one per line (JSONL), and nothing else")
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
+	c.council.register(fs)
 	return cmd
 }
 
@@ -200,6 +281,9 @@ func (c *runCmd) scenario(fs *pflag.FlagSet) (messages.Scenario, error) {
 	}
 	if fs.Changed("panic-nodes") {
 		sc.PanicNodes = c.panicNodes.sel
+	}
+	if err := c.council.apply(fs, &sc); err != nil {
+		return sc, usageError(err)
 	}
 	sc = sc.WithDefaults()
 	if err := sc.Validate(); err != nil {
@@ -310,6 +394,8 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 
 		ApprovalTimeoutSeconds: timeoutSeconds,
 		ApprovalTimeoutAction:  timeoutAction,
+		Advisor:                c.council.advisorOptions(),
+		MaxDelegationRounds:    c.council.maxDelegation,
 	})
 	if err != nil {
 		if errors.Is(err, actors.ErrInvalidRequest) {

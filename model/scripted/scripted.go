@@ -2,16 +2,28 @@
 // deterministic implementation of model.Model whose behaviour is fully set by
 // a messages.Scenario.
 //
-// The director outputs the plan of PlanFor; workers reason, stream text, call
-// the search and delegate tools and, when the scenario says so, fail or panic
-// halfway through their output; sub-agents and the synthesiser stream text.
-// All text is drawn from a fixed vocabulary by a PRNG seeded from the
-// scenario seed, the agent id and the turn, so a restarted attempt streams
-// exactly the same chunks as the attempt before it.
+// The director outputs the plan of PlanFor, which may hold team nodes (a
+// nested plan) and debate nodes (a debate config); workers reason, stream
+// text, call the search, delegate, ask_human, spawn_subteam and async task
+// tools and, when the scenario says so, fail or panic halfway through their
+// output; team members are plain workers; sub-agents stream text and may
+// delegate deeper; debaters argue and declare a stance, judges report
+// consensus, the advisor answers with a signal, the steerer turns a note
+// into a graph diff and the synthesiser streams the answer. Model.Stream
+// documents every role's turns. All text is drawn from a fixed vocabulary
+// by a PRNG seeded from the scenario seed, the agent id and the turn (and
+// the round, for debaters and judges), so a restarted attempt streams
+// exactly the same chunks as the attempt before it. SearchResult and
+// SearchSources are the search tool's result text and sources.
+//
+// A scenario whose team, debate, spawn, steering, advisor and delegation
+// fields are zero gets exactly the plan and the chunks it got before those
+// fields existed.
 //
 // Tokens are counted in chunks: every Text or Reasoning chunk is one output
 // token, and input tokens are the words of the request (goal, question,
-// context and tool results).
+// context, tool results, transcript, review, guidance, note and injected
+// updates).
 package scripted
 
 import (
@@ -72,6 +84,13 @@ type Model struct {
 	failIDs, panicIDs []string // sorted, disjoint
 	fail, panics      map[string]struct{}
 	nodeIndex         map[string]int // plan node id → 0-based position
+	// nonLeaf is the number of team and debate nodes: they are the first
+	// nonLeaf nodes of the plan, and no worker runs them.
+	nonLeaf int
+
+	spawn           map[string]struct{} // workers that call spawn_subteam
+	halt, malformed map[string]struct{} // the advisor's HALT and malformed answers
+	steer           map[string][]string // scripted steering note → its diff JSON, chunked
 }
 
 // Factory builds a scripted model for a run; it is a model.Factory. A model
@@ -122,13 +141,17 @@ func (c *cache) get(s messages.Scenario) (*Model, error) {
 }
 
 // New applies the scenario defaults, validates the scenario and precomputes
-// the plan and the nodes that fail or panic.
+// the plan, the nodes that fail or panic and the other selections.
 //
 // A selector with IDs selects those ids (ids that are not in the plan are
 // ignored; IDs win over Fraction when both are set). A selector with a
 // Fraction f > 0 selects exactly round(f*Nodes) nodes, at least one, by a
-// shuffle seeded from the scenario seed. A node selected both to fail and
-// to panic fails: PanicNodes never lists a node of FailNodes.
+// shuffle seeded from the scenario seed (each selector has its own salt).
+// Team and debate nodes are then dropped from every selection, since no
+// worker runs them: with Teams or Debate set, a fraction can select fewer
+// nodes. Selections only ever hold top-level plan ids, never a team
+// member's "T/X". A node selected both to fail and to panic fails:
+// PanicNodes never lists a node of FailNodes.
 func New(s messages.Scenario) (*Model, error) {
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
@@ -145,8 +168,10 @@ func New(s messages.Scenario) (*Model, error) {
 		plan:       plan,
 		planChunks: splitChunks(string(js), MaxPlanChunk),
 		reasoning:  directorReasoning(s),
-		failIDs:    selectNodes(s, s.FailNodes, "fail"),
-		panicIDs:   selectNodes(s, s.PanicNodes, "panic"),
+		failIDs:    selectLeaves(s, s.FailNodes, "fail"),
+		panicIDs:   selectLeaves(s, s.PanicNodes, "panic"),
+		nonLeaf:    nonLeafCount(s),
+		spawn:      toSet(selectLeaves(s, s.Spawn, "spawn")),
 	}
 	m.fail = toSet(m.failIDs)
 	m.panicIDs = slices.DeleteFunc(m.panicIDs, func(id string) bool {
@@ -158,6 +183,26 @@ func New(s messages.Scenario) (*Model, error) {
 	for i, n := range plan.Nodes {
 		m.nodeIndex[n.ID] = i
 	}
+	if a := s.Advisor; a != nil {
+		m.halt = toSet(selectLeaves(s, a.Halt, "advisor-halt"))
+		m.malformed = toSet(selectLeaves(s, a.Malformed, "advisor-malformed"))
+	}
+	for _, st := range s.Steering {
+		if st.Diff == nil {
+			continue
+		}
+		if _, ok := m.steer[st.Note]; ok {
+			continue // the first scripted diff of a note wins
+		}
+		js, err := json.Marshal(st.Diff)
+		if err != nil {
+			return nil, fmt.Errorf("scripted: encode the steering diff of %q: %w", st.Note, err)
+		}
+		if m.steer == nil {
+			m.steer = make(map[string][]string)
+		}
+		m.steer[st.Note] = splitChunks(string(js), MaxPlanChunk)
+	}
 	return m, nil
 }
 
@@ -165,11 +210,22 @@ func New(s messages.Scenario) (*Model, error) {
 func (m *Model) Name() string { return Name }
 
 // Plan returns the plan the director outputs. It shares no memory with m.
-func (m *Model) Plan() messages.Plan {
-	nodes := make([]messages.PlanNode, len(m.plan.Nodes))
-	for i, n := range m.plan.Nodes {
+func (m *Model) Plan() messages.Plan { return clonePlan(m.plan) }
+
+func clonePlan(p messages.Plan) messages.Plan {
+	nodes := make([]messages.PlanNode, len(p.Nodes))
+	for i, n := range p.Nodes {
 		n.Deps = slices.Clone(n.Deps)
 		n.Tools = slices.Clone(n.Tools)
+		if n.Team != nil {
+			t := clonePlan(*n.Team)
+			n.Team = &t
+		}
+		if n.Debate != nil {
+			d := *n.Debate
+			d.Agents = slices.Clone(d.Agents)
+			n.Debate = &d
+		}
 		nodes[i] = n
 	}
 	return messages.Plan{Nodes: nodes}
@@ -182,25 +238,79 @@ func (m *Model) FailNodes() []string { return slices.Clone(m.failIDs) }
 // a fail node.
 func (m *Model) PanicNodes() []string { return slices.Clone(m.panicIDs) }
 
+// SpawnNodes returns the ids of the workers that call spawn_subteam, sorted.
+func (m *Model) SpawnNodes() []string { return sortedKeys(m.spawn) }
+
+// anyTurn is the turn count of a turn that is accepted whatever its number
+// (an advisor check, a revision turn, a sub-agent's injected update).
+const anyTurn = math.MaxInt
+
 // Stream starts one turn. The turns each role has:
 //
-//   - director: turn 1 streams three Reasoning chunks, then the plan JSON in
-//     Text chunks of at most MaxPlanChunk bytes.
-//   - worker: with no tools (ToolsPerNode and SubagentsPerNode zero), turn 1
-//     streams ReasoningTokens Reasoning chunks and Tokens Text chunks. With
-//     tools, turn 1 streams the reasoning and Tokens/2 Text chunks, then the
-//     tool calls; turn 2 (whatever its tool results) streams the rest of the
-//     text. When the request has context, the first Text chunk of the last
-//     turn is "Building on <k> inputs. "; it is one of the Tokens chunks.
-//     Fail and panic nodes stop in turn 1, after the reasoning and Tokens/2
-//     Text chunks, before any tool call.
-//   - subagent: turn 1 streams max(1, Tokens/4) Text chunks.
-//   - synthesizer: turn 1 streams "Answer to: <question> — " and then
-//     SynthesisTokens Text chunks.
+//   - director: turn 1 streams three Reasoning chunks, then the plan JSON
+//     (PlanFor) in Text chunks of at most MaxPlanChunk bytes.
+//   - worker (a top-level leaf node, id "nNNN", or a node a steering diff
+//     added): with no calls, turn 1 streams ReasoningTokens Reasoning chunks
+//     and Tokens Text chunks. With calls, turn 1 streams the reasoning and
+//     Tokens/2 Text chunks, then the tool calls, in this order:
+//     ToolsPerNode search calls, SubagentsPerNode delegate calls, the
+//     node's share of Approvals (search) and InfoRequests (ask_human), one
+//     spawn_subteam {"goal": "Deeper look at <goal>", "roles":
+//     ["researcher", "critic"]} when Spawn selects the node, and
+//     Delegations.Async start_async_task {"task": "Async task <j> of <id>"}.
+//     Without async tasks, turn 2 (whatever its tool results) streams the
+//     rest of the text. With k = Delegations.Async > 0 the worker has three
+//     turns: turn 2 streams only calls — update_async_task {"task_id":
+//     <first>, "context": "Focus on <goal>"}, check_async_task {"task_id"}
+//     for each task, list_async_tasks {}, and cancel_async_task {"task_id":
+//     <last>} when there are two or more tasks — and turn 3 streams the rest
+//     of the text. The task ids are read from the turn's results named
+//     start_async_task, in order ({"task_id": "..."}); a start whose result
+//     is an error, or has no task_id, has no id, and the calls that need it
+//     are left out (list_async_tasks is always made). When the request has
+//     context, the first Text chunk of the last turn is
+//     "Building on <k> inputs. "; it is one of the Tokens chunks. Fail and
+//     panic nodes stop in turn 1, after the reasoning and Tokens/2 Text
+//     chunks, before any tool call.
+//   - team member (a worker whose AgentID holds '/', such as "n001/m1" or a
+//     spawned sub-team's member): turn 1 streams ReasoningTokens Reasoning
+//     chunks and Tokens Text chunks, with the context lead; it makes no
+//     call and no selector (fail, panic, spawn, advisor) ever matches it.
+//   - a worker or sub-agent turn with Guidance (an advisor's redirect),
+//     whatever its number: max(1, Tokens/4) Text chunks, the first
+//     "Revised per advice. ". It never fails, panics or calls a tool, and
+//     Guidance wins over Injected.
+//   - subagent: turn 1 streams max(1, Tokens/4) Text chunks. When
+//     Delegations.Depth > Depth, turn 1 instead calls delegate {"task":
+//     "Deeper task of <id>"} and turn 2 streams the text. A turn with
+//     Injected context, whatever its number, streams
+//     "Noted <n> updates. " and max(1, Tokens/8) more Text chunks.
+//   - synthesizer (run answer, team and debate syntheses): turn 1 streams
+//     "Answer to: <question> — " and then SynthesisTokens Text chunks.
+//   - debater (AgentID "<node>:<agent>", such as "n004:a2"): turn 1 streams
+//     "[<persona>] round <r>: ", "(answering <n> earlier lines) " when the
+//     Transcript has n > 0 lines, max(3, Tokens/2) words, and then
+//     "\nSTANCE: <stance>" (DebateStance). Persona defaults to the plan's
+//     persona of the agent.
+//   - judge (AgentID "<node>:judge"): turn 1 streams "Judging round <r>: ",
+//     four words and "\nCONSENSUS_REACHED: true" when Debate.ConsensusRound
+//     > 0 and Round >= ConsensusRound, else "\nCONSENSUS_REACHED: false".
+//   - advisor (AgentID the checked agent, Turn the 1-based check number of
+//     that agent, any Turn accepted): "<signal>REDIRECT</signal> Cover
+//     <aspect> in more depth." for checks up to Advisor.Redirects, then
+//     "<signal>HALT</signal> The answer contradicts the plan." for an
+//     Advisor.Halt node, "Looks fine to me, I suppose." (no signal) for an
+//     Advisor.Malformed node, else "<signal>CONTINUE</signal>" (always, with
+//     no Advisor scenario). Halt wins over Malformed.
+//   - steerer: turn 1 streams two Reasoning chunks, then a graph diff JSON
+//     in Text chunks of at most MaxPlanChunk bytes: the Diff of the first
+//     Steering entry whose Note is Note and that has a Diff, else one
+//     add_node of {"id": SteerNodeID(Note), "goal": Note}.
 //
-// A panic node panics on the attempts up to PanicAttempts (an Attempt below
-// 1 counts as 1) and runs normally after. Every turn ends with one
-// *model.Usage chunk. The tools in req.Tools are
+// Debaters' and judges' words are also seeded by the round, so each round
+// says something new. A panic node panics on the attempts up to
+// PanicAttempts (an Attempt below 1 counts as 1) and runs normally after.
+// Every turn ends with one *model.Usage chunk. The tools in req.Tools are
 // not consulted: the scenario alone decides which tools a worker calls. A
 // turn the role does not have, or an unknown role, is an error wrapping
 // model.ErrModel; a done ctx is returned as ctx.Err().
@@ -209,7 +319,11 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 		return nil, err
 	}
 	st := &stream{ctx: ctx, delay: m.delay}
-	st.pcg.Seed(seeds(newHash(m.s.Seed).str(req.AgentID).int(int64(req.Turn))))
+	h := newHash(m.s.Seed).str(req.AgentID).int(int64(req.Turn))
+	if req.Role == model.RoleDebater || req.Role == model.RoleJudge {
+		h = h.int(int64(req.Round))
+	}
+	st.pcg.Seed(seeds(h))
 	st.usage.InputTokens = inputWords(req)
 
 	turns := 1
@@ -222,18 +336,35 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	case model.RoleWorker:
 		turns = m.worker(st, req)
 	case model.RoleSubagent:
-		if req.Turn == 1 {
-			st.add(step{kind: kindText, n: max(1, m.s.Tokens/4)})
-		}
+		turns = m.subagent(st, req)
 	case model.RoleSynthesizer:
 		if req.Turn == 1 {
 			st.add(step{kind: kindText, lead: []string{"Answer to: " + req.Question + " — "}, n: m.s.SynthesisTokens})
+		}
+	case model.RoleDebater:
+		if req.Turn == 1 {
+			m.debater(st, req)
+		}
+	case model.RoleJudge:
+		if req.Turn == 1 {
+			m.judge(st, req)
+		}
+	case model.RoleAdvisor:
+		turns = anyTurn
+		m.advisor(st, req)
+	case model.RoleSteerer:
+		if req.Turn == 1 {
+			m.steerer(st, req)
 		}
 	default:
 		return nil, fmt.Errorf("%w: scripted: unknown role %d", model.ErrModel, int(req.Role))
 	}
 	if req.Turn < 1 || req.Turn > turns {
-		return nil, fmt.Errorf("%w: scripted: %s %s has no turn %d (it has %d)", model.ErrModel, req.Role, req.AgentID, req.Turn, turns)
+		has := "it has " + strconv.Itoa(turns)
+		if turns == anyTurn {
+			has = "turns are 1-based"
+		}
+		return nil, fmt.Errorf("%w: scripted: %s %s has no turn %d (%s)", model.ErrModel, req.Role, req.AgentID, req.Turn, has)
 	}
 	return st, nil
 }
@@ -242,10 +373,29 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 // turns a worker has; it adds nothing for a turn beyond that number.
 func (m *Model) worker(st *stream, req model.Request) (turns int) {
 	t := m.s.Tokens
+	if req.Guidance != "" {
+		st.add(revisionStep(t))
+		return anyTurn
+	}
+	if isMember(req.AgentID) {
+		if req.Turn == 1 {
+			st.add(step{kind: kindReasoning, n: m.s.ReasoningTokens})
+			st.add(textStep(t, true, req.Context))
+		}
+		return 1
+	}
 	approvals, asks := m.extraCalls(req.AgentID)
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks
+	_, spawns := m.spawn[req.AgentID]
+	async := m.asyncTasks()
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async
+	if spawns {
+		calls++
+	}
 	turns = 1
-	if calls > 0 {
+	switch {
+	case async > 0:
+		turns = 3
+	case calls > 0:
 		turns = 2
 	}
 	switch req.Turn {
@@ -265,16 +415,43 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 			st.add(step{kind: kindPanic, panic: &Panic{NodeID: id, Attempt: attempt}})
 		case calls > 0:
 			st.add(textStep(t/2, false, nil))
-			st.add(step{kind: kindCalls, calls: m.toolCalls(req)})
+			st.add(step{kind: kindCalls, calls: m.toolCalls(req, spawns)})
 		default:
 			st.add(textStep(t, true, req.Context))
 		}
 	case 2:
-		if turns == 2 {
+		switch turns {
+		case 2:
+			st.add(textStep(t-t/2, true, req.Context))
+		case 3:
+			st.add(step{kind: kindCalls, calls: asyncCalls(req)})
+		}
+	case 3:
+		if turns == 3 {
 			st.add(textStep(t-t/2, true, req.Context))
 		}
 	}
 	return turns
+}
+
+// isMember reports whether a worker id is a team member's ("T/X").
+func isMember(id string) bool { return strings.IndexByte(id, '/') >= 0 }
+
+// asyncTasks is Delegations.Async.
+func (m *Model) asyncTasks() int {
+	if d := m.s.Delegations; d != nil {
+		return d.Async
+	}
+	return 0
+}
+
+// revisedLead leads a revision turn.
+var revisedLead = []string{"Revised per advice. "}
+
+// revisionStep is a turn that follows an advisor's redirect:
+// max(1, tokens/4) Text chunks, the first of them revisedLead.
+func revisionStep(tokens int) step {
+	return step{kind: kindText, lead: revisedLead, n: max(1, tokens/4) - 1}
 }
 
 // textStep streams n Text chunks; when lastTurn and there is context, the
@@ -289,16 +466,19 @@ func textStep(n int, lastTurn bool, context []string) step {
 }
 
 // extraCalls is how many of the scenario's Approvals (extra search calls)
-// and InfoRequests (ask_human calls) fall on node id: one per node in id
-// order, wrapping around.
+// and InfoRequests (ask_human calls) fall on node id: one per leaf node in
+// id order, wrapping around (team and debate nodes have no worker and get
+// none).
 func (m *Model) extraCalls(id string) (approvals, asks int) {
 	i, ok := m.nodeIndex[id]
-	if !ok {
+	leaves := m.s.Nodes - m.nonLeaf
+	i -= m.nonLeaf
+	if !ok || i < 0 {
 		return 0, 0
 	}
 	share := func(total int) int {
-		n := total / m.s.Nodes
-		if i < total%m.s.Nodes {
+		n := total / leaves
+		if i < total%leaves {
 			n++
 		}
 		return n
@@ -308,33 +488,84 @@ func (m *Model) extraCalls(id string) (approvals, asks int) {
 
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
 // calls, then SubagentsPerNode delegate calls, then the node's share of the
-// scenario's Approvals (search calls) and InfoRequests (ask_human calls).
-func (m *Model) toolCalls(req model.Request) []model.ToolCall {
+// scenario's Approvals (search calls) and InfoRequests (ask_human calls),
+// then spawn_subteam when spawns, then Delegations.Async start_async_task
+// calls.
+func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
 	approvals, asks := m.extraCalls(req.AgentID)
-	calls := make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks)
-	call := func(name string, args any) {
-		b, err := json.Marshal(args)
-		if err != nil {
-			panic(err) // unreachable: args only hold strings
-		}
-		id := req.AgentID + "-t" + strconv.Itoa(req.Turn) + "-c" + strconv.Itoa(len(calls)+1)
-		calls = append(calls, model.ToolCall{ID: id, Name: name, Args: b})
-	}
+	async := m.asyncTasks()
+	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async)}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
-		call(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
+		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
 	}
 	for k := 1; k <= m.s.SubagentsPerNode; k++ {
-		call(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
+		c.add(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
 	for k := 1; k <= approvals; k++ {
-		call(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " gated " + strconv.Itoa(k))})
+		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " gated " + strconv.Itoa(k))})
 	}
 	for k := 1; k <= asks; k++ {
-		call(model.ToolAskHuman, askArgs{Question: "What should " + req.AgentID + " assume about " + goal + "?", Context: "question " + strconv.Itoa(k) + " of " + req.AgentID})
+		c.add(model.ToolAskHuman, askArgs{Question: "What should " + req.AgentID + " assume about " + goal + "?", Context: "question " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
-	return calls
+	if spawns {
+		c.add(model.ToolSpawnSubteam, spawnArgs{Goal: "Deeper look at " + goal, Roles: spawnRoles})
+	}
+	for k := 1; k <= async; k++ {
+		c.add(model.ToolStartAsyncTask, delegateArgs{Task: "Async task " + strconv.Itoa(k) + " of " + req.AgentID})
+	}
+	return c.calls
 }
+
+// asyncCalls returns the calls of an async worker's second turn, from the
+// results of its start_async_task calls (see Stream).
+func asyncCalls(req model.Request) []model.ToolCall {
+	var ids []string // one per start, in order; "" when it gave no task id
+	for _, r := range req.ToolResults {
+		if r.Name != model.ToolStartAsyncTask {
+			continue
+		}
+		var v taskArgs
+		if r.IsError || json.Unmarshal([]byte(r.Content), &v) != nil {
+			v.TaskID = ""
+		}
+		ids = append(ids, v.TaskID)
+	}
+	goal := strings.Join(strings.Fields(req.Goal), " ")
+	c := callList{req: &req, calls: make([]model.ToolCall, 0, len(ids)+3)}
+	if len(ids) > 0 && ids[0] != "" {
+		c.add(model.ToolUpdateAsyncTask, updateArgs{TaskID: ids[0], Context: "Focus on " + goal})
+	}
+	for _, id := range ids {
+		if id != "" {
+			c.add(model.ToolCheckAsyncTask, taskArgs{TaskID: id})
+		}
+	}
+	c.add(model.ToolListAsyncTasks, struct{}{})
+	if last := len(ids) - 1; last >= 1 && ids[last] != "" {
+		c.add(model.ToolCancelAsyncTask, taskArgs{TaskID: ids[last]})
+	}
+	return c.calls
+}
+
+// callList builds the calls of one turn; call k (1-based) of turn t of
+// agent a has the id "<a>-t<t>-c<k>".
+type callList struct {
+	req   *model.Request
+	calls []model.ToolCall
+}
+
+func (c *callList) add(name string, args any) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		panic(err) // unreachable: args only hold strings and lists of strings
+	}
+	id := c.req.AgentID + "-t" + strconv.Itoa(c.req.Turn) + "-c" + strconv.Itoa(len(c.calls)+1)
+	c.calls = append(c.calls, model.ToolCall{ID: id, Name: name, Args: b})
+}
+
+// spawnRoles are the roles of every scripted spawn_subteam call.
+var spawnRoles = []string{"researcher", "critic"}
 
 type askArgs struct {
 	Question string `json:"question"`
@@ -347,6 +578,20 @@ type searchArgs struct {
 
 type delegateArgs struct {
 	Task string `json:"task"`
+}
+
+type spawnArgs struct {
+	Goal  string   `json:"goal"`
+	Roles []string `json:"roles"`
+}
+
+type taskArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+type updateArgs struct {
+	TaskID  string `json:"task_id"`
+	Context string `json:"context"`
 }
 
 // SearchResult is the deterministic result text of the search tool for
@@ -378,6 +623,21 @@ func SearchResult(query string) string {
 // level k > 0 depends on min(FanIn, size of level k-1) distinct nodes of
 // level k-1 chosen by a PRNG seeded from the seed and its id, so the wave of
 // every node is its level.
+//
+// The first Teams nodes (in id order) are team nodes and the next
+// Debate.Nodes nodes are debate nodes; they keep their ids, goals and deps
+// and have no tools. A team's nested plan has TeamSize nodes m1..mK with
+// goals "Part <j> of <team goal>"; when K >= 2 they form two waves, the
+// first ceil(K/2) members, then the others, each of which depends on
+// min(FanIn, ceil(K/2)) members of the first wave chosen by a PRNG seeded
+// from the seed, the team id and its own id. A debate node's config has
+// Debate.Agents agents a1..aN with the personas optimist, skeptic,
+// pragmatist and historian, in that order, and the scenario's Rounds,
+// Judge, MinRounds and CompactAfter.
+//
+// The other nodes are leaves. Their tools are search (ToolsPerNode > 0)
+// and delegate (SubagentsPerNode > 0), then spawn_subteam for the nodes
+// Spawn selects, then the five async task tools when Delegations.Async > 0.
 func PlanFor(s messages.Scenario) messages.Plan {
 	s = s.WithDefaults()
 	if s.Nodes < 1 {
@@ -392,6 +652,9 @@ func PlanFor(s messages.Scenario) messages.Plan {
 	if s.SubagentsPerNode > 0 {
 		tools = append(tools, model.ToolDelegate)
 	}
+	teams, nonLeaf := min(max(s.Teams, 0), s.Nodes), nonLeafCount(s)
+	spawn := toSet(selectLeaves(s, s.Spawn, "spawn"))
+	async := s.Delegations != nil && s.Delegations.Async > 0
 
 	nodes := make([]messages.PlanNode, 0, s.Nodes)
 	pcg := rand.NewPCG(0, 0)
@@ -409,9 +672,8 @@ func PlanFor(s messages.Scenario) messages.Plan {
 			id := nodeID(i, width)
 			pcg.Seed(seeds(newHash(s.Seed).str("node").str(id)))
 			n := messages.PlanNode{
-				ID:    id,
-				Goal:  "Aspect " + strconv.Itoa(i) + " of " + strconv.Itoa(s.Nodes) + ": " + aspects[r.IntN(len(aspects))],
-				Tools: slices.Clone(tools),
+				ID:   id,
+				Goal: "Aspect " + strconv.Itoa(i) + " of " + strconv.Itoa(s.Nodes) + ": " + aspects[r.IntN(len(aspects))],
 			}
 			if level > 0 {
 				picked = pickDistinct(r, prevSize, min(s.FanIn, prevSize), picked[:0])
@@ -421,11 +683,82 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				}
 				slices.Sort(n.Deps) // ids have one width: lexical order is numeric order
 			}
+			switch {
+			case i <= teams:
+				n.Kind = messages.KindTeam
+				n.Team = teamPlan(s, id, n.Goal)
+			case i <= nonLeaf:
+				n.Kind = messages.KindDebate
+				n.Debate = debateConfig(s.Debate)
+			default:
+				n.Tools = slices.Clone(tools)
+				if _, ok := spawn[id]; ok {
+					n.Tools = append(n.Tools, model.ToolSpawnSubteam)
+				}
+				if async {
+					n.Tools = append(n.Tools, asyncTools...)
+				}
+			}
 			nodes = append(nodes, n)
 		}
 		prevStart, prevSize = start, size
 	}
 	return messages.Plan{Nodes: nodes}
+}
+
+// asyncTools are the tools of a leaf node when Delegations.Async > 0.
+var asyncTools = []string{
+	model.ToolStartAsyncTask, model.ToolCheckAsyncTask, model.ToolUpdateAsyncTask,
+	model.ToolCancelAsyncTask, model.ToolListAsyncTasks,
+}
+
+// teamPlan is the nested plan of team node id (see PlanFor).
+func teamPlan(s messages.Scenario, id, goal string) *messages.Plan {
+	k := max(s.TeamSize, 1)
+	first := k // the size of the first wave
+	if k >= 2 {
+		first = (k + 1) / 2
+	}
+	nodes := make([]messages.PlanNode, k)
+	pcg := rand.NewPCG(0, 0)
+	r := rand.New(pcg)
+	var picked []int
+	for j := range k {
+		n := messages.PlanNode{ID: "m" + strconv.Itoa(j+1), Goal: "Part " + strconv.Itoa(j+1) + " of " + goal}
+		if j >= first {
+			pcg.Seed(seeds(newHash(s.Seed).str("team").str(id).str(n.ID)))
+			picked = pickDistinct(r, first, min(s.FanIn, first), picked[:0])
+			n.Deps = make([]string, len(picked))
+			for d, p := range picked {
+				n.Deps[d] = nodes[p].ID
+			}
+			slices.Sort(n.Deps) // first <= MaxTeamSize/2 < 10: one digit, lexical order is numeric order
+		}
+		nodes[j] = n
+	}
+	return &messages.Plan{Nodes: nodes}
+}
+
+// personas are the personas of a debate's agents, in agent order.
+var personas = [messages.MaxDebateAgents]string{"optimist", "skeptic", "pragmatist", "historian"}
+
+// debateConfig is the config of every debate node (see PlanFor).
+func debateConfig(d *messages.DebateScenario) *messages.DebateConfig {
+	agents := make([]messages.DebateAgent, max(d.Agents, 0))
+	for i := range agents {
+		agents[i] = messages.DebateAgent{ID: "a" + strconv.Itoa(i+1), Persona: personas[i%len(personas)]}
+	}
+	return &messages.DebateConfig{Agents: agents, Rounds: d.Rounds, Judge: d.Judge, MinRounds: d.MinRounds, CompactAfter: d.CompactAfter}
+}
+
+// nonLeafCount is the number of team and debate nodes of the plan of s:
+// they are its first nodes.
+func nonLeafCount(s messages.Scenario) int {
+	n := max(s.Teams, 0)
+	if s.Debate != nil {
+		n += max(s.Debate.Nodes, 0)
+	}
+	return min(n, max(s.Nodes, 0))
 }
 
 // pickDistinct appends k distinct integers of [0, n) to dst, in no
@@ -461,6 +794,27 @@ func selectNodes(s messages.Scenario, sel messages.NodeSelector, salt string) []
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// selectLeaves is selectNodes without the team and debate nodes.
+func selectLeaves(s messages.Scenario, sel messages.NodeSelector, salt string) []string {
+	ids := selectNodes(s, sel, salt)
+	if nonLeaf := nonLeafCount(s); nonLeaf > 0 {
+		ids = slices.DeleteFunc(ids, func(id string) bool {
+			i, _ := strconv.Atoi(id[1:]) // a valid node id: selectNodes checked it
+			return i <= nonLeaf
+		})
+	}
+	return ids
+}
+
+func sortedKeys(set map[string]struct{}) []string {
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func toSet(ids []string) map[string]struct{} {
@@ -513,11 +867,19 @@ func splitChunks(s string, size int) []string {
 	return out
 }
 
-// inputWords counts the words of a request's goal, question, context and
-// tool results.
+// inputWords counts the words of a request's goal, question, context,
+// tool results, debate transcript, review, guidance, steering note and
+// injected updates.
 func inputWords(req model.Request) int64 {
-	n := countWords(req.Goal) + countWords(req.Question)
+	n := countWords(req.Goal) + countWords(req.Question) + countWords(req.Review) +
+		countWords(req.Guidance) + countWords(req.Note)
 	for _, c := range req.Context {
+		n += countWords(c)
+	}
+	for _, c := range req.Transcript {
+		n += countWords(c)
+	}
+	for _, c := range req.Injected {
 		n += countWords(c)
 	}
 	for _, r := range req.ToolResults {

@@ -1,0 +1,180 @@
+package actors
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// Wave boundaries. Between the end of one wave and the start of the next
+// (and before wave 0), a supervisor changes its graph, in this order:
+//
+//  1. (run only) the sources the finished wave's nodes cited are numbered,
+//     in node-id order: citation_added;
+//  2. the sub-teams its workers asked for (spawn_subteam), in node-id
+//     order, each after a spawn_approval interrupt under hitl node and
+//     above: subteam_spawned, and the team node joins the plan;
+//  3. (run only) steering: every note translated by then, in arrival
+//     order, applied atomically or rejected: steering_applied or
+//     steering_rejected. A note still being translated holds the boundary
+//     until its translation ends.
+//
+// Then the next wave starts with the new plan's waves.
+
+// spawnAsk is a worker's sub-team request, waiting for its wave's end.
+type spawnAsk struct {
+	parent   string
+	req      messages.SpawnRequest
+	decided  bool // the spawn gate answered
+	approved bool
+}
+
+// boundary starts the boundary before wave next.
+func (r *runActor) boundary(ctx actor.Context, next int) {
+	r.atBoundary, r.nextWave = true, next
+	if r.team == nil && next > 0 {
+		r.numberCitations(ctx, r.waves[next-1])
+	}
+	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
+	r.continueBoundary(ctx)
+}
+
+// continueBoundary does what is left of the boundary; it returns early
+// while the supervisor waits for a human (spawn gate) or a translation.
+func (r *runActor) continueBoundary(ctx actor.Context) {
+	if !r.atBoundary || r.failCode != "" || r.terminal != nil || r.parked != nil {
+		return
+	}
+	for len(r.spawns) > 0 {
+		s := &r.spawns[0]
+		if !s.decided && r.spec.hitl.Includes(messages.HITLNode) {
+			r.spawnGate(ctx, s)
+			return
+		}
+		ask := *s
+		r.spawns = r.spawns[1:]
+		if ask.approved || !ask.decided {
+			r.applySpawn(ctx, ask)
+		}
+	}
+	if r.steering.translating() {
+		return // the translation's report continues the boundary
+	}
+	r.applySteering(ctx)
+	r.atBoundary = false
+	r.startWave(ctx, r.nextWave)
+}
+
+// spawnGate asks a human whether a worker's sub-team may run.
+func (r *runActor) spawnGate(ctx actor.Context, s *spawnAsk) {
+	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptSpawnApproval, NodeID: s.parent,
+		Goal: s.req.Goal + " (roles: " + strings.Join(s.req.Roles, ", ") + ")"},
+		func(res *messages.Resolution) {
+			if res.Cancelled {
+				return
+			}
+			s.decided, s.approved = true, res.Decision == messages.DecisionApprove
+			r.continueBoundary(ctx)
+		})
+}
+
+// applySpawn adds a worker's sub-team to the graph as a team node that
+// depends on the worker; the worker's dependents also depend on it, so
+// they see the sub-team's output next to the worker's.
+func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
+	id := s.parent + ".team"
+	for k := 2; r.has(id); k++ {
+		id = fmt.Sprintf("%s.team%d", s.parent, k)
+	}
+	roles := s.req.Roles
+	if len(roles) == 0 {
+		roles = []string{"researcher", "critic"}
+	}
+	team := messages.Plan{Nodes: make([]messages.PlanNode, len(roles))}
+	for i, role := range roles {
+		team.Nodes[i] = messages.PlanNode{ID: fmt.Sprintf("r%d", i+1), Goal: role + ": " + s.req.Goal, Role: role}
+	}
+	plan := clonePlan(r.plan)
+	for i := range plan.Nodes {
+		n := &plan.Nodes[i]
+		if _, started := r.fixed[n.ID]; !started && slices.Contains(n.Deps, s.parent) {
+			n.Deps = append(n.Deps, id)
+		}
+	}
+	plan.Nodes = append(plan.Nodes, messages.PlanNode{ID: id, Goal: s.req.Goal, Deps: []string{s.parent}, Kind: messages.KindTeam, Team: &team})
+	r.replan(plan, dag.WavesFrom(plan, r.fixed, r.nextWave))
+	p := r.plan
+	r.emit(ctx, &messages.SubteamSpawnedPayload{ParentNodeID: s.parent, TeamID: id, Goal: s.req.Goal, Roles: roles,
+		ChildGraphSummary: fmt.Sprintf("%d nodes: %s", len(roles), strings.Join(roles, ", ")), AppliedAtWave: r.nextWave, Plan: p, Waves: r.waves})
+}
+
+// replan switches to a changed plan, keeping the progress of every node
+// that is still in it.
+func (r *runActor) replan(p messages.Plan, waves [][]string) {
+	old, oldPos := r.nodes, r.pos
+	r.plan, r.waves = p, waves
+	r.pos = make(map[string]int, len(p.Nodes))
+	r.nodes = make([]nodeRun, len(p.Nodes))
+	for i, n := range p.Nodes {
+		r.pos[n.ID] = i
+		if j, ok := oldPos[n.ID]; ok {
+			r.nodes[i] = old[j]
+		}
+	}
+	r.counts.Total = len(p.Nodes)
+}
+
+func (r *runActor) has(id string) bool { _, ok := r.pos[id]; return ok }
+
+// clonePlan copies a plan deeply enough to change its top-level nodes.
+func clonePlan(p messages.Plan) messages.Plan {
+	nodes := make([]messages.PlanNode, len(p.Nodes))
+	for i, n := range p.Nodes {
+		n.Deps = slices.Clone(n.Deps)
+		n.Tools = slices.Clone(n.Tools)
+		nodes[i] = n
+	}
+	return messages.Plan{Nodes: nodes}
+}
+
+// numberCitations gives the sources cited by a finished wave's nodes
+// their run-wide numbers, in node-id order (deterministic whatever order
+// the nodes finished in).
+func (r *runActor) numberCitations(ctx actor.Context, wave []string) {
+	for _, id := range wave {
+		if !r.has(id) {
+			continue
+		}
+		for _, c := range r.node(id).cites {
+			var n int
+			before := r.cites.Len()
+			r.cites, n, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
+			if r.cites.Len() > before {
+				list := r.cites.List()
+				r.emit(ctx, &messages.CitationAddedPayload{Citation: list[n-1]})
+			}
+		}
+	}
+}
+
+// synthesisInput is what a synthesiser reads of a completed node: its
+// output, and the numbers of the sources it cited.
+func (r *runActor) synthesisInput(id string) string {
+	n := r.node(id)
+	var refs strings.Builder
+	for _, c := range n.cites {
+		refs.WriteString(r.cites.RenderInline(c.URL))
+	}
+	if refs.Len() == 0 {
+		return fmt.Sprintf("[%s] %s", id, n.output)
+	}
+	return fmt.Sprintf("[%s] %s (sources %s)", id, n.output, refs.String())
+}
+
+var _ = model.RoleWorker

@@ -1,0 +1,534 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// Scenario tests of issue 7's council and delegation behaviours. Each
+// asserts the exact order of the events of the lanes it is about (lanes
+// are deterministic per seed) and every invariant of docs/events.md.
+
+// laneTypes lists the event types of one lane, in order.
+func laneTypes(events []*messages.Envelope, lane messages.StreamID) []messages.EventType {
+	var out []messages.EventType
+	for _, env := range events {
+		if env.Lane.StreamID == lane {
+			out = append(out, env.Type)
+		}
+	}
+	return out
+}
+
+func wantTypes(t *testing.T, what string, got []messages.EventType, want ...messages.EventType) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+// without drops the streamed event types (deltas, usage) from a lane's types.
+func without(types []messages.EventType, drop ...messages.EventType) []messages.EventType {
+	return slices.DeleteFunc(slices.Clone(types), func(t messages.EventType) bool { return slices.Contains(drop, t) })
+}
+
+var streamed = []messages.EventType{messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage}
+
+func TestCouncil_TeamNode(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 4, Waves: 2, Teams: 1, TeamSize: 3, Tokens: 6}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if fin.Nodes.Completed != 4 {
+		t.Fatalf("nodes = %+v", fin.Nodes)
+	}
+	wantTypes(t, "team lane", laneTypes(events, "node:n001"),
+		messages.NodeStarted, messages.TeamStarted,
+		messages.WaveStarted, messages.WaveCompleted, messages.WaveStarted, messages.WaveCompleted,
+		messages.TeamSynthesized, messages.NodeCompleted)
+	var started *messages.TeamStartedPayload
+	var synth *messages.TeamSynthesizedPayload
+	for _, env := range events {
+		switch p := env.Payload.(type) {
+		case *messages.TeamStartedPayload:
+			started = p
+		case *messages.TeamSynthesizedPayload:
+			synth = p
+		}
+	}
+	if started.Depth != 1 || len(started.Plan.Nodes) != 3 || started.Plan.Nodes[0].ID != "n001/m1" {
+		t.Errorf("team_started = %+v", started)
+	}
+	if synth.CompactedOutput == "" || nodeOutput(events, "n001") != synth.CompactedOutput {
+		t.Errorf("team output %q, node_completed output %q", synth.CompactedOutput, nodeOutput(events, "n001"))
+	}
+	// Nested lanes are one level deeper, under the team's lane.
+	for _, env := range events {
+		if env.Lane.StreamID == "node:n001/m1" && env.Type == messages.NodeStarted {
+			if env.Lane.Depth != 2 || env.Lane.ParentStreamID != "node:n001" {
+				t.Errorf("nested lane %+v", env.Lane)
+			}
+		}
+	}
+	// The team's output goes downstream like a leaf's.
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeStartedPayload); ok && slices.Contains(p.Deps, "n001") && !strings.Contains(p.NodeID, "/") {
+			return
+		}
+	}
+	t.Error("no node depends on the team node")
+}
+
+func TestCouncil_DebateStopsEarlyOnConsensus(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6,
+		Debate: &messages.DebateScenario{Agents: 3, Rounds: 4, Judge: true, MinRounds: 2, ConsensusRound: 1}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	// Consensus from round 1, but min_rounds 2: the debate stops after round 2.
+	wantTypes(t, "debate lane", laneTypes(events, "node:n001"),
+		messages.NodeStarted, messages.DebateRoundStarted, messages.DebateRoundStarted,
+		messages.DebateStanceMap, messages.Dissent, messages.Dissent, messages.NodeCompleted)
+	for r := 1; r <= 2; r++ {
+		for _, a := range []string{"a1", "a2", "a3"} {
+			lane := messages.DebateTurnStream("n001", r, a)
+			types := laneTypes(events, lane)
+			if len(types) < 3 || types[0] != messages.DebateTurnStarted || types[len(types)-1] != messages.DebateTurnCompleted ||
+				!slices.Contains(types, messages.TextDelta) {
+				t.Errorf("turn lane %s: %v", lane, types)
+			}
+		}
+		wantTypes(t, "judge lane", without(laneTypes(events, messages.JudgeStream("n001", r)), streamed...),
+			messages.DebateJudgeStarted, messages.DebateJudgeSummary)
+	}
+	var stances []messages.AgentStance
+	var dissenters []string
+	for _, p := range payloads[*messages.DebateStanceMapPayload](events) {
+		stances = p.Stances
+	}
+	for _, p := range payloads[*messages.DissentPayload](events) {
+		dissenters = append(dissenters, p.DissentingAgentID)
+		if p.ConflictID != "n001" || p.Position == "" {
+			t.Errorf("dissent %+v", p)
+		}
+	}
+	want := []messages.AgentStance{{AgentID: "a1", Stance: messages.StanceHeld}, {AgentID: "a2", Stance: messages.StanceShifted}, {AgentID: "a3", Stance: messages.StanceConceded}}
+	if !slices.Equal(stances, want) || !slices.Equal(dissenters, []string{"a2", "a3"}) {
+		t.Errorf("stances %v, dissenters %v", stances, dissenters)
+	}
+	judged := payloads[*messages.DebateJudgeSummaryPayload](events)
+	if len(judged) != 2 || judged[0].EarlyStop || !judged[1].EarlyStop || !judged[0].Consensus {
+		t.Errorf("judge summaries %+v", judged)
+	}
+	// The debate's verdict is the node's output.
+	if out := nodeOutput(events, "n001"); out == "" || out != payloads[*messages.SynthesisCompletedPayload](events)[0].Answer {
+		t.Errorf("debate output %q", out)
+	}
+}
+
+func TestCouncil_DebateCompactsOldRounds(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Debate: &messages.DebateScenario{Agents: 2, Rounds: 5, CompactAfter: 2}}
+	_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	var compacted []int
+	for _, p := range payloads[*messages.DebateRoundCompactedPayload](events) {
+		compacted = append(compacted, p.Round)
+	}
+	if !slices.Equal(compacted, []int{1, 2}) {
+		t.Errorf("compacted rounds %v, want [1 2] (5 rounds, compact_after 2)", compacted)
+	}
+	if n := len(payloads[*messages.DebateRoundStartedPayload](events)); n != 5 {
+		t.Errorf("%d rounds, want 5 (no judge)", n)
+	}
+}
+
+func TestCouncil_SpawnSubteam(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		hitl     messages.HITLMode
+		decision messages.Decision
+		spawned  bool
+	}{
+		{"no gate", messages.HITLNone, "", true},
+		{"gate approved", messages.HITLNode, messages.DecisionApprove, true},
+		{"gate rejected", messages.HITLNode, messages.DecisionReject, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 4, Waves: 2, FanIn: 2, Tokens: 4, Spawn: messages.NodeSelector{IDs: []string{"n001"}}}
+			ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc, HITL: tc.hitl},
+				func(p *messages.InterruptRaisedPayload) messages.Resume {
+					if p.Kind == messages.InterruptSpawnApproval {
+						if p.NodeID != "n001" {
+							t.Errorf("spawn gate for %q", p.NodeID)
+						}
+						return messages.Resume{Decision: tc.decision}
+					}
+					return messages.Resume{Decision: messages.DecisionApprove}
+				})
+			testkit.AssertInvariants(t, events)
+			fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			spawns := payloads[*messages.SubteamSpawnedPayload](events)
+			if !tc.spawned {
+				if len(spawns) != 0 || fin.Nodes.Total != 4 {
+					t.Fatalf("rejected spawn ran: %d spawns, %+v", len(spawns), fin.Nodes)
+				}
+				return
+			}
+			if len(spawns) != 1 || spawns[0].ParentNodeID != "n001" || spawns[0].TeamID != "n001.team" || spawns[0].AppliedAtWave != 1 {
+				t.Fatalf("subteam_spawned %+v", spawns)
+			}
+			if fin.Nodes.Total != 5 || fin.Nodes.Completed != 5 {
+				t.Errorf("nodes %+v", fin.Nodes)
+			}
+			wantTypes(t, "sub-team lane", without(laneTypes(events, "node:n001.team"), messages.InterruptRaised, messages.InterruptResolved),
+				messages.NodeStarted, messages.TeamStarted, messages.WaveStarted, messages.WaveCompleted,
+				messages.TeamSynthesized, messages.NodeCompleted)
+			// The spawning worker's dependents now wait for the sub-team too.
+			for _, env := range events {
+				if p, ok := env.Payload.(*messages.NodeStartedPayload); ok && slices.Contains(p.Deps, "n001") && p.NodeID != "n001.team" {
+					if !slices.Contains(p.Deps, "n001.team") || p.Wave != 2 {
+						t.Errorf("dependent %s: deps %v wave %d", p.NodeID, p.Deps, p.Wave)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCouncil_SteeringAppliedAtNextBoundary(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	add := &messages.GraphDiff{Ops: []messages.DiffOp{{Op: messages.OpAddNode, Node: &messages.PlanNode{ID: "extra", Goal: "costs", Deps: []string{"n001"}}}}}
+	bad := &messages.GraphDiff{Ops: []messages.DiffOp{{Op: messages.OpRemoveNode, NodeID: "n001"}}} // n001 ran in wave 0: frozen
+	sc := messages.Scenario{Nodes: 4, Waves: 2, Tokens: 4, Steering: []messages.SteeringScript{
+		{AtWave: 0, Note: "add a costs node", Diff: add},
+		{AtWave: 0, Note: "drop n001", Diff: bad},
+		{AtWave: 0, Note: "look at history too"}, // the model adds a node for it
+	}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if fin.Nodes.Total != 6 || fin.Nodes.Completed != 6 {
+		t.Errorf("nodes %+v, want 6 (4 planned, 2 added by steering)", fin.Nodes)
+	}
+	applied := payloads[*messages.SteeringAppliedPayload](events)
+	rejected := payloads[*messages.SteeringRejectedPayload](events)
+	if len(applied) != 2 || len(rejected) != 1 || rejected[0].SteeringID != "scenario-2" {
+		t.Fatalf("applied %d, rejected %+v", len(applied), rejected)
+	}
+	for _, a := range applied {
+		if a.AppliedAtWave != 1 {
+			t.Errorf("steering %s applied at wave %d, want 1", a.SteeringID, a.AppliedAtWave)
+		}
+	}
+	wantTypes(t, "rejected steering lane", without(laneTypes(events, messages.SteeringStream("scenario-2")), streamed...),
+		messages.SteeringReceived, messages.Warning, messages.SteeringRejected)
+	// The diff's node and the note's node ran in wave 1.
+	for _, id := range []string{"extra", scripted.SteerNodeID("look at history too")} {
+		if nodeOutput(events, id) == "" {
+			t.Errorf("steered node %s did not run", id)
+		}
+	}
+}
+
+// TestCouncil_SteerAPI posts a diff while the run waits at its plan gate.
+// The supervisor is parked: the note is queued behind the gate's answer,
+// reaches it as wave 0 starts, and applies at the boundary before wave 1.
+func TestCouncil_SteerAPI(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 4}
+	var steerID string
+	ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc, HITL: messages.HITLPlan},
+		func(p *messages.InterruptRaisedPayload) messages.Resume {
+			ctx := context.Background()
+			runs, _ := e.Runs(runindex.Filter{Tenant: messages.LocalTenant, Limit: 10})
+			run := runs[0].RunID
+			diff := &messages.GraphDiff{Ops: []messages.DiffOp{{Op: messages.OpSetRole, NodeID: "n003", Role: "auditor"}}}
+			id, err := e.Steer(ctx, messages.Steer{RunID: run, SteerNote: messages.SteerNote{Note: "n003 audits", Diff: diff}})
+			if err != nil {
+				t.Errorf("Steer: %v", err)
+			}
+			steerID = id
+			return messages.Resume{Decision: messages.DecisionApprove}
+		})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	applied := payloads[*messages.SteeringAppliedPayload](events)
+	if len(applied) != 1 || applied[0].SteeringID != steerID || applied[0].AppliedAtWave != 1 {
+		t.Fatalf("applied %+v", applied)
+	}
+	for _, p := range payloads[*messages.NodeStartedPayload](events) {
+		if p.NodeID == "n003" && p.Role != "auditor" {
+			t.Errorf("n003 role %q", p.Role)
+		}
+	}
+	if _, err := e.Steer(context.Background(), messages.Steer{RunID: ref.RunID, SteerNote: messages.SteerNote{Note: "late"}}); err == nil {
+		t.Error("steering an ended run succeeded")
+	}
+}
+
+func TestCouncil_AdvisorGate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		opts    messages.AdvisorOptions
+		script  messages.AdvisorScenario
+		lane    []messages.EventType // n001's lane, streamed events dropped
+		code    messages.ErrorCode   // "" = finished
+		advisor []messages.AdvisorKind
+	}{
+		{"redirect then continue", messages.AdvisorOptions{}, messages.AdvisorScenario{Redirects: 1},
+			[]messages.EventType{messages.NodeStarted, messages.Advisor, messages.Advisor, messages.NodeCompleted}, "",
+			[]messages.AdvisorKind{messages.AdvisorRedirect, messages.AdvisorContinue}},
+		{"halt", messages.AdvisorOptions{}, messages.AdvisorScenario{Halt: messages.NodeSelector{IDs: []string{"n001"}}},
+			[]messages.EventType{messages.NodeStarted, messages.Advisor, messages.Escalation, messages.NodeFailed}, messages.ErrCodeAdvisorHalt,
+			[]messages.AdvisorKind{messages.AdvisorHalt}},
+		{"budget", messages.AdvisorOptions{MaxRedirects: 2}, messages.AdvisorScenario{Redirects: 3},
+			[]messages.EventType{messages.NodeStarted, messages.Advisor, messages.Advisor, messages.Advisor, messages.Escalation, messages.NodeFailed}, messages.ErrCodeAdvisorHalt,
+			[]messages.AdvisorKind{messages.AdvisorRedirect, messages.AdvisorRedirect, messages.AdvisorBudget}},
+		{"malformed halts", messages.AdvisorOptions{}, messages.AdvisorScenario{Malformed: messages.NodeSelector{IDs: []string{"n001"}}},
+			[]messages.EventType{messages.NodeStarted, messages.Advisor, messages.Escalation, messages.NodeFailed}, messages.ErrCodeAdvisorHalt,
+			[]messages.AdvisorKind{messages.AdvisorHalt}},
+		{"malformed continues", messages.AdvisorOptions{MalformedContinues: true}, messages.AdvisorScenario{Malformed: messages.NodeSelector{IDs: []string{"n001"}}},
+			[]messages.EventType{messages.NodeStarted, messages.Advisor, messages.NodeCompleted}, "",
+			[]messages.AdvisorKind{messages.AdvisorContinue}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			script := tc.script
+			sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Advisor: &script}
+			opts := tc.opts
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, Advisor: &opts, Concurrency: 1})
+			testkit.AssertInvariants(t, events)
+			wantTypes(t, "n001 lane", without(laneTypes(events, "node:n001"), streamed...), tc.lane...)
+			var kinds []messages.AdvisorKind
+			for _, env := range events {
+				if p, ok := env.Payload.(*messages.AdvisorPayload); ok && env.Lane.StreamID == "node:n001" {
+					kinds = append(kinds, p.Kind)
+				}
+			}
+			if !slices.Equal(kinds, tc.advisor) {
+				t.Errorf("advisor kinds %v, want %v", kinds, tc.advisor)
+			}
+			if tc.code == "" {
+				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+				return
+			}
+			if got := terminal[*messages.RunErrorPayload](t, events, ref.RunID); got.Code != tc.code {
+				t.Errorf("run_error code %q, want %q", got.Code, tc.code)
+			}
+		})
+	}
+}
+
+func TestCouncil_AsyncDelegation(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 8, Delegations: &messages.DelegationScenario{Async: 2}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	async := 0
+	for _, p := range payloads[*messages.SubagentStartedPayload](events) {
+		if p.Async && p.Round == 1 {
+			async++
+		}
+	}
+	if async != 4 {
+		t.Errorf("%d async sub-agents, want 4", async)
+	}
+	// Every async tool ran and answered; the cancelled task closed as cancelled.
+	tools := map[string]int{}
+	for _, p := range payloads[*messages.ToolCallFinishedPayload](events) {
+		tools[p.Tool]++
+	}
+	for _, name := range []string{model.ToolStartAsyncTask, model.ToolUpdateAsyncTask, model.ToolCheckAsyncTask, model.ToolListAsyncTasks, model.ToolCancelAsyncTask} {
+		if tools[name] == 0 {
+			t.Errorf("no %s call finished (%v)", name, tools)
+		}
+	}
+	// The worker's own turns went on while its tasks ran: its next turn
+	// started before it had every task's result (start returned at once).
+	for _, p := range payloads[*messages.ToolCallFinishedPayload](events) {
+		if p.Tool == model.ToolStartAsyncTask && !strings.Contains(p.Result, "task_id") {
+			t.Errorf("start_async_task result %q", p.Result)
+		}
+	}
+}
+
+func TestCouncil_DelegationLimits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		depth, max int
+		warnings   int
+		code       messages.ErrorCode
+	}{
+		{depth: 2, max: 3, warnings: 0},
+		{depth: 3, max: 3, warnings: 1},
+		{depth: 5, max: 3, warnings: 3},
+		{depth: 6, max: 3, warnings: 3, code: messages.ErrCodeDelegationLimit},
+		{depth: 2, max: 1, warnings: 1, code: messages.ErrCodeDelegationLimit},
+	} {
+		t.Run(fmt.Sprintf("depth%d_max%d", tc.depth, tc.max), func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 1, Waves: 1, Tokens: 4, SubagentsPerNode: 1, Delegations: &messages.DelegationScenario{Depth: tc.depth}}
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, MaxDelegationRounds: tc.max})
+			testkit.AssertInvariants(t, events)
+			warnings := 0
+			for _, p := range payloads[*messages.WarningPayload](events) {
+				if p.Code == "delegation_soft_limit" {
+					warnings++
+				}
+			}
+			if warnings != tc.warnings {
+				t.Errorf("%d soft-limit warnings, want %d", warnings, tc.warnings)
+			}
+			if tc.code == "" {
+				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+				return
+			}
+			if got := terminal[*messages.RunErrorPayload](t, events, ref.RunID); got.Code != tc.code {
+				t.Errorf("run_error %+v, want code %s", got, tc.code)
+			}
+		})
+	}
+}
+
+func TestCouncil_CitationsDeduplicated(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 6, Waves: 2, Tokens: 4, ToolsPerNode: 3, SubagentsPerNode: 1, Delegations: &messages.DelegationScenario{Depth: 0}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	added := payloads[*messages.CitationAddedPayload](events)
+	if len(added) == 0 || len(added) >= 6*3*2 {
+		t.Fatalf("%d citations for 36 cited sources: not deduplicated", len(added))
+	}
+	urls := map[string]bool{}
+	for i, c := range added {
+		if c.Number != i+1 || urls[c.URL] {
+			t.Errorf("citation %d: %+v", i, c)
+		}
+		urls[c.URL] = true
+	}
+	if len(fin.Citations) != len(added) || !strings.Contains(fin.Answer, "## Sources") || !strings.Contains(fin.Answer, "[1] ") {
+		t.Errorf("answer %q with %d citations", fin.Answer, len(fin.Citations))
+	}
+	// Same seed, same numbering, whatever order the parallel nodes finished in.
+	e2 := testkit.NewEngine(t, actors.Config{Concurrency: 1})
+	_, events2 := testkit.RunCouncil(t, e2, messages.StartRun{Question: "q", Scenario: &sc})
+	added2 := payloads[*messages.CitationAddedPayload](events2)
+	if !slices.EqualFunc(added, added2, func(a, b *messages.CitationAddedPayload) bool { return a.Citation == b.Citation }) {
+		t.Error("citation numbering depends on scheduling")
+	}
+}
+
+func TestCouncil_CostEstimateAndTotals(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 5, Waves: 2, Teams: 1, TeamSize: 2, Tokens: 4, Debate: &messages.DebateScenario{Agents: 2, Rounds: 2, Judge: true}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	est := payloads[*messages.RunCostEstimatePayload](events)
+	// 3 leaves + team (2 members + synthesis) + debate (2×2 turns + 2 judges + synthesis).
+	if len(est) != 1 || est[0].NodeCount != 3+3+7 || est[0].EstTokens != int64(est[0].NodeCount)*2000 || est[0].EstWallSeconds != est[0].EstTokens/50 {
+		t.Errorf("run_cost_estimate %+v", est)
+	}
+	var sum messages.Usage
+	for _, p := range payloads[*messages.TokenUsagePayload](events) {
+		sum = sum.Add(p.Usage)
+	}
+	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	if fin.Usage != sum || sum.OutputTokens == 0 {
+		t.Errorf("run_finished usage %+v, token_usage total %+v", fin.Usage, sum)
+	}
+}
+
+// plannedModel is the scripted model with the director's plan replaced.
+type plannedModel struct {
+	*scripted.Model
+	plan string
+}
+
+func (m plannedModel) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.Role == model.RoleDirector {
+		return &textStream{chunks: []string{m.plan}}, nil
+	}
+	return m.Model.Stream(ctx, req)
+}
+
+type textStream struct {
+	chunks []string
+	done   bool
+}
+
+func (s *textStream) Recv() (model.Chunk, error) {
+	if len(s.chunks) > 0 {
+		c := &model.Text{Text: s.chunks[0]}
+		s.chunks = s.chunks[1:]
+		return c, nil
+	}
+	if !s.done {
+		s.done = true
+		return &model.Usage{Model: "plan", Usage: messages.Usage{OutputTokens: 1}}, nil
+	}
+	return nil, io.EOF
+}
+
+func (s *textStream) Close() error { return nil }
+
+// TestCouncil_RandomPlansHoldEveryInvariant: random valid plans with team
+// and debate nodes (seeded), run end to end, always satisfy every
+// invariant and complete every node.
+func TestCouncil_RandomPlansHoldEveryInvariant(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			r := rand.New(rand.NewPCG(seed, 7))
+			plan := dag.RandomPlan(r, dag.GenOptions{Nodes: 3 + r.IntN(6), Waves: 1 + r.IntN(3), TeamProb: 0.3, DebateProb: 0.2, MaxDepth: 2})
+			if err := dag.Validate(plan); err != nil {
+				t.Fatalf("generated plan invalid: %v", err)
+			}
+			js, _ := json.Marshal(plan)
+			sm, err := scripted.New(messages.Scenario{Tokens: 3, Seed: int64(seed)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return plannedModel{sm, string(js)}, nil }})
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
+			testkit.AssertInvariants(t, events)
+			fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			if fin.Nodes.Completed != len(plan.Nodes) {
+				t.Errorf("completed %+v of %d nodes", fin.Nodes, len(plan.Nodes))
+			}
+		})
+	}
+}

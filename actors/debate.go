@@ -1,0 +1,232 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/debate"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// debateActor runs a debate node: rounds in which every agent speaks once,
+// in order (each turn a lane of its own under the node's lane), an
+// optional judge after each round that may stop the debate early on
+// consensus once min_rounds are done, compaction of rounds older than
+// compact_after, the stance map, the debate synthesis (the node's output)
+// and a dissent event for each overruled position. Model turns run in
+// goroutines it owns, one at a time (turn.go).
+type debateActor struct {
+	spec *agentSpec // role worker; node is the debate node
+	cfg  *messages.DebateConfig
+
+	round     int
+	speaker   int
+	phase     debatePhase
+	cur       *turnHandle
+	sub       *messages.Lane // the open turn, judge or synthesis lane
+	usage     messages.Usage
+	tr        debate.Transcript
+	compacted int // rounds compacted so far
+	declared  map[string]messages.Stance
+	opening   map[string]string
+	finished  bool
+	stopping  bool
+}
+
+type debatePhase int
+
+const (
+	debateTurn debatePhase = iota + 1
+	debateJudge
+	debateSynthesis
+)
+
+func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared) {
+	req.Role, req.RunID, req.AgentID, req.Question = model.RoleWorker, r.spec.runID, info.node.ID, r.spec.question
+	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
+	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate} },
+		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	r.spawnChild(ctx, props, info.node.ID, shared)
+}
+
+func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {
+	d.spec.e.publish(ctx, d.spec.run.hub, &messages.Emit{RunID: d.spec.run.runID, AgentID: d.spec.agentID, Lane: lane, Payload: p})
+}
+
+func (d *debateActor) emit(ctx actor.Context, p messages.Payload) { d.emitOn(ctx, d.spec.lane, p) }
+
+func (d *debateActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		sh := d.spec.shared
+		sh.attempts++
+		if !sh.opened {
+			sh.opened = true
+			n := d.spec.node
+			d.emit(ctx, &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps, Kind: messages.KindDebate, Role: n.node.Role})
+		} else {
+			d.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+		}
+		d.declared, d.opening = map[string]messages.Stance{}, map[string]string{}
+		d.startRound(ctx, 1)
+	case *turnDone:
+		if !d.finished && !d.stopping {
+			d.cur = nil
+			d.turnDone(ctx, m)
+		}
+	case *turnPanicked:
+		d.spec.shared.lastPanic = fmt.Sprint(m.value)
+		panic(m.value)
+	case *actor.Stopping, *actor.Restarting:
+		d.stopping = true
+		d.cur.stop()
+		d.cur = nil
+		d.closeSub(ctx)
+	}
+}
+
+func (d *debateActor) nodeID() string { return d.spec.node.node.ID }
+
+func (d *debateActor) startRound(ctx actor.Context, round int) {
+	d.round, d.speaker = round, 0
+	d.emit(ctx, &messages.DebateRoundStartedPayload{NodeID: d.nodeID(), Round: round})
+	// Rounds older than the last compact_after are summarised in context.
+	keep := d.cfg.EffectiveCompactAfter()
+	for d.compacted < round-1-keep {
+		d.compacted++
+		d.emit(ctx, &messages.DebateRoundCompactedPayload{NodeID: d.nodeID(), Round: d.compacted, Summary: d.tr.CompactRound(d.compacted)})
+	}
+	d.startSpeaker(ctx)
+}
+
+func (d *debateActor) startSpeaker(ctx actor.Context) {
+	ag := d.cfg.Agents[d.speaker]
+	lane := d.spec.lane.Child(messages.DebateTurnStream(d.nodeID(), d.round, ag.ID))
+	d.phase, d.sub = debateTurn, &lane
+	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round})
+	d.turn(ctx, lane, model.Request{Role: model.RoleDebater, AgentID: d.nodeID() + ":" + ag.ID, Persona: ag.Persona, Round: d.round,
+		Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())})
+}
+
+// turn starts a model turn on lane; goal and context are the node's.
+func (d *debateActor) turn(ctx actor.Context, lane messages.Lane, req model.Request) {
+	req.RunID, req.Question, req.Turn, req.Attempt = d.spec.run.runID, d.spec.run.question, 1, d.spec.shared.attempts
+	if req.Goal == "" {
+		req.Goal, req.Context = d.spec.req.Goal, d.spec.req.Context
+	}
+	d.cur = startModelTurn(ctx, d.spec.e, d.spec.run, req.AgentID, lane, req, false)
+}
+
+func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
+	d.usage = d.usage.Add(m.usage)
+	if m.err == nil && len(m.calls) > 0 {
+		m.err = errors.New("debate agents have no tools")
+	}
+	if m.err != nil {
+		d.fail(ctx, m.err)
+		return
+	}
+	switch d.phase {
+	case debateTurn:
+		ag := d.cfg.Agents[d.speaker]
+		stance, body := debate.ParseStance(m.text)
+		d.declared[ag.ID] = stance
+		if d.round == 1 {
+			d.opening[ag.ID] = body
+		}
+		d.tr.Add(d.round, ag.ID, body)
+		d.emitOn(ctx, *d.sub, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Round: d.round, Text: body, Stance: stance})
+		d.sub = nil
+		d.speaker++
+		switch {
+		case d.speaker < len(d.cfg.Agents):
+			d.startSpeaker(ctx)
+		case d.cfg.Judge:
+			lane := d.spec.lane.Child(messages.JudgeStream(d.nodeID(), d.round))
+			d.phase, d.sub = debateJudge, &lane
+			d.emitOn(ctx, lane, &messages.DebateJudgeStartedPayload{NodeID: d.nodeID(), Round: d.round})
+			d.turn(ctx, lane, model.Request{Role: model.RoleJudge, AgentID: d.nodeID() + ":judge", Round: d.round,
+				Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())})
+		default:
+			d.nextRound(ctx, false)
+		}
+	case debateJudge:
+		consensus := debate.ParseJudge(m.text)
+		early := consensus && d.round >= d.cfg.EffectiveMinRounds()
+		d.emitOn(ctx, *d.sub, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Consensus: consensus, EarlyStop: early, Assessment: m.text})
+		d.sub = nil
+		d.nextRound(ctx, early)
+	case debateSynthesis:
+		d.emitOn(ctx, *d.sub, &messages.SynthesisCompletedPayload{Answer: m.text})
+		d.sub = nil
+		d.finish(ctx, m.text)
+	}
+}
+
+// nextRound starts the next round, or ends the rounds: stance map, then
+// the debate synthesis.
+func (d *debateActor) nextRound(ctx actor.Context, stop bool) {
+	if !stop && d.round < d.cfg.Rounds {
+		d.startRound(ctx, d.round+1)
+		return
+	}
+	ids := make([]string, len(d.cfg.Agents))
+	for i, a := range d.cfg.Agents {
+		ids[i] = a.ID
+	}
+	d.emit(ctx, &messages.DebateStanceMapPayload{NodeID: d.nodeID(), Rounds: d.round, Stances: debate.FinalStances(ids, d.declared)})
+	lane := d.spec.lane.Child(messages.SynthesisStreamOf(d.nodeID()))
+	d.phase, d.sub = debateSynthesis, &lane
+	lines := d.tr.Lines(d.cfg.EffectiveCompactAfter())
+	d.emitOn(ctx, lane, &messages.SynthesisStartedPayload{Inputs: len(lines)})
+	d.turn(ctx, lane, model.Request{Role: model.RoleSynthesizer, AgentID: d.nodeID() + ":synthesis",
+		Goal: "Give the debate's verdict on: " + d.spec.req.Goal, Context: lines})
+}
+
+// finish resolves the debate: every overruled position is kept as a
+// dissent, then the node completes with the synthesis.
+func (d *debateActor) finish(ctx actor.Context, verdict string) {
+	ids := make([]string, len(d.cfg.Agents))
+	for i, a := range d.cfg.Agents {
+		ids[i] = a.ID
+	}
+	for _, p := range debate.Dissents(d.nodeID(), debate.FinalStances(ids, d.declared), d.opening) {
+		d.emit(ctx, &p)
+	}
+	d.emit(ctx, &messages.NodeCompletedPayload{NodeID: d.nodeID(), Output: verdict, Attempts: d.spec.shared.attempts, Usage: d.usage})
+	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Output: verdict, Usage: d.usage, Attempts: d.spec.shared.attempts})
+}
+
+func (d *debateActor) fail(ctx actor.Context, err error) {
+	d.closeSub(ctx)
+	d.emit(ctx, &messages.NodeFailedPayload{NodeID: d.nodeID(), Error: err.Error(), Attempts: d.spec.shared.attempts})
+	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Usage: d.usage, Attempts: d.spec.shared.attempts, Err: err})
+}
+
+// closeSub closes the open turn, judge or synthesis lane of a debate that
+// stops or fails in the middle of it.
+func (d *debateActor) closeSub(ctx actor.Context) {
+	if d.sub == nil {
+		return
+	}
+	lane := *d.sub
+	d.sub = nil
+	switch d.phase {
+	case debateTurn:
+		d.emitOn(ctx, lane, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: d.cfg.Agents[d.speaker].ID, Round: d.round,
+			Stance: messages.StanceHeld, Cancelled: true})
+	case debateJudge:
+		d.emitOn(ctx, lane, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Cancelled: true})
+	case debateSynthesis:
+		d.emitOn(ctx, lane, &messages.SynthesisFailedPayload{Error: "the debate stopped"})
+	}
+}
+
+func (d *debateActor) report(ctx actor.Context, done *messages.AgentDone) {
+	d.finished = true
+	d.spec.shared.done.Store(done)
+	ctx.Request(ctx.Parent(), done)
+}

@@ -1,0 +1,173 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// Steering (run level only). A note posted to a live run opens its lane
+// (steering_received); a note without a diff is translated into one by a
+// steerer agent (the model, role steerer) on that lane. At the next wave
+// boundary every translated diff is applied atomically (dag.Apply on the
+// nodes that have not started) or rejected; the lane closes with
+// steering_applied or steering_rejected. Notes still waiting when the run
+// ends are rejected before its terminal event.
+
+// steerItem is one steering note of a run.
+type steerItem struct {
+	id          string
+	note        string
+	diff        *messages.GraphDiff
+	err         error // translation failed
+	translating bool  // a steerer agent is working on it
+}
+
+// steeringQueue holds a run's notes in arrival order until a boundary.
+type steeringQueue struct {
+	items []*steerItem
+	seen  map[string]bool // ids ever queued (scenario notes are posted once)
+}
+
+func (q *steeringQueue) translating() bool {
+	if q == nil {
+		return false
+	}
+	for _, it := range q.items {
+		if it.translating {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *steeringQueue) byID(id string) *steerItem {
+	for _, it := range q.items {
+		if it.id == id {
+			return it
+		}
+	}
+	return nil
+}
+
+func steeringLane(id string) messages.Lane {
+	return messages.RunLane().Child(messages.SteeringStream(id))
+}
+
+// steer takes a note posted to the run.
+func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
+	if r.team != nil || r.ended.Load() || r.terminal != nil {
+		return
+	}
+	if r.steering == nil {
+		r.steering = &steeringQueue{seen: map[string]bool{}}
+	}
+	if r.steering.seen[m.ID] {
+		return
+	}
+	r.steering.seen[m.ID] = true
+	it := &steerItem{id: m.ID, note: m.Note, diff: m.Diff}
+	if it.diff != nil || r.failCode != "" || r.phase == phaseSynthesizing {
+		r.emitFor(ctx, steeringAgentID, steeringLane(m.ID), &messages.SteeringReceivedPayload{SteeringID: m.ID, Note: m.Note, Diff: m.Diff})
+		switch {
+		case r.failCode != "":
+			r.rejectSteering(ctx, it, "the run is ending")
+		case r.phase == phaseSynthesizing:
+			r.rejectSteering(ctx, it, "no wave boundary is left: the run is synthesising its answer")
+		default:
+			r.steering.items = append(r.steering.items, it)
+		}
+		return
+	}
+	it.translating = true
+	r.steering.items = append(r.steering.items, it)
+	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note}
+	if r.plan.Nodes != nil {
+		p := clonePlan(r.plan)
+		req.Plan = &p
+	}
+	spec := &agentSpec{steeringID: m.ID}
+	r.spawnWithSpec(ctx, model.RoleSteerer, "steer-"+m.ID, steeringLane(m.ID), req, spec)
+}
+
+// steeringTranslated takes a steerer's report.
+func (r *runActor) steeringTranslated(ctx actor.Context, c *child, m *messages.AgentDone) {
+	it := r.steering.byID(c.steeringID)
+	if it == nil {
+		return
+	}
+	it.translating = false
+	switch {
+	case m.Err != nil:
+		it.err = m.Err
+	default:
+		it.diff = m.Diff
+	}
+	r.continueBoundary(ctx)
+}
+
+// applySteering applies or rejects every translated note, in arrival order.
+func (r *runActor) applySteering(ctx actor.Context) {
+	if r.steering == nil {
+		return
+	}
+	var keep []*steerItem
+	for _, it := range r.steering.items {
+		switch {
+		case it.translating:
+			keep = append(keep, it)
+		case it.err != nil:
+			r.rejectSteering(ctx, it, "the note could not be turned into a graph diff: "+it.err.Error())
+		default:
+			frozen := func(id string) bool { _, ok := r.fixed[id]; return ok }
+			plan, err := dag.Apply(r.plan, *it.diff, frozen)
+			if err != nil {
+				r.rejectSteering(ctx, it, err.Error())
+				continue
+			}
+			r.replan(plan, dag.WavesFrom(plan, r.fixed, r.nextWave))
+			r.emitFor(ctx, steeringAgentID, steeringLane(it.id), &messages.SteeringAppliedPayload{SteeringID: it.id, Diff: *it.diff,
+				AppliedAtWave: r.nextWave, Plan: clonePlan(r.plan), Waves: r.waves})
+		}
+	}
+	r.steering.items = keep
+}
+
+// rejectSteering closes a note's lane without changing the plan.
+func (r *runActor) rejectSteering(ctx actor.Context, it *steerItem, reason string) {
+	lane := steeringLane(it.id)
+	r.emitFor(ctx, steeringAgentID, lane, &messages.WarningPayload{Code: "steering_rejected", Message: fmt.Sprintf("steering %s rejected: %s", it.id, reason)})
+	r.emitFor(ctx, steeringAgentID, lane, &messages.SteeringRejectedPayload{SteeringID: it.id, Diff: it.diff, Error: reason})
+}
+
+// dropSteering rejects the notes still waiting when the run ends (their
+// translators, if any, are stopped with the run's other agents, and
+// closeDeadLane rejects theirs).
+func (r *runActor) dropSteering(ctx actor.Context, reason string) {
+	if r.steering == nil {
+		return
+	}
+	for _, it := range r.steering.items {
+		if !it.translating {
+			r.rejectSteering(ctx, it, reason)
+		}
+	}
+	r.steering.items = nil
+}
+
+// injectScenarioSteering posts the scenario's notes for wave i, as a human
+// would (a simulation knob of the scripted scenarios).
+func (r *runActor) injectScenarioSteering(ctx actor.Context, i int) {
+	if r.team != nil || r.spec.scenario == nil || r.spec.rewind != nil {
+		return
+	}
+	for k, st := range r.spec.scenario.Steering {
+		if st.AtWave == i {
+			r.steer(ctx, &messages.Steering{ID: fmt.Sprintf("scenario-%d", k+1), SteerNote: messages.SteerNote{Note: st.Note}})
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/compact"
+	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// A team node runs its nested plan under a supervisor of its own: a
+// runActor with a teamScope, spawned as the team node's actor by the
+// supervisor of the graph the team is in. It runs the nested waves exactly
+// like the run's (same scheduling, failure and skip rules, one level
+// deeper, on the team node's lane), then a team synthesiser; the
+// synthesis, compacted, is the team node's output. To its parent it is one
+// more worker: it opens and closes the node's lane and reports AgentDone.
+
+// teamScope is what makes a runActor a team supervisor.
+type teamScope struct {
+	node   *messages.PlanNode // the team node, run-wide id; node.Team holds local ids
+	lane   messages.Lane      // the team node's lane
+	depth  int                // 1 for a team of the run's plan
+	wave   int                // the team node's wave in its parent graph
+	inputs []string           // the team node's dependency outputs
+	shared *agentShared
+	// stopped: the parent stopped the team (the run is ending); the parent
+	// closes the team's lane, the team only closes its nested lanes.
+	stopped bool
+}
+
+// spawnTeam starts the supervisor of team node info.node.
+func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared) {
+	depth := 1
+	if r.team != nil {
+		depth = r.team.depth + 1
+	}
+	scope := &teamScope{node: info.node, lane: r.nodeLane(info.node.ID), depth: depth, wave: info.wave, inputs: req.Context, shared: shared}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
+	}, actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	r.spawnChild(ctx, props, info.node.ID, shared)
+}
+
+// spawnChild spawns a node's actor (agent, team or debate) as a worker child.
+func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, id string, shared *agentShared) {
+	pid, err := ctx.SpawnNamed(props, id)
+	if err != nil { // names are unique within a graph by construction
+		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, id, err))
+	}
+	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: id, role: model.RoleWorker, shared: shared}
+}
+
+// startTeam opens the team node's lane and starts its first nested wave.
+func (r *runActor) startTeam(ctx actor.Context) {
+	t := r.team
+	r.start = r.e.cfg.Now()
+	sh := t.shared
+	sh.attempts++
+	if !sh.opened {
+		sh.opened = true
+		r.emit(ctx, &messages.NodeStartedPayload{NodeID: t.node.ID, Wave: t.wave, Goal: t.node.Goal, Deps: t.node.Deps, Kind: messages.KindTeam, Role: t.node.Role})
+	} else {
+		r.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+	}
+	plan := dag.Qualify(t.node.ID, *t.node.Team)
+	r.setPlan(plan, dag.Waves(plan))
+	r.emit(ctx, &messages.TeamStartedPayload{TeamID: t.node.ID, Depth: t.depth, Role: t.node.Role, Plan: plan, Waves: r.waves})
+	r.phase = phaseExecuting
+	r.startWave(ctx, 0)
+}
+
+// teamStopping: the parent stops the team. protoactor stops the nested
+// agents first; their Terminated close their lanes (closeDeadLane), and the
+// last one ends the open wave. The parent closes the team's own lane.
+func (r *runActor) teamStopping(ctx actor.Context) {
+	if r.ended.Load() {
+		return
+	}
+	r.team.stopped = true
+	for _, c := range r.children {
+		c.stopping = true // protoactor is stopping them
+	}
+	if r.failCode == "" {
+		r.failCode, r.failMsg = messages.ErrCodeAborted, "the team was stopped"
+		for _, id := range r.queue {
+			r.skipFailed(ctx, id)
+		}
+		r.queue = nil
+	}
+	r.maybeEndFailure(ctx)
+}
+
+// endTeam closes the team node's lane with the team's outcome and reports
+// it to the parent, which stops the team.
+func (r *runActor) endTeam(ctx actor.Context) {
+	t := r.team
+	r.ended.Store(true)
+	if t.stopped {
+		return // the parent closes the lane (node_cancelled)
+	}
+	done := &messages.AgentDone{AgentID: t.node.ID, Usage: r.usage, Attempts: t.shared.attempts}
+	switch p := r.terminal.(type) {
+	case *messages.RunFinishedPayload:
+		out, compacted := compact.Compact(p.Answer, compact.DefaultLimit)
+		r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
+		r.emit(ctx, &messages.NodeCompletedPayload{NodeID: t.node.ID, Output: out, Attempts: done.Attempts, Usage: r.usage})
+		for _, n := range r.plan.Nodes { // the nested nodes' sources, in plan order
+			for _, c := range r.node(n.ID).cites {
+				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
+			}
+		}
+		done.Output, done.Citations = out, r.cites.ToHandoff()
+	case *messages.RunErrorPayload:
+		r.emit(ctx, &messages.NodeFailedPayload{NodeID: t.node.ID, Error: p.Message, Attempts: done.Attempts})
+		done.Err, done.Code = errors.New(p.Message), p.Code
+	}
+	t.shared.done.Store(done)
+	ctx.Request(ctx.Parent(), done)
+}

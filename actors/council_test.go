@@ -438,8 +438,12 @@ func TestCouncil_CitationsDeduplicated(t *testing.T) {
 		}
 		urls[c.URL] = true
 	}
-	if len(fin.Citations) != len(added) || !strings.Contains(fin.Answer, "## Sources") || !strings.Contains(fin.Answer, "[1] ") {
-		t.Errorf("answer %q with %d citations", fin.Answer, len(fin.Citations))
+	if len(fin.Citations) != len(added) || !strings.HasPrefix(fin.Sources, "## Sources") || !strings.Contains(fin.Sources, "\n[1] ") {
+		t.Errorf("sources %q with %d citations", fin.Sources, len(fin.Citations))
+	}
+	// The synthesiser read each node's output with its sources' numbers.
+	if !strings.Contains(fin.Answer, "Answer to: q") {
+		t.Errorf("answer %q", fin.Answer)
 	}
 	// Same seed, same numbering, whatever order the parallel nodes finished in.
 	e2 := testkit.NewEngine(t, actors.Config{Concurrency: 1})
@@ -530,5 +534,58 @@ func TestCouncil_RandomPlansHoldEveryInvariant(t *testing.T) {
 				t.Errorf("completed %+v of %d nodes", fin.Nodes, len(plan.Nodes))
 			}
 		})
+	}
+}
+
+// failingModel is the scripted model, except that agent fail's turns fail.
+type failingModel struct {
+	*scripted.Model
+	fail string
+}
+
+func (m failingModel) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.AgentID == m.fail {
+		return nil, fmt.Errorf("%w: %s broke", model.ErrModel, m.fail)
+	}
+	return m.Model.Stream(ctx, req)
+}
+
+// TestCouncil_FailedTeamMemberFailsTheRun: a node failing inside a team
+// fails the team node (its siblings cancelled or skipped), the team's
+// downstream nodes are skipped, and the run ends with one run_error.
+func TestCouncil_FailedTeamMemberFailsTheRun(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 4, Waves: 2, FanIn: 2, Teams: 1, TeamSize: 4, Tokens: 4}
+	sm, err := scripted.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return failingModel{sm, "n001/m1"}, nil }})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeNodeFailed || !strings.Contains(runErr.Message, "n001/m1") {
+		t.Errorf("run_error %+v", runErr)
+	}
+	if testkit.Count(events, messages.RunError) != 1 || testkit.Count(events, messages.TeamSynthesized) != 0 {
+		t.Error("want exactly one run_error and no team synthesis")
+	}
+	team := without(laneTypes(events, "node:n001"), messages.WaveStarted, messages.WaveCompleted)
+	if team[len(team)-1] != messages.NodeFailed {
+		t.Errorf("team lane ends with %v", team)
+	}
+	skipped := map[string]bool{}
+	for _, p := range payloads[*messages.NodeSkippedPayload](events) {
+		skipped[p.NodeID] = true
+	}
+	for _, p := range payloads[*messages.NodeStartedPayload](events) {
+		if slices.Contains(p.Deps, "n001") {
+			t.Errorf("%s started although it depends on the failed team", p.NodeID)
+		}
+	}
+	for _, id := range dag.Waves(sm.Plan())[1] {
+		if !skipped[id] {
+			t.Errorf("wave-1 node %s not skipped (skipped: %v)", id, skipped)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -204,6 +205,9 @@ func (r *runActor) resume(ctx actor.Context) {
 		return
 	}
 	r.setPlanIfAny(rp)
+	if !rp.costEstimated && !rp.gateDecided && !rp.failing {
+		r.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
+	}
 	r.wave, r.inWave = max(rp.wave, 0), rp.wave >= 0 && !rp.waveDone
 	switch {
 	case rp.failing:
@@ -272,11 +276,20 @@ func (r *runActor) setPlanIfAny(rp *replayRun) {
 		return
 	}
 	r.setPlan(*rp.plan, rp.waves)
+	r.fixed = map[string]int{}
+	for w := 0; w <= rp.wave && w < len(rp.waves); w++ {
+		for _, id := range rp.waves[w] {
+			r.fixed[id] = w
+		}
+	}
+	if h, err := citations.FromHandoff(rp.citations); err == nil {
+		r.cites = h
+	}
 	for id, n := range rp.nodes {
 		if _, ok := r.pos[id]; !ok {
 			continue
 		}
-		r.node(id).state, r.node(id).output = n.state, n.output
+		r.node(id).state, r.node(id).output, r.node(id).cites = n.state, n.output, n.cites
 		switch n.state {
 		case nodeCompleted:
 			r.counts.Completed++

@@ -200,7 +200,7 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *replayR
 		r := newRunActor(a.e, spec, ended)
 		r.replay = replay
 		return r
-	}, actor.WithSupervisor(agentStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	}, actor.WithSupervisor(graphStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, runNamePrefix+string(spec.runID))
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)

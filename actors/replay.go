@@ -33,15 +33,18 @@ type replayRun struct {
 	failing     bool    // a node failed or was cancelled: the run was ending
 	failMsg     string
 
-	nodes      map[string]*replayNode
-	lanes      map[messages.StreamID]*replayLane // lanes opened and not closed
-	interrupts map[string]*replayInterrupt       // raised and not ended
-	usage      messages.Usage
+	nodes         map[string]*replayNode
+	lanes         map[messages.StreamID]*replayLane // lanes opened and not closed
+	interrupts    map[string]*replayInterrupt       // raised and not ended
+	usage         messages.Usage
+	citations     []messages.Citation // citation_added, in order
+	costEstimated bool                // run_cost_estimate seen
 }
 
 type replayNode struct {
 	state  nodeState
 	output string
+	cites  []messages.Citation
 }
 
 // replayLane is an open agent lane: what its agent had done in its current
@@ -133,8 +136,20 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		r.waveDone = true
 	case *messages.NodeCompletedPayload:
 		n := r.node(p.NodeID)
-		n.state, n.output = nodeCompleted, p.Output
+		n.state, n.output, n.cites = nodeCompleted, p.Output, p.Citations
 		delete(r.lanes, env.Lane.StreamID)
+	case *messages.SteeringAppliedPayload:
+		plan := p.Plan
+		r.plan, r.waves = &plan, p.Waves
+	case *messages.SubteamSpawnedPayload:
+		if env.Lane.StreamID == messages.RunStream { // a team's spawns change only its own graph
+			plan := p.Plan
+			r.plan, r.waves = &plan, p.Waves
+		}
+	case *messages.RunCostEstimatePayload:
+		r.costEstimated = true
+	case *messages.CitationAddedPayload:
+		r.citations = append(r.citations, p.Citation)
 	case *messages.NodeFailedPayload:
 		r.node(p.NodeID).state = nodeFailed
 		r.failing, r.failMsg = true, "node "+p.NodeID+" failed: "+p.Error

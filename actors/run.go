@@ -308,8 +308,7 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		if r.failCode != "" {
 			return // aborted while planning
 		}
-		n := int64(dag.CountAgents(r.plan))
-		r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
+		r.emitCostEstimate(ctx)
 		// Gate the plan on a message of our own: a parked actor keeps the
 		// message it parked on (ReenterAfter restores it for the
 		// continuation), and the director's report need not be kept.
@@ -351,11 +350,7 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		case m.Err != nil:
 			r.fail(ctx, messages.ErrCodeSynthesis, m.Err.Error())
 		default:
-			answer := m.Output
-			if r.team == nil && r.cites.Len() > 0 {
-				answer += "\n\n" + r.cites.RenderSources()
-			}
-			r.finish(ctx, &messages.RunFinishedPayload{Answer: answer, Citations: r.cites.List()})
+			r.finish(ctx, &messages.RunFinishedPayload{Answer: m.Output, Citations: r.cites.List(), Sources: r.cites.RenderSources()})
 		}
 	}
 }
@@ -720,6 +715,12 @@ func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayloa
 	}
 	r.phase = phaseExecuting
 	r.startWave(ctx, rw.Wave)
+}
+
+// emitCostEstimate publishes run_cost_estimate for the plan (warn-only).
+func (r *runActor) emitCostEstimate(ctx actor.Context) {
+	n := int64(dag.CountAgents(r.plan))
+	r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
 }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.

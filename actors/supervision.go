@@ -31,11 +31,30 @@ import (
 // engineStrategy dispatches on the kind of child, which its name encodes.
 func engineStrategy(cfg Config) actor.SupervisorStrategy {
 	return &byChildName{
-		prefix:    hubNamePrefix,
+		prefixes:  []string{hubNamePrefix},
 		match:     actor.NewOneForOneStrategy(10, 10*time.Second, func(any) actor.Directive { return actor.RestartDirective }),
 		otherwise: actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective }),
 	}
 }
+
+// graphStrategy is a run or team supervisor's: agents restart (see
+// agentStrategy), but team and debate nodes stop on a panic, and their
+// parent closes their lane as failed. Their state is their progress
+// through waves or rounds, and a restart in place would reopen lanes
+// that already closed.
+func graphStrategy(cfg Config) actor.SupervisorStrategy {
+	return &byChildName{
+		prefixes:  []string{teamNamePrefix, debateNamePrefix},
+		match:     actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective }),
+		otherwise: agentStrategy(cfg),
+	}
+}
+
+// Actor name prefixes of team and debate node actors.
+const (
+	teamNamePrefix   = "team-"
+	debateNamePrefix = "debate-"
+)
 
 // agentStrategy supervises agents (see above).
 func agentStrategy(cfg Config) actor.SupervisorStrategy {
@@ -43,16 +62,18 @@ func agentStrategy(cfg Config) actor.SupervisorStrategy {
 }
 
 type byChildName struct {
-	prefix    string
+	prefixes  []string
 	match     actor.SupervisorStrategy
 	otherwise actor.SupervisorStrategy
 }
 
 func (s *byChildName) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
 	name := child.Id[strings.LastIndexByte(child.Id, '/')+1:]
-	if strings.HasPrefix(name, s.prefix) {
-		s.match.HandleFailure(sys, sup, child, rs, reason, msg)
-		return
+	for _, p := range s.prefixes {
+		if strings.HasPrefix(name, p) {
+			s.match.HandleFailure(sys, sup, child, rs, reason, msg)
+			return
+		}
 	}
 	s.otherwise.HandleFailure(sys, sup, child, rs, reason, msg)
 }

@@ -43,13 +43,13 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 	scope := &teamScope{node: info.node, lane: r.nodeLane(info.node.ID), depth: depth, wave: info.wave, inputs: req.Context, shared: shared}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
-	}, actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, info.node.ID, shared)
+	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	r.spawnChild(ctx, props, teamNamePrefix+info.node.ID, info.node.ID, shared)
 }
 
 // spawnChild spawns a node's actor (agent, team or debate) as a worker child.
-func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, id string, shared *agentShared) {
-	pid, err := ctx.SpawnNamed(props, id)
+func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, name, id string, shared *agentShared) {
+	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique within a graph by construction
 		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, id, err))
 	}
@@ -109,13 +109,13 @@ func (r *runActor) endTeam(ctx actor.Context) {
 	case *messages.RunFinishedPayload:
 		out, compacted := compact.Compact(p.Answer, compact.DefaultLimit)
 		r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
-		r.emit(ctx, &messages.NodeCompletedPayload{NodeID: t.node.ID, Output: out, Attempts: done.Attempts, Usage: r.usage})
 		for _, n := range r.plan.Nodes { // the nested nodes' sources, in plan order
 			for _, c := range r.node(n.ID).cites {
 				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
 			}
 		}
 		done.Output, done.Citations = out, r.cites.ToHandoff()
+		r.emit(ctx, &messages.NodeCompletedPayload{NodeID: t.node.ID, Output: out, Attempts: done.Attempts, Usage: r.usage, Citations: done.Citations})
 	case *messages.RunErrorPayload:
 		r.emit(ctx, &messages.NodeFailedPayload{NodeID: t.node.ID, Error: p.Message, Attempts: done.Attempts})
 		done.Err, done.Code = errors.New(p.Message), p.Code

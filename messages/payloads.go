@@ -76,9 +76,11 @@ type ReusedNode struct {
 // RunFinishedPayload is the successful terminal event.
 type RunFinishedPayload struct {
 	Answer string `json:"answer"`
-	// Citations are the run's sources, in citation order; the answer ends
-	// with a Sources section listing them.
+	// Citations are the run's sources, in citation order (the numbers of
+	// the synthesiser's inline [N] references); Sources renders them as a
+	// "## Sources" section to show after the answer.
 	Citations  []Citation `json:"citations,omitempty"`
+	Sources    string     `json:"sources,omitempty"`
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
@@ -172,10 +174,13 @@ type NodeStartedPayload struct {
 
 // NodeCompletedPayload closes a node lane with its output.
 type NodeCompletedPayload struct {
-	NodeID   string `json:"node_id"`
-	Output   string `json:"output"`
-	Attempts int    `json:"attempts"`
-	Usage    Usage  `json:"usage"`
+	NodeID string `json:"node_id"`
+	Output string `json:"output"`
+	// Citations are the sources the node (and its sub-agents) cited, in
+	// first-seen order; the run numbers them when the node's wave ends.
+	Citations []Citation `json:"citations,omitempty"`
+	Attempts  int        `json:"attempts"`
+	Usage     Usage      `json:"usage"`
 }
 
 // NodeFailedPayload closes a node lane with an error.

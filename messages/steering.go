@@ -102,7 +102,7 @@ func DecodeGraphDiff(r io.Reader) (GraphDiff, error) {
 	}
 	// dec.More would accept a stray '}' or ']' after the object; only the
 	// end of input will do.
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return GraphDiff{}, errors.New("messages: decode graph diff: trailing data after the JSON object")
 	}
 	if err := d.Validate(); err != nil {

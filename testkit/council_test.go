@@ -260,6 +260,60 @@ func teamFailRun(id messages.RunID) []messages.Emit {
 		events
 }
 
+// teamSpawnRun is a run whose team t has a worker t/x that spawns a
+// sub-team: subteam_spawned is on the team's lane and changes the team's
+// plan; the sub-team t/x.team runs one level deeper. When restart is set,
+// the team's supervisor panics after its first team_started and runs again
+// (agent_restarted, then team_started again).
+func teamSpawnRun(id messages.RunID, restart bool) []messages.Emit {
+	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "t", Kind: messages.KindTeam, Team: &messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}}}}}}
+	tPlan := messages.Plan{Nodes: []messages.PlanNode{{ID: "t/x"}}}
+	tPlan2 := messages.Plan{Nodes: []messages.PlanNode{{ID: "t/x"}, {ID: "t/x.team", Deps: []string{"t/x"}, Kind: messages.KindTeam,
+		Team: &messages.Plan{Nodes: []messages.PlanNode{{ID: "r1"}}}}}}
+	lt := nodeLane("t")
+	lx, lxt := nestedLane(lt, "t/x"), nestedLane(lt, "t/x.team")
+	b := newRun(id).
+		on(runLane, &messages.RunStartedPayload{Question: "?"}).
+		on(dirLane, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"t"}}}).
+		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 1},
+			&messages.PlanApprovedPayload{Automatic: true},
+			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"t"}}).
+		on(lt, &messages.NodeStartedPayload{NodeID: "t", Kind: messages.KindTeam},
+			&messages.TeamStartedPayload{TeamID: "t", Depth: 1, Plan: tPlan, Waves: [][]string{{"t/x"}}})
+	if restart {
+		b.on(lt,
+			&messages.AgentRestartedPayload{Attempt: 2, Reason: "panic"},
+			&messages.TeamStartedPayload{TeamID: "t", Depth: 1, Plan: tPlan, Waves: [][]string{{"t/x"}}})
+	}
+	return b.on(lt, &messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"t/x"}, Team: "t"}).
+		on(lx, &messages.NodeStartedPayload{NodeID: "t/x"}, &messages.NodeCompletedPayload{NodeID: "t/x", Output: "X"}).
+		on(lt,
+			&messages.WaveCompletedPayload{Wave: 0, Team: "t", Completed: 1},
+			&messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptSpawnApproval, NodeID: "t/x"},
+			&messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptSpawnApproval, Decision: messages.DecisionApprove},
+			&messages.SubteamSpawnedPayload{ParentNodeID: "t/x", TeamID: "t/x.team", AppliedAtWave: 1, Plan: tPlan2, Waves: [][]string{{"t/x"}, {"t/x.team"}}},
+			&messages.WaveStartedPayload{Wave: 1, NodeIDs: []string{"t/x.team"}, Team: "t"}).
+		on(lxt,
+			&messages.NodeStartedPayload{NodeID: "t/x.team", Wave: 1, Deps: []string{"t/x"}, Kind: messages.KindTeam},
+			&messages.TeamStartedPayload{TeamID: "t/x.team", Depth: 2, Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "t/x.team/r1"}}},
+				Waves: [][]string{{"t/x.team/r1"}}},
+			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"t/x.team/r1"}, Team: "t/x.team"}).
+		on(nestedLane(lxt, "t/x.team/r1"), &messages.NodeStartedPayload{NodeID: "t/x.team/r1"}, &messages.NodeCompletedPayload{NodeID: "t/x.team/r1", Output: "R"}).
+		on(lxt, &messages.WaveCompletedPayload{Wave: 0, Team: "t/x.team", Completed: 1}).
+		on(synthLaneOf(lxt, "t/x.team"), &messages.SynthesisStartedPayload{Inputs: 1}, &messages.SynthesisCompletedPayload{Answer: "R"}).
+		on(lxt,
+			&messages.TeamSynthesizedPayload{TeamID: "t/x.team", CompactedOutput: "R"},
+			&messages.NodeCompletedPayload{NodeID: "t/x.team", Output: "R"}).
+		on(lt, &messages.WaveCompletedPayload{Wave: 1, Team: "t", Completed: 1}).
+		on(synthLaneOf(lt, "t"), &messages.SynthesisStartedPayload{Inputs: 2}, &messages.SynthesisCompletedPayload{Answer: "T"}).
+		on(lt, &messages.TeamSynthesizedPayload{TeamID: "t", CompactedOutput: "T"}, &messages.NodeCompletedPayload{NodeID: "t", Output: "T"}).
+		on(runLane, &messages.WaveCompletedPayload{Wave: 0, Completed: 1}).
+		on(synthLane, &messages.SynthesisStartedPayload{Inputs: 1}, &messages.SynthesisCompletedPayload{Answer: "A"}).
+		on(runLane, &messages.RunFinishedPayload{Answer: "A"}).
+		events
+}
+
 func council(id messages.RunID) []messages.Emit {
 	em, _ := councilRun(id)
 	return em
@@ -274,7 +328,9 @@ func TestCheck_CouncilValid(t *testing.T) {
 		{"teams, spawn, steering, debate, citations", council("r1")},
 		{"advisor halts", haltRun("r1")},
 		{"team fails", teamFailRun("r1")},
-		{"interleaved", interleave(council("r1"), haltRun("r2"), teamFailRun("r3"), validRun("r4"))},
+		{"sub-team spawned inside a team", teamSpawnRun("r1", false)},
+		{"team supervisor restarted", teamSpawnRun("r1", true)},
+		{"interleaved", interleave(council("r1"), haltRun("r2"), teamFailRun("r3"), validRun("r4"), teamSpawnRun("r5", true))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,7 +355,7 @@ func TestCheckPartial_CouncilWindows(t *testing.T) {
 		emits []messages.Emit
 	}{
 		{"council", council("r1")},
-		{"halt and team failure", interleave(haltRun("r1"), teamFailRun("r2"))},
+		{"halt, team failure, spawn in a team", interleave(haltRun("r1"), teamFailRun("r2"), teamSpawnRun("r3", true))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -489,7 +545,7 @@ func TestCheck_CouncilViolations(t *testing.T) {
 				return em
 			},
 			rule:  testkit.RulePayloadConsistency,
-			extra: []string{testkit.RuleDAGOrder}, // a.team/r1 is not in the plan listed
+			extra: []string{testkit.RuleDAGOrder, testkit.RuleWaveOrder}, // a.team/r1 is not in the plan listed
 		},
 		// lane-shape, dag-order and wave-order in a team's graph
 		{
@@ -593,7 +649,8 @@ func TestCheck_CouncilViolations(t *testing.T) {
 				em[at(t, em, "node:d", 1, (func(*messages.DebateRoundStartedPayload) bool)(nil))].Payload = &messages.DebateRoundStartedPayload{NodeID: "d", Round: 3}
 				return em
 			},
-			rule: testkit.RuleDebateOrder,
+			rule:  testkit.RuleDebateOrder,
+			extra: []string{testkit.RulePayloadConsistency}, // the stance map counts 2 rounds
 		},
 		{
 			name: "debate turns out of agent order",
@@ -748,6 +805,27 @@ func TestCheck_CouncilViolations(t *testing.T) {
 			},
 			rule: testkit.RulePayloadConsistency,
 		},
+		{
+			name: "synthesis lane of a leaf node",
+			emits: func(t *testing.T) []messages.Emit {
+				em := council("r1")
+				i := first[*messages.NodeCompletedPayload](t, em, "node:e")
+				sl := synthLaneOf(nodeLane("e"), "e")
+				return slices.Insert(em, i,
+					emit("r1", sl, &messages.SynthesisStartedPayload{}),
+					emit("r1", sl, &messages.SynthesisCompletedPayload{}))
+			},
+			rule: testkit.RuleLaneShape,
+		},
+		{
+			name: "dissent on a team's lane",
+			emits: func(t *testing.T) []messages.Emit {
+				em := council("r1")
+				i := first[*messages.TeamSynthesizedPayload](t, em, "node:a.team")
+				return slices.Insert(em, i, emit("r1", nodeLane("a.team"), &messages.DissentPayload{DissentingAgentID: "r1"}))
+			},
+			rule: testkit.RuleDebateOrder,
+		},
 		// spawn
 		{
 			name: "subteam_spawned before its parent's wave completed",
@@ -777,7 +855,8 @@ func TestCheck_CouncilViolations(t *testing.T) {
 				p.Waves = [][]string{{"t", "a"}, {"a.team"}, {"d"}}
 				return em
 			},
-			rule: testkit.RuleSpawn,
+			rule:  testkit.RuleSpawn,
+			extra: []string{testkit.RuleSteering}, // the next steering changes it back
 		},
 		{
 			name: "subteam_spawned on its parent's lane",
@@ -789,6 +868,24 @@ func TestCheck_CouncilViolations(t *testing.T) {
 			},
 			rule:  testkit.RuleLaneShape,
 			extra: []string{testkit.RuleSpawn}, // and so it precedes its parent's completion
+		},
+		{
+			name: "subteam_spawned of a team's worker on the run lane",
+			emits: func(t *testing.T) []messages.Emit {
+				em := teamSpawnRun("r1", false)
+				em[first[*messages.SubteamSpawnedPayload](t, em, "node:t")].Lane = runLane
+				return em
+			},
+			rule: testkit.RuleLaneShape,
+		},
+		{
+			name: "team wave restarts without a team restart",
+			emits: func(t *testing.T) []messages.Emit {
+				em := teamSpawnRun("r1", true)
+				i := first[*messages.AgentRestartedPayload](t, em, "node:t")
+				return slices.Delete(em, i, i+1)
+			},
+			rule: testkit.RuleTeamOrder,
 		},
 		// steering
 		{

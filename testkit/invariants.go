@@ -1511,16 +1511,18 @@ func (c *checker) roundDone(r *runState, env *messages.Envelope, d *debateState,
 
 func (c *checker) debateRound(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateRoundStartedPayload) {
 	d := c.debateOf(r, env, st)
-	if d == nil || c.debateOver(r, env, d) {
+	if d == nil {
 		return
 	}
+	over := c.debateOver(r, env, d)
 	switch {
+	case over:
 	case p.Round != d.round+1:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_started{%d} of debate %q after round %d; rounds are 1, 2, … in order", p.Round, d.id, d.round)
 	case d.cfg != nil && d.cfg.Rounds > 0 && p.Round > d.cfg.Rounds:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_started{%d} of debate %q, which is configured for %d rounds", p.Round, d.id, d.cfg.Rounds)
 	}
-	if d.round > 0 {
+	if d.round > 0 && !over {
 		c.roundDone(r, env, d, true)
 	}
 	d.round, d.turns, d.agents, d.judged = p.Round, 0, nil, false
@@ -1528,10 +1530,11 @@ func (c *checker) debateRound(r *runState, env *messages.Envelope, st *streamSta
 
 func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateTurnStartedPayload) {
 	d := c.debateOf(r, env, r.streams[st.lane.ParentStreamID])
-	if d == nil || c.debateOver(r, env, d) {
+	if d == nil {
 		return
 	}
 	switch {
+	case c.debateOver(r, env, d):
 	case d.round == 0:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q in debate %q before debate_round_started", p.AgentID, d.id)
 	case p.Round != d.round:
@@ -1547,7 +1550,7 @@ func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamStat
 	case d.cfg == nil && d.agents[p.AgentID]:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q again in round %d of debate %q", p.AgentID, d.round, d.id)
 	}
-	if d.cfg == nil {
+	if d.cfg == nil { // without the configuration, at least one turn per agent
 		if d.agents == nil {
 			d.agents = make(map[string]bool)
 		}
@@ -1559,10 +1562,11 @@ func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamStat
 
 func (c *checker) debateJudge(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateJudgeStartedPayload) {
 	d := c.debateOf(r, env, r.streams[st.lane.ParentStreamID])
-	if d == nil || c.debateOver(r, env, d) {
+	if d == nil {
 		return
 	}
 	switch {
+	case c.debateOver(r, env, d):
 	case d.cfg != nil && !d.cfg.Judge:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started in debate %q, which has no judge", d.id)
 	case p.Round != d.round:

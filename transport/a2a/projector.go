@@ -177,6 +177,38 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.settle(env, pl.InterruptID, "Input received, resuming")
 	case *messages.InterruptExpiredPayload:
 		return p.settle(env, pl.InterruptID, fmt.Sprintf("Nobody answered in time: %s taken, resuming", pl.Action))
+	case *messages.RunCostEstimatePayload:
+		return p.progress(env, fmt.Sprintf("Estimated cost: %d agents, about %d tokens, about %d s", pl.NodeCount, pl.EstTokens, pl.EstWallSeconds))
+	case *messages.TeamStartedPayload:
+		return p.progress(env, fmt.Sprintf("Team %s started: %d nodes in %d waves", pl.TeamID, len(pl.Plan.Nodes), len(pl.Waves)))
+	case *messages.TeamSynthesizedPayload:
+		return p.progress(env, "Team "+pl.TeamID+" synthesised its findings")
+	case *messages.SubteamSpawnedPayload:
+		return p.progress(env, fmt.Sprintf("%s spawned sub-team %s (%s)", pl.ParentNodeID, pl.TeamID, pl.ChildGraphSummary))
+	case *messages.SteeringReceivedPayload:
+		return p.progress(env, "Steering received: "+clip(pl.Note, 200))
+	case *messages.SteeringAppliedPayload:
+		return p.progress(env, fmt.Sprintf("Steering %s applied at wave %d", pl.SteeringID, pl.AppliedAtWave+1))
+	case *messages.SteeringRejectedPayload:
+		return p.progress(env, fmt.Sprintf("Steering %s rejected: %s", pl.SteeringID, clip(pl.Error, 200)))
+	case *messages.DebateRoundStartedPayload:
+		return p.progress(env, fmt.Sprintf("Debate %s: round %d", pl.NodeID, pl.Round))
+	case *messages.DebateJudgeSummaryPayload:
+		return p.progress(env, fmt.Sprintf("Debate %s: judge of round %d: consensus %t", pl.NodeID, pl.Round, pl.Consensus))
+	case *messages.DebateStanceMapPayload:
+		parts := make([]string, len(pl.Stances))
+		for i, st := range pl.Stances {
+			parts[i] = st.AgentID + " " + string(st.Stance)
+		}
+		return p.progress(env, fmt.Sprintf("Debate %s ended after %d rounds: %s", pl.NodeID, pl.Rounds, strings.Join(parts, ", ")))
+	case *messages.DissentPayload:
+		return p.progress(env, fmt.Sprintf("Dissent of %s in %s: %s", pl.DissentingAgentID, pl.ConflictID, clip(pl.Position, 200)))
+	case *messages.AdvisorPayload:
+		return p.progress(env, strings.TrimSuffix(fmt.Sprintf("Advisor on %s: %s: %s", env.AgentID, pl.Kind, pl.Detail), ": "))
+	case *messages.EscalationPayload:
+		return p.progress(env, fmt.Sprintf("Escalation from %s: %s", env.AgentID, pl.Reason))
+	case *messages.CitationAddedPayload:
+		return p.progress(env, fmt.Sprintf("Source [%d]: %s", pl.Number, pl.URL))
 	case *messages.RunFinishedPayload:
 		var out []StreamResponse
 		if a := p.byID[AnswerArtifactID]; a == nil || !a.closed || string(a.text) != pl.Answer {
@@ -186,7 +218,9 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 	case *messages.RunErrorPayload:
 		return p.status1(env, errorState(pl.Code), fmt.Sprintf("%s: %s", pl.Code, pl.Message))
 	}
-	// reasoning_delta, token_usage: not part of the task's A2A view.
+	// reasoning_delta, token_usage, debate turns and the judge's lane
+	// opening: not part of the task's A2A view (their text is, in the
+	// lanes' artifacts).
 	return nil
 }
 

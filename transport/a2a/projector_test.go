@@ -233,6 +233,96 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.ev(messages.Lane{StreamID: messages.SessionStream}, "", &messages.ReplayTruncatedPayload{After: 3, FirstRetained: 10})
 			},
 			[]string{}, a2a.StateWorking},
+		{"run_cost_estimate", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.RunCostEstimatePayload{NodeCount: 3, EstTokens: 6000, EstWallSeconds: 120})
+			},
+			[]string{`status WORKING "Estimated cost: 3 agents, about 6000 tokens, about 120 s"`}, a2a.StateWorking},
+		{"team_started", started,
+			func(s *script) *messages.Envelope {
+				return s.node("t1", &messages.TeamStartedPayload{TeamID: "t1", Depth: 1, Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "t1/a"}}}, Waves: [][]string{{"t1/a"}}})
+			},
+			[]string{`status WORKING "Team t1 started: 1 nodes in 1 waves"`}, a2a.StateWorking},
+		{"team_synthesized", started,
+			func(s *script) *messages.Envelope {
+				return s.node("t1", &messages.TeamSynthesizedPayload{TeamID: "t1", CompactedOutput: "x"})
+			},
+			[]string{`status WORKING "Team t1 synthesised its findings"`}, a2a.StateWorking},
+		{"subteam_spawned", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.SubteamSpawnedPayload{ParentNodeID: "n001", TeamID: "n001.team", ChildGraphSummary: "2 nodes: a, b"})
+			},
+			[]string{`status WORKING "n001 spawned sub-team n001.team (2 nodes: a, b)"`}, a2a.StateWorking},
+		{"steering_received", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.SteeringReceivedPayload{SteeringID: "s1", Note: "more on costs"})
+			},
+			[]string{`status WORKING "Steering received: more on costs"`}, a2a.StateWorking},
+		{"steering_applied", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.SteeringAppliedPayload{SteeringID: "s1", AppliedAtWave: 1})
+			},
+			[]string{`status WORKING "Steering s1 applied at wave 2"`}, a2a.StateWorking},
+		{"steering_rejected", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.SteeringRejectedPayload{SteeringID: "s1", Error: "node n001 has started"})
+			},
+			[]string{`status WORKING "Steering s1 rejected: node n001 has started"`}, a2a.StateWorking},
+		{"debate_round_started", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateRoundStartedPayload{NodeID: "d1", Round: 2})
+			},
+			[]string{`status WORKING "Debate d1: round 2"`}, a2a.StateWorking},
+		{"debate_turn_started", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateTurnStartedPayload{NodeID: "d1", AgentID: "a1", Round: 1})
+			},
+			[]string{}, a2a.StateWorking},
+		{"debate_turn_completed", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateTurnCompletedPayload{NodeID: "d1", AgentID: "a1", Round: 1, Stance: messages.StanceHeld})
+			},
+			[]string{}, a2a.StateWorking},
+		{"debate_judge_started", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateJudgeStartedPayload{NodeID: "d1", Round: 1})
+			},
+			[]string{}, a2a.StateWorking},
+		{"debate_judge_summary", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateJudgeSummaryPayload{NodeID: "d1", Round: 1, Consensus: true})
+			},
+			[]string{`status WORKING "Debate d1: judge of round 1: consensus true"`}, a2a.StateWorking},
+		{"debate_round_compacted", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateRoundCompactedPayload{NodeID: "d1", Round: 1, Summary: "x"})
+			},
+			[]string{}, a2a.StateWorking},
+		{"debate_stance_map", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateStanceMapPayload{NodeID: "d1", Rounds: 2, Stances: []messages.AgentStance{{AgentID: "a1", Stance: messages.StanceHeld}, {AgentID: "a2", Stance: messages.StanceConceded}}})
+			},
+			[]string{`status WORKING "Debate d1 ended after 2 rounds: a1 held, a2 conceded"`}, a2a.StateWorking},
+		{"dissent", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DissentPayload{DissentID: "d1/dissent/a2", ConflictID: "d1", DissentingAgentID: "a2", Position: "no"})
+			},
+			[]string{`status WORKING "Dissent of a2 in d1: no"`}, a2a.StateWorking},
+		{"advisor", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.AdvisorPayload{Kind: messages.AdvisorRedirect, Detail: "cover costs"})
+			},
+			[]string{`status WORKING "Advisor on n001: gate_redirect: cover costs"`}, a2a.StateWorking},
+		{"escalation", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.EscalationPayload{Reason: "contradicts the plan"})
+			},
+			[]string{`status WORKING "Escalation from n001: contradicts the plan"`}, a2a.StateWorking},
+		{"citation_added", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.CitationAddedPayload{Citation: messages.Citation{Number: 1, URL: "https://example.org/a"}})
+			},
+			[]string{`status WORKING "Source [1]: https://example.org/a"`}, a2a.StateWorking},
 		{"warning", started,
 			func(s *script) *messages.Envelope {
 				return s.node("n001", &messages.WarningPayload{Code: "slow", Message: "taking long"})

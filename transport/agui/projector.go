@@ -209,6 +209,10 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		dst = append(dst, p.snapshot(ts), custom(ts, nil, env.Type, pl))
 
 	case *messages.WaveStartedPayload:
+		if pl.Team != "" { // a team's nested wave: not a step of the run
+			dst = append(dst, custom(ts, p.lanes[env.Lane.StreamID], env.Type, pl))
+			break
+		}
 		name := waveStep(pl.Wave)
 		if !slices.Contains(p.steps, name) {
 			p.steps = append(p.steps, name)
@@ -216,6 +220,10 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		}
 		dst = append(dst, p.delta(ts, p.graph.setWave(pl.Wave)))
 	case *messages.WaveCompletedPayload:
+		if pl.Team != "" {
+			dst = append(dst, custom(ts, p.lanes[env.Lane.StreamID], env.Type, pl))
+			break
+		}
 		name := waveStep(pl.Wave)
 		if i := slices.Index(p.steps, name); i >= 0 {
 			p.steps = slices.Delete(p.steps, i, i+1)
@@ -259,6 +267,11 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		}
 
 	case *messages.SynthesisStartedPayload:
+		if env.Lane.StreamID != messages.SynthesisStream { // a team's or a debate's synthesis
+			l := p.openLane(env, string(env.Lane.StreamID), "", "")
+			dst = append(dst, l.started(ts))
+			break
+		}
 		p.openLane(env, "synthesizer", "", "")
 		dst = append(dst, p.delta(ts, p.graph.setStatus(messages.StatusSynthesizing)))
 	case *messages.SynthesisCompletedPayload:
@@ -359,8 +372,20 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		p.ended, p.active = true, false
 
 	default:
-		// An event type this projection does not know yet: keep it visible.
-		dst = append(dst, custom(ts, p.lanes[env.Lane.StreamID], env.Type, env.Payload))
+		// Every other event (teams, debates, steering, advisor, citations)
+		// is a CUSTOM event; one that opens or closes a lane (a debate
+		// turn, a judge, a steering note) also opens or closes it as a
+		// sub-agent lane, so that its streamed text is attributed.
+		switch env.Type.Role() {
+		case messages.RoleOpens:
+			l := p.openLane(env, string(env.Lane.StreamID), "", "")
+			dst = append(dst, l.started(ts), custom(ts, l, env.Type, env.Payload))
+		case messages.RoleCloses:
+			dst = append(dst, custom(ts, p.lanes[env.Lane.StreamID], env.Type, env.Payload))
+			dst = p.closeLane(dst, ts, env.Lane.StreamID, laneOK, "")
+		default:
+			dst = append(dst, custom(ts, p.lanes[env.Lane.StreamID], env.Type, env.Payload))
+		}
 	}
 	return dst
 }

@@ -595,3 +595,50 @@ func TestAPI_IdempotencyClientGaveUp(t *testing.T) {
 		t.Fatalf("retry started run %s, the dropped request started %s", retry.RunID, first.RunID)
 	}
 }
+
+func TestAPI_Steer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	// Wave 0 takes about 0.6 s: the diff arrives during it.
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 4, Waves: 2, Tokens: 300, TokenDelayMS: 2}})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.NodeStarted })
+	path := "/api/v1/runs/" + string(rc.RunID) + "/steer"
+	for body, want := range map[string]int{
+		`{}`: 422, `{"note":"x","colour":1}`: 400, `{"diff":{"ops":[{"op":"explode"}]}}`: 422,
+		`{"diff":{"ops":[{"op":"remove_node","node_id":"n001","role":"x"}]}}`: 422,
+	} {
+		if resp, out := h.do("POST", path, body); resp.StatusCode != want {
+			t.Errorf("steer %s = %d %s, want %d", body, resp.StatusCode, out, want)
+		}
+	}
+	if resp, out := h.do("POST", "/api/v1/runs/nope/steer", `{"note":"x"}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("steer unknown run = %d %s", resp.StatusCode, out)
+	}
+	resp2, out := h.do("POST", path, `{"note":"costs","diff":{"ops":[{"op":"add_node","node":{"id":"extra","goal":"costs","deps":["n001"]}}]}}`)
+	if resp2.StatusCode != http.StatusAccepted {
+		t.Fatalf("steer = %d %s", resp2.StatusCode, out)
+	}
+	var acc messages.SteerAccepted
+	if err := json.Unmarshal(out, &acc); err != nil || acc.SteeringID == "" || acc.RunID != rc.RunID {
+		t.Fatalf("steer answer %s", out)
+	}
+	events := readUntil(t, r, terminalOf(rc.RunID))
+	var applied *messages.SteeringAppliedPayload
+	ran := false
+	for _, e := range events {
+		switch p := e.Payload.(type) {
+		case *messages.SteeringAppliedPayload:
+			applied = p
+		case *messages.NodeCompletedPayload:
+			ran = ran || p.NodeID == "extra"
+		}
+	}
+	if applied == nil || applied.SteeringID != acc.SteeringID || applied.AppliedAtWave != 1 || !ran {
+		t.Fatalf("steering_applied %+v, extra ran %v", applied, ran)
+	}
+	if resp, out := h.do("POST", path, `{"note":"late"}`); resp.StatusCode != http.StatusConflict {
+		t.Errorf("steer ended run = %d %s", resp.StatusCode, out)
+	}
+}

@@ -145,6 +145,10 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		r.phase = "plan rejected"
 		add(noteBad, "plan rejected: %s", p.Reason)
 	case *messages.WaveStartedPayload:
+		if p.Team != "" { // a team's nested wave: the status block counts the run's waves
+			add(noteInfo, "team %s wave %d started: %s", p.Team, p.Wave, strings.Join(p.NodeIDs, " "))
+			break
+		}
 		r.phase = fmt.Sprintf("wave %d", p.Wave)
 		for _, id := range p.NodeIDs {
 			r.node(id, p.Wave)
@@ -155,9 +159,17 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		if p.Failed+p.Cancelled+p.Skipped > 0 {
 			kind = noteWarn
 		}
+		if p.Team != "" {
+			add(kind, "team %s wave %d completed: %s", p.Team, p.Wave, counts(p.Completed, p.Failed, p.Cancelled, p.Skipped))
+			break
+		}
 		add(kind, "wave %d completed: %s", p.Wave, counts(p.Completed, p.Failed, p.Cancelled, p.Skipped))
 	case *messages.NodeStartedPayload:
-		n := r.node(p.NodeID, p.Wave)
+		wave := p.Wave
+		if env.Lane.Depth > 1 { // a team member: not in the run's waves
+			wave = -1
+		}
+		n := r.node(p.NodeID, wave)
 		n.status, n.tokens = nodeRunning, 0
 		add(noteInfo, "node %s started", p.NodeID)
 	case *messages.NodeCompletedPayload:
@@ -245,6 +257,39 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		r.phase, r.term = "finished", env
 	case *messages.RunErrorPayload:
 		r.phase, r.term = "failed: "+string(p.Code), env
+	case *messages.RunCostEstimatePayload:
+		add(noteInfo, "estimate: %d agents, about %d tokens, about %ds", p.NodeCount, p.EstTokens, p.EstWallSeconds)
+	case *messages.TeamStartedPayload:
+		add(noteInfo, "team %s: %d nodes in %d waves", p.TeamID, len(p.Plan.Nodes), len(p.Waves))
+	case *messages.SubteamSpawnedPayload:
+		r.phase = "sub-team"
+		add(noteInfo, "%s spawned sub-team %s (%s), from wave %d", p.ParentNodeID, p.TeamID, p.ChildGraphSummary, p.AppliedAtWave)
+	case *messages.SteeringReceivedPayload:
+		add(noteInfo, "steering %s received: %s", p.SteeringID, shorten(p.Note))
+	case *messages.SteeringAppliedPayload:
+		add(noteOK, "steering %s applied at wave %d: %d nodes in %d waves now", p.SteeringID, p.AppliedAtWave, len(p.Plan.Nodes), len(p.Waves))
+	case *messages.SteeringRejectedPayload:
+		add(noteWarn, "steering %s rejected: %s", p.SteeringID, p.Error)
+	case *messages.DebateRoundStartedPayload:
+		add(noteInfo, "debate %s round %d", p.NodeID, p.Round)
+	case *messages.DebateJudgeSummaryPayload:
+		add(noteInfo, "debate %s judge, round %d: consensus %t, stop %t", p.NodeID, p.Round, p.Consensus, p.EarlyStop)
+	case *messages.DebateStanceMapPayload:
+		parts := make([]string, len(p.Stances))
+		for i, st := range p.Stances {
+			parts[i] = st.AgentID + " " + string(st.Stance)
+		}
+		add(noteInfo, "debate %s stances after %d rounds: %s", p.NodeID, p.Rounds, strings.Join(parts, ", "))
+	case *messages.DissentPayload:
+		add(noteWarn, "dissent of %s in %s: %s", p.DissentingAgentID, p.ConflictID, shorten(p.Position))
+	case *messages.AdvisorPayload:
+		kind := noteInfo
+		if p.Kind != messages.AdvisorContinue {
+			kind = noteWarn
+		}
+		add(kind, "advisor on %s: %s %s", env.AgentID, p.Kind, shorten(p.Detail))
+	case *messages.EscalationPayload:
+		add(noteBad, "escalation from %s: %s", env.AgentID, p.Reason)
 	}
 	return dst
 }
@@ -317,13 +362,13 @@ func (r *renderer) Summary() []note {
 	}
 	switch p := r.term.Payload.(type) {
 	case *messages.RunFinishedPayload:
-		return []note{
-			{noteInfo, ""},
-			{noteInfo, p.Answer},
-			{noteInfo, ""},
-			{noteOK, fmt.Sprintf("run finished in %s: %d/%d nodes completed, %d tokens in, %d out",
-				ms(p.DurationMS), p.Nodes.Completed, p.Nodes.Total, p.Usage.InputTokens, p.Usage.OutputTokens)},
+		out := []note{{noteInfo, ""}, {noteInfo, p.Answer}, {noteInfo, ""}}
+		if p.Sources != "" {
+			out = append(out, note{noteInfo, strings.TrimSpace(p.Sources)}, note{noteInfo, ""})
 		}
+		return append(out,
+			note{noteOK, fmt.Sprintf("run finished in %s: %d/%d nodes completed, %d tokens in, %d out",
+				ms(p.DurationMS), p.Nodes.Completed, p.Nodes.Total, p.Usage.InputTokens, p.Usage.OutputTokens)})
 	case *messages.RunErrorPayload:
 		n := p.Nodes
 		return []note{

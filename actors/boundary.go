@@ -9,7 +9,6 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/dag"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/model"
 )
 
 // Wave boundaries. Between the end of one wave and the start of the next
@@ -53,13 +52,18 @@ func (r *runActor) continueBoundary(ctx actor.Context) {
 	}
 	for len(r.spawns) > 0 {
 		s := &r.spawns[0]
-		if !s.decided && r.spec.hitl.Includes(messages.HITLNode) {
+		if !s.decided && r.spec.hitl.Includes(messages.HITLNode) && (r.team == nil || r.team.depth < dag.MaxTeamDepth) {
 			r.spawnGate(ctx, s)
 			return
 		}
 		ask := *s
 		r.spawns = r.spawns[1:]
-		if ask.approved || !ask.decided {
+		switch {
+		case r.team != nil && r.team.depth >= dag.MaxTeamDepth:
+			// Sub-teams nest one level deeper; no deeper than plans may.
+			r.emit(ctx, &messages.WarningPayload{Code: "spawn_rejected",
+				Message: fmt.Sprintf("sub-team of %s not spawned: teams nest at most %d deep", ask.parent, dag.MaxTeamDepth)})
+		case ask.approved || !ask.decided:
 			r.applySpawn(ctx, ask)
 		}
 	}
@@ -176,5 +180,3 @@ func (r *runActor) synthesisInput(id string) string {
 	}
 	return fmt.Sprintf("[%s] %s (sources %s)", id, n.output, refs.String())
 }
-
-var _ = model.RoleWorker

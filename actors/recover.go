@@ -1,8 +1,11 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -155,6 +158,51 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 	}
 	emit := func(agent string, lane messages.Lane, p messages.Payload) {
 		a.e.publish(ctx, s.pid, &messages.Emit{RunID: r.runID, AgentID: agent, Lane: lane, Payload: p})
+	}
+	// Team and debate nodes are not resumed: the lanes open inside them
+	// close (deepest first), and the run ends as interrupted (below, with
+	// the node's own lane cancelled).
+	if len(r.composite) > 0 {
+		lanes := make([]*nestedLane, 0, len(r.nested))
+		for _, l := range r.nested {
+			lanes = append(lanes, l)
+		}
+		slices.SortFunc(lanes, func(x, y *nestedLane) int {
+			return cmp.Or(y.lane.Depth-x.lane.Depth, strings.Compare(string(x.lane.StreamID), string(y.lane.StreamID)))
+		})
+		for _, l := range lanes {
+			if p := closingOf(l); p != nil {
+				emit(l.agent, l.lane, p)
+			}
+		}
+		// A team's open wave ends: its unstarted nodes skipped, then
+		// wave_completed, before the team's own lane closes.
+		for _, w := range r.teamWaves {
+			wc := &messages.WaveCompletedPayload{Wave: w.wave.Wave, Team: w.wave.Team, Completed: w.completed}
+			for _, id := range w.wave.NodeIDs {
+				if !w.started[id] {
+					emit(id, w.lane.Child(messages.NodeStream(id)), &messages.NodeSkippedPayload{NodeID: id, Reason: "lost in a server restart"})
+					wc.Skipped++
+				}
+			}
+			wc.Cancelled = len(w.started) - w.completed
+			emit(w.agent, w.lane, wc)
+		}
+		ids := make([]string, 0, len(r.composite))
+		for _, id := range r.composite {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		r.failing = true
+		if r.failMsg == "" {
+			r.failMsg = "server restarted while team or debate nodes were running (" + strings.Join(ids, ", ") + "); they are not resumed"
+		}
+	}
+	// Steering notes waiting for a boundary are lost with the process.
+	for _, env := range r.steering {
+		it := env.Payload.(*messages.SteeringReceivedPayload)
+		emit(env.AgentID, env.Lane, &messages.WarningPayload{Code: "steering_rejected", Message: "steering " + it.SteeringID + " lost in a server restart"})
+		emit(env.AgentID, env.Lane, &messages.SteeringRejectedPayload{SteeringID: it.SteeringID, Diff: it.Diff, Error: "lost in a server restart"})
 	}
 	// Sub-agents do not survive: close their lanes; a parked parent gets an
 	// error result for each delegating call left without one.

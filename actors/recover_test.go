@@ -256,3 +256,61 @@ func TestRecover_WorkingRunResumes(t *testing.T) {
 		t.Fatal("no agent was restarted: the run was not interrupted mid-wave?")
 	}
 }
+
+// TestRecover_TeamAndDebateNodesEndTheRun: team and debate nodes are not
+// resumed after a restart. The lanes open inside them close, waiting
+// steering notes are rejected, and the run ends as interrupted, with every
+// invariant holding across the restart.
+func TestRecover_TeamAndDebateNodesEndTheRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		sc   messages.Scenario
+		stop func(*messages.Envelope) bool
+	}{
+		{"team", messages.Scenario{Nodes: 3, Waves: 2, Teams: 1, TeamSize: 3, Tokens: 40, TokenDelayMS: 2},
+			func(env *messages.Envelope) bool {
+				return env.Type == messages.TextDelta && env.Lane.StreamID == "node:n001/m1"
+			}},
+		{"debate", messages.Scenario{Nodes: 2, Waves: 1, Tokens: 40, TokenDelayMS: 2, Debate: &messages.DebateScenario{Agents: 2, Rounds: 3, Judge: true}},
+			func(env *messages.Envelope) bool {
+				return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStream("n001", 2, "a1")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRestartable(t)
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+			defer cancel()
+			sc := tc.sc
+			sc.Steering = []messages.SteeringScript{{AtWave: 0, Note: "later", Diff: &messages.GraphDiff{Ops: []messages.DiffOp{{Op: messages.OpSetRole, NodeID: "n002", Role: "x"}}}}}
+			ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", Scenario: &sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, tc.stop); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			r.restart()
+			p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := r.all("s")
+			testkit.AssertInvariants(t, events)
+			runErr, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunErrorPayload)
+			if !ok || runErr.Code != messages.ErrCodeInterrupted || !strings.Contains(runErr.Message, "n001") {
+				t.Fatalf("terminal %+v", testkit.Terminal(events, ref.RunID).Payload)
+			}
+		})
+	}
+}

@@ -39,6 +39,29 @@ type replayRun struct {
 	usage         messages.Usage
 	citations     []messages.Citation // citation_added, in order
 	costEstimated bool                // run_cost_estimate seen
+
+	// Team and debate nodes are not resumed: recovery closes the lanes
+	// they had open below them and ends the run (recover.go).
+	composite map[messages.StreamID]string             // lane of a running team or debate node → node id
+	nested    map[messages.StreamID]*nestedLane        // open lanes inside them
+	steering  map[messages.StreamID]*messages.Envelope // open steering lanes: their steering_received
+	teamWaves map[messages.StreamID]*openTeamWave      // a running team's open wave, by the team's lane
+}
+
+// openTeamWave is a team's wave that had not completed.
+type openTeamWave struct {
+	lane      messages.Lane
+	agent     string
+	wave      *messages.WaveStartedPayload
+	started   map[string]bool
+	completed int
+}
+
+// nestedLane is an open lane inside a team or debate node.
+type nestedLane struct {
+	lane   messages.Lane
+	agent  string
+	opener messages.Payload
 }
 
 type replayNode struct {
@@ -80,6 +103,9 @@ func newReplayRun(id messages.RunID, session messages.SessionID) *replayRun {
 // apply folds one event of the run.
 func (r *replayRun) apply(env *messages.Envelope) {
 	r.lastSeq = env.Seq
+	if r.applyNested(env) {
+		return
+	}
 	lane := r.lanes[env.Lane.StreamID]
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
@@ -139,6 +165,7 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		n.state, n.output, n.cites = nodeCompleted, p.Output, p.Citations
 		delete(r.lanes, env.Lane.StreamID)
 	case *messages.SteeringAppliedPayload:
+		delete(r.steering, env.Lane.StreamID)
 		plan := p.Plan
 		r.plan, r.waves = &plan, p.Waves
 	case *messages.SubteamSpawnedPayload:
@@ -148,6 +175,13 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		}
 	case *messages.RunCostEstimatePayload:
 		r.costEstimated = true
+	case *messages.SteeringReceivedPayload:
+		if r.steering == nil {
+			r.steering = map[messages.StreamID]*messages.Envelope{}
+		}
+		r.steering[env.Lane.StreamID] = env
+	case *messages.SteeringRejectedPayload:
+		delete(r.steering, env.Lane.StreamID)
 	case *messages.CitationAddedPayload:
 		r.citations = append(r.citations, p.Citation)
 	case *messages.NodeFailedPayload:
@@ -234,6 +268,81 @@ func (r *replayRun) pendingOfKind(kind messages.InterruptKind, nodeID string) *r
 		if in.raised.Kind == kind && in.raised.NodeID == nodeID && in.lane.StreamID == messages.RunStream {
 			return in
 		}
+	}
+	return nil
+}
+
+// applyNested folds the events inside a running team or debate node and
+// reports whether env was one: their lanes are only tracked (to be closed
+// at recovery), their usage counted. The node's own node_started and its
+// closing event are the run's.
+func (r *replayRun) applyNested(env *messages.Envelope) bool {
+	if p, ok := env.Payload.(*messages.NodeStartedPayload); ok && env.Lane.Depth == 1 && (p.Kind == messages.KindTeam || p.Kind == messages.KindDebate) {
+		if r.composite == nil {
+			r.composite, r.nested = map[messages.StreamID]string{}, map[messages.StreamID]*nestedLane{}
+		}
+		r.composite[env.Lane.StreamID] = p.NodeID
+		return false
+	}
+	id := env.Lane.StreamID
+	if _, ok := r.composite[id]; ok { // on the node's own lane
+		switch p := env.Payload.(type) {
+		case *messages.WaveStartedPayload:
+			if r.teamWaves == nil {
+				r.teamWaves = map[messages.StreamID]*openTeamWave{}
+			}
+			r.teamWaves[id] = &openTeamWave{lane: env.Lane, agent: env.AgentID, wave: p, started: map[string]bool{}}
+		case *messages.WaveCompletedPayload:
+			delete(r.teamWaves, id)
+		case *messages.NodeCompletedPayload, *messages.NodeFailedPayload, *messages.NodeCancelledPayload:
+			delete(r.composite, id)
+			return false
+		case *messages.AgentRestartedPayload, *messages.InterruptRaisedPayload, *messages.InterruptResolvedPayload, *messages.InterruptExpiredPayload:
+			return false
+		}
+		return true // team_started, its waves, debate rounds, dissent, …
+	}
+	_, underComposite := r.composite[env.Lane.ParentStreamID]
+	_, underNested := r.nested[env.Lane.ParentStreamID]
+	_, open := r.nested[id]
+	if !underComposite && !underNested && !open {
+		return false
+	}
+	switch p := env.Payload.(type) {
+	case *messages.TokenUsagePayload:
+		r.usage = r.usage.Add(p.Usage)
+	case *messages.NodeStartedPayload:
+		if w := r.teamWaves[env.Lane.ParentStreamID]; w != nil {
+			w.started[p.NodeID] = true
+		}
+	case *messages.NodeCompletedPayload:
+		if w := r.teamWaves[env.Lane.ParentStreamID]; w != nil {
+			w.completed++
+		}
+	}
+	switch env.Type.Role() {
+	case messages.RoleOpens:
+		r.nested[id] = &nestedLane{lane: env.Lane, agent: env.AgentID, opener: env.Payload}
+	case messages.RoleCloses, messages.RolePoint:
+		delete(r.nested, id)
+	}
+	return true
+}
+
+// closingOf is the event that closes a nested lane lost in a restart.
+func closingOf(l *nestedLane) messages.Payload {
+	const lost = "lost in a server restart"
+	switch o := l.opener.(type) {
+	case *messages.NodeStartedPayload:
+		return &messages.NodeCancelledPayload{NodeID: o.NodeID, Reason: lost}
+	case *messages.SubagentStartedPayload:
+		return &messages.SubagentFinishedPayload{SubagentID: o.SubagentID, Outcome: messages.OutcomeCancelled, Error: lost}
+	case *messages.SynthesisStartedPayload:
+		return &messages.SynthesisFailedPayload{Error: lost}
+	case *messages.DebateTurnStartedPayload:
+		return &messages.DebateTurnCompletedPayload{NodeID: o.NodeID, AgentID: o.AgentID, Round: o.Round, Stance: messages.StanceHeld, Cancelled: true}
+	case *messages.DebateJudgeStartedPayload:
+		return &messages.DebateJudgeSummaryPayload{NodeID: o.NodeID, Round: o.Round, Cancelled: true}
 	}
 	return nil
 }

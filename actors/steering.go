@@ -107,6 +107,10 @@ func (r *runActor) steeringTranslated(ctx actor.Context, c *child, m *messages.A
 	default:
 		it.diff = m.Diff
 	}
+	if r.terminal != nil || r.failCode != "" { // no boundary will come: close its lane now
+		r.dropSteering(ctx, "the run ended before the next wave boundary")
+		return
+	}
 	r.continueBoundary(ctx)
 }
 

@@ -15,16 +15,18 @@ import (
 // names and meanings of the body of POST /api/v1/runs (docs/api.md). Other
 // metadata keys are left alone: metadata is shared with other extensions.
 type runOptions struct {
-	HITL                   messages.HITLMode  `json:"hitl,omitempty"`
-	Scenario               *messages.Scenario `json:"scenario,omitempty"`
-	Seed                   *int64             `json:"seed,omitempty"`
-	Concurrency            int                `json:"concurrency,omitempty"`
-	ApprovalTimeoutSeconds int                `json:"approval_timeout_seconds,omitempty"`
-	ApprovalTimeoutAction  messages.Decision  `json:"approval_timeout_action,omitempty"`
+	HITL                   messages.HITLMode        `json:"hitl,omitempty"`
+	Scenario               *messages.Scenario       `json:"scenario,omitempty"`
+	Seed                   *int64                   `json:"seed,omitempty"`
+	Concurrency            int                      `json:"concurrency,omitempty"`
+	ApprovalTimeoutSeconds int                      `json:"approval_timeout_seconds,omitempty"`
+	ApprovalTimeoutAction  messages.Decision        `json:"approval_timeout_action,omitempty"`
+	Advisor                *messages.AdvisorOptions `json:"advisor,omitempty"`
+	MaxDelegationRounds    int                      `json:"max_delegation_rounds,omitempty"`
 }
 
 // optionKeys are the metadata keys read as run options.
-var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action"}
+var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action", "advisor", "max_delegation_rounds"}
 
 // checkMessage validates what every incoming message needs.
 func checkMessage(msg *Message) *RPCError {
@@ -77,6 +79,7 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 	}
 	cmd.HITL, cmd.Scenario, cmd.Seed, cmd.Concurrency = opts.HITL, opts.Scenario, opts.Seed, opts.Concurrency
 	cmd.ApprovalTimeoutSeconds, cmd.ApprovalTimeoutAction = opts.ApprovalTimeoutSeconds, opts.ApprovalTimeoutAction
+	cmd.Advisor, cmd.MaxDelegationRounds = opts.Advisor, opts.MaxDelegationRounds
 	return cmd, nil
 }
 

@@ -225,12 +225,14 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*RunAgentInput
 // with the meaning they have in POST /api/v1/runs. Other keys are ignored:
 // forwardedProps is an open bag that front ends fill with their own props.
 type runOptions struct {
-	HITL                   messages.HITLMode `json:"hitl"`
-	Scenario               json.RawMessage   `json:"scenario"`
-	Seed                   *int64            `json:"seed"`
-	Concurrency            int               `json:"concurrency"`
-	ApprovalTimeoutSeconds int               `json:"approval_timeout_seconds"`
-	ApprovalTimeoutAction  messages.Decision `json:"approval_timeout_action"`
+	HITL                   messages.HITLMode        `json:"hitl"`
+	Scenario               json.RawMessage          `json:"scenario"`
+	Seed                   *int64                   `json:"seed"`
+	Concurrency            int                      `json:"concurrency"`
+	ApprovalTimeoutSeconds int                      `json:"approval_timeout_seconds"`
+	ApprovalTimeoutAction  messages.Decision        `json:"approval_timeout_action"`
+	Advisor                *messages.AdvisorOptions `json:"advisor"`
+	MaxDelegationRounds    int                      `json:"max_delegation_rounds"`
 	// Question is used when messages hold no user message.
 	Question string `json:"question"`
 }
@@ -246,7 +248,8 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 		}
 	}
 	cmd := messages.StartRun{Tenant: tenant, SessionID: session, HITL: o.HITL, Seed: o.Seed, Concurrency: o.Concurrency,
-		ApprovalTimeoutSeconds: o.ApprovalTimeoutSeconds, ApprovalTimeoutAction: o.ApprovalTimeoutAction}
+		ApprovalTimeoutSeconds: o.ApprovalTimeoutSeconds, ApprovalTimeoutAction: o.ApprovalTimeoutAction,
+		Advisor: o.Advisor, MaxDelegationRounds: o.MaxDelegationRounds}
 	if sc := bytes.TrimSpace(o.Scenario); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
 		var s messages.Scenario
 		dec := json.NewDecoder(bytes.NewReader(sc))

@@ -335,12 +335,31 @@ func TestCouncil_AdvisorGate(t *testing.T) {
 			if !slices.Equal(kinds, tc.advisor) {
 				t.Errorf("advisor kinds %v, want %v", kinds, tc.advisor)
 			}
+			// Every model turn reports its usage, the advisor's too, and the
+			// totals on the terminal event add them up.
+			var sum messages.Usage
+			advised := 0
+			for _, env := range events {
+				if p, ok := env.Payload.(*messages.TokenUsagePayload); ok {
+					sum = sum.Add(p.Usage)
+					if p.Role == "advisor" {
+						advised++
+					}
+				}
+			}
+			if advised == 0 {
+				t.Error("no token_usage of an advisor turn")
+			}
 			if tc.code == "" {
-				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+				if fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID); fin.Usage != sum {
+					t.Errorf("run_finished usage %+v, token_usage total %+v", fin.Usage, sum)
+				}
 				return
 			}
 			if got := terminal[*messages.RunErrorPayload](t, events, ref.RunID); got.Code != tc.code {
 				t.Errorf("run_error code %q, want %q", got.Code, tc.code)
+			} else if got.Usage != sum {
+				t.Errorf("run_error usage %+v, token_usage total %+v", got.Usage, sum)
 			}
 		})
 	}

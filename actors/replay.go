@@ -208,7 +208,7 @@ func (r *replayRun) apply(env *messages.Envelope) {
 		}
 	case *messages.TokenUsagePayload:
 		r.usage = r.usage.Add(p.Usage)
-		if lane != nil {
+		if lane != nil && p.Role == "" { // an advisor's usage is not a turn of the lane's agent
 			lane.usage = lane.usage.Add(p.Usage)
 			lane.turn = p.Turn
 			lane.calls, lane.callIDs, lane.results, lane.errs = nil, nil, nil, nil // the next calls are this turn's

@@ -47,8 +47,8 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 // startModelTurn streams one model turn for the calling actor in a
 // goroutine owned by the engine's turn group; the actor receives a
 // *turnDone (or *turnPanicked) when it ends. Deltas and usage are
-// published on lane as agentID, unless quiet (an advisor's check, whose
-// text is not the lane's output).
+// published on lane as agentID; a quiet turn (an advisor's check, whose
+// text is not the lane's output) publishes only its token_usage.
 func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, lane messages.Lane, req model.Request, quiet bool) *turnHandle {
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
@@ -88,13 +88,17 @@ type turnRunner struct {
 	root  *actor.RootContext
 	self  *actor.PID
 	hub   *actor.PID
-	quiet bool          // publish nothing (the caller gets the text in turnDone)
+	quiet bool          // publish only token_usage (the caller gets the text in turnDone)
 	emit  messages.Emit // template: run, agent, lane
 }
 
 func (t *turnRunner) publish(p messages.Payload) {
 	if t.quiet {
-		return
+		u, ok := p.(*messages.TokenUsagePayload)
+		if !ok {
+			return // a quiet turn's text is not the lane's output
+		}
+		u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
 	}
 	e := t.emit
 	e.Payload = p

@@ -234,6 +234,10 @@ type ToolCallFinishedPayload struct {
 type TokenUsagePayload struct {
 	Model string `json:"model"`
 	Turn  int    `json:"turn"`
+	// Role is set for a model turn made on the lane's behalf by another
+	// role (an advisor checking the lane's agent): its turn numbers count
+	// its own checks, not the lane agent's turns.
+	Role string `json:"role,omitempty"`
 	Usage
 }
 

@@ -80,8 +80,9 @@ type agentActor struct {
 	cites  citations.Manager
 	advice adviceState // the advisor gate (advise.go)
 
-	finished bool // reported AgentDone
-	stopping bool // Stopping or Restarting received
+	finished bool          // reported AgentDone (or is failing: see failing)
+	failing  *agentFailure // failed; waits for its sub-agents to stop before closing its lane
+	stopping bool          // Stopping or Restarting received
 }
 
 type subagent struct {
@@ -91,6 +92,8 @@ type subagent struct {
 	lane     messages.Lane
 	idx      int // index of its call in results
 	reported bool
+	seq      int // its place in the agent's delegations, 1-based
+	cites    []messages.Citation
 	async    bool // an async task: its call was answered at start
 	taskID   string
 	cancel   bool // cancel_async_task stopped it
@@ -207,6 +210,8 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, m.err)
+	case len(m.calls) > 0 && a.spec.role == model.RoleSteerer:
+		a.finishFailed(ctx, errors.New("a steerer has no tools: its answer must be a graph diff"))
 	case len(m.calls) > 0:
 		a.runTools(ctx, m.calls)
 	case a.moreInjected():
@@ -365,7 +370,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	if a.subs == nil {
 		a.subs = map[string]*subagent{}
 	}
-	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id}
+	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id, seq: sh.subSeq}
 	a.subs[pid.Id] = s
 	if !async {
 		a.waiting++
@@ -388,7 +393,10 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 	// The finished sub-agent is idle (no goroutine); it stops with this
 	// agent. Stopping it here would race with that stop and make a dead letter.
 	a.usage = a.usage.Add(m.Usage)
-	a.mergeCitations(m.Citations)
+	if len(m.Citations) > 0 { // merged in delegation order (mergeSubCitations), whatever order reports arrive in
+		s.cites = m.Citations
+		a.deleg.cited = append(a.deleg.cited, s)
+	}
 	if m.Code == messages.ErrCodeDelegationLimit {
 		// Past the hard delegation limit the whole chain aborts.
 		a.failCode(ctx, m.Err, m.Code)
@@ -407,6 +415,11 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(a.subs, who.Id)
+	defer func() {
+		if f := a.failing; f != nil && !a.stopping && !a.liveSubagents() {
+			a.closeFailed(ctx, f.err, f.code)
+		}
+	}()
 	if d := s.shared.done.Load(); d != nil { // it reported; the report is still queued
 		a.takeReport(ctx, s, d)
 		return
@@ -419,6 +432,8 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	switch {
 	case s.cancel:
 		p.Error = "cancelled by cancel_async_task"
+	case a.failing != nil:
+		p.Error = "its parent failed"
 	case !a.stopping:
 		p.Outcome, p.Error = messages.OutcomeFailed, "restart limit reached after panics"
 	}
@@ -444,6 +459,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 	if a.awaitAsync() {
 		return // the last async task's end finishes the agent
 	}
+	a.mergeSubCitations()
 	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts,
 		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
@@ -487,6 +503,39 @@ func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorC
 	if a.finished {
 		return
 	}
+	if a.liveSubagents() {
+		// Its sub-agents' lanes must close before its own: stop them, and
+		// fail once the last one has terminated (subagentTerminated).
+		a.finished, a.failing = true, &agentFailure{err: err, code: code}
+		for _, sub := range a.subs {
+			if !sub.reported && sub.shared.done.Load() == nil {
+				ctx.Stop(sub.pid)
+			}
+		}
+		return
+	}
+	a.closeFailed(ctx, err, code)
+}
+
+// agentFailure is a failure waiting for the agent's sub-agents to stop.
+type agentFailure struct {
+	err  error
+	code messages.ErrorCode
+}
+
+// liveSubagents reports whether a sub-agent of the agent has not closed its lane.
+func (a *agentActor) liveSubagents() bool {
+	for _, sub := range a.subs {
+		if !sub.reported && sub.shared.done.Load() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// closeFailed closes the lane with the role's failure event and reports.
+func (a *agentActor) closeFailed(ctx actor.Context, err error, code messages.ErrorCode) {
+	a.failing = nil
 	switch a.spec.role {
 	case model.RoleDirector:
 		a.emit(ctx, &messages.PlanningFailedPayload{Error: err.Error()})

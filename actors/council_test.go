@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -606,5 +607,91 @@ func TestCouncil_FailedTeamMemberFailsTheRun(t *testing.T) {
 		if !skipped[id] {
 			t.Errorf("wave-1 node %s not skipped (skipped: %v)", id, skipped)
 		}
+	}
+}
+
+// blockingSubagents is the scripted model whose sub-agents work until cancelled.
+type blockingSubagents struct{ *scripted.Model }
+
+func (m blockingSubagents) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.Role == model.RoleSubagent {
+		return &blockedStream{ctx: ctx}, nil
+	}
+	return m.Model.Stream(ctx, req)
+}
+
+type blockedStream struct{ ctx context.Context }
+
+func (s *blockedStream) Recv() (model.Chunk, error) { <-s.ctx.Done(); return nil, s.ctx.Err() }
+func (s *blockedStream) Close() error               { return nil }
+
+// TestCouncil_FailingAgentStopsItsSubagentsFirst: an agent that fails
+// (here halted by the advisor) while an async task still works closes the
+// task's lane before its own.
+func TestCouncil_FailingAgentStopsItsSubagentsFirst(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 1, Waves: 1, Tokens: 4, Delegations: &messages.DelegationScenario{Async: 1},
+		Advisor: &messages.AdvisorScenario{Halt: messages.NodeSelector{IDs: []string{"n001"}}}}
+	sm, err := scripted.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return blockingSubagents{sm}, nil }})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, Advisor: &messages.AdvisorOptions{}})
+	testkit.AssertInvariants(t, events)
+	if got := terminal[*messages.RunErrorPayload](t, events, ref.RunID); got.Code != messages.ErrCodeAdvisorHalt {
+		t.Fatalf("run_error %+v", got)
+	}
+	fins := payloads[*messages.SubagentFinishedPayload](events)
+	if len(fins) != 1 || fins[0].Outcome != messages.OutcomeCancelled || fins[0].Error != "its parent failed" {
+		t.Errorf("sub-agent ends %+v", fins)
+	}
+}
+
+// panicOnce panics the first turn of one agent.
+type panicOnce struct {
+	model.Model
+	agent string
+	done  *atomic.Bool
+}
+
+func (m panicOnce) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.AgentID == m.agent && m.done.CompareAndSwap(false, true) {
+		panic("boom in " + m.agent)
+	}
+	return m.Model.Stream(ctx, req)
+}
+
+// TestCouncil_NestedDebatePanicStops: a debate inside a team whose agent
+// panics is stopped, not restarted in place (its closed lanes would be
+// reopened): the debate node fails, then the team, then the run.
+func TestCouncil_NestedDebatePanicStops(t *testing.T) {
+	t.Parallel()
+	plan := messages.Plan{Nodes: []messages.PlanNode{
+		{ID: "n001", Goal: "team", Kind: messages.KindTeam, Team: &messages.Plan{Nodes: []messages.PlanNode{
+			{ID: "d", Goal: "argue", Kind: messages.KindDebate, Debate: &messages.DebateConfig{Agents: []messages.DebateAgent{{ID: "a1"}, {ID: "a2"}}, Rounds: 2}},
+			{ID: "x", Goal: "leaf"},
+		}}},
+		{ID: "n002", Goal: "after", Deps: []string{"n001"}},
+	}}
+	js, _ := json.Marshal(plan)
+	sm, err := scripted.New(messages.Scenario{Tokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := panicOnce{Model: plannedModel{sm, string(js)}, agent: "n001/d:a1", done: new(atomic.Bool)}
+	e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return m, nil }})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if n := testkit.Count(events, messages.AgentRestarted); n != 0 {
+		t.Errorf("%d agent_restarted: the debate was restarted in place", n)
+	}
+	failed := map[string]bool{}
+	for _, p := range payloads[*messages.NodeFailedPayload](events) {
+		failed[p.NodeID] = true
+	}
+	if !failed["n001/d"] || !failed["n001"] {
+		t.Errorf("failed nodes %v, want n001/d and n001", failed)
 	}
 }

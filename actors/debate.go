@@ -49,7 +49,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
 	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, debateNamePrefix+info.node.ID, info.node.ID, shared)
+	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), info.node.ID, shared)
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {

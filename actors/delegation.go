@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -41,6 +42,7 @@ type delegationState struct {
 	injected []string               // context injected by the supervisor (sub-agents)
 	read     int                    // injected entries already passed to a turn
 	awaiting bool                   // finished its last turn; waits for async tasks
+	cited    []*subagent            // sub-agents that handed over sources not merged yet
 }
 
 // injectContext is update_async_task's message to a running sub-agent.
@@ -226,13 +228,19 @@ func (a *agentActor) subByTask(id string) *subagent {
 	return nil
 }
 
-// mergeCitations takes the sources a sub-agent handed over.
-func (a *agentActor) mergeCitations(list []messages.Citation) {
-	if len(list) == 0 {
-		return
-	}
-	if h, err := citations.FromHandoff(list); err == nil {
-		a.cites = a.cites.Merge(h)
+// mergeSubCitations takes the sources the sub-agents handed over since
+// the last merge, in delegation order, so that numbering does not depend
+// on which sub-agent finished first. It runs before each turn and at the
+// agent's end.
+func (a *agentActor) mergeSubCitations() {
+	subs := a.deleg.cited
+	a.deleg.cited = nil
+	slices.SortFunc(subs, func(x, y *subagent) int { return x.seq - y.seq })
+	for _, s := range subs {
+		if h, err := citations.FromHandoff(s.cites); err == nil {
+			a.cites = a.cites.Merge(h)
+		}
+		s.cites = nil
 	}
 }
 

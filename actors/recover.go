@@ -178,14 +178,22 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 		// A team's open wave ends: its unstarted nodes skipped, then
 		// wave_completed, before the team's own lane closes.
 		for _, w := range r.teamWaves {
-			wc := &messages.WaveCompletedPayload{Wave: w.wave.Wave, Team: w.wave.Team, Completed: w.completed}
+			wc := &messages.WaveCompletedPayload{Wave: w.wave.Wave, Team: w.wave.Team}
 			for _, id := range w.wave.NodeIDs {
-				if !w.started[id] {
+				switch st, seen := w.outcome[id]; {
+				case !seen:
 					emit(id, w.lane.Child(messages.NodeStream(id)), &messages.NodeSkippedPayload{NodeID: id, Reason: "lost in a server restart"})
 					wc.Skipped++
+				case st == nodeCompleted:
+					wc.Completed++
+				case st == nodeFailed:
+					wc.Failed++
+				case st == nodeSkipped:
+					wc.Skipped++
+				default: // running (closed as cancelled above) or cancelled
+					wc.Cancelled++
 				}
 			}
-			wc.Cancelled = len(w.started) - w.completed
 			emit(w.agent, w.lane, wc)
 		}
 		ids := make([]string, 0, len(r.composite))
@@ -206,12 +214,28 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 	}
 	// Sub-agents do not survive: close their lanes; a parked parent gets an
 	// error result for each delegating call left without one.
-	for id, l := range r.lanes {
-		if l.lane.Depth < 2 {
-			continue
+	// Deepest first: a sub-agent's lane closes before its parent's.
+	subLanes := make([]*replayLane, 0, len(r.lanes))
+	for _, l := range r.lanes {
+		if l.lane.Depth >= 2 {
+			subLanes = append(subLanes, l)
 		}
+	}
+	slices.SortFunc(subLanes, func(x, y *replayLane) int {
+		return cmp.Or(y.lane.Depth-x.lane.Depth, strings.Compare(string(x.lane.StreamID), string(y.lane.StreamID)))
+	})
+	for _, l := range subLanes {
 		emit(l.agentID, l.lane, &messages.SubagentFinishedPayload{SubagentID: l.agentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"})
-		delete(r.lanes, id)
+		delete(r.lanes, l.lane.StreamID)
+	}
+	// A spawn gate's request is not journaled (only the worker's tool
+	// call): the gate ends as cancelled and the sub-team is not spawned.
+	for id, in := range r.interrupts {
+		if in.raised.Kind == messages.InterruptSpawnApproval {
+			emit(in.agentID, in.lane, &messages.InterruptResolvedPayload{InterruptID: id, Kind: in.raised.Kind, Decision: messages.DecisionCancel,
+				Reason: "lost in a server restart: the sub-team is not spawned"})
+			delete(r.interrupts, id)
+		}
 	}
 	if r.failing { // it was ending: close the lanes it had open, then end it
 		for id, l := range r.lanes {
@@ -286,7 +310,7 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.startSynthesisWith(ctx, shared)
 	case rp.wave < 0 || rp.waveDone:
 		r.phase = phaseExecuting
-		r.startWave(ctx, rp.wave+1)
+		r.boundary(ctx, rp.wave+1) // steering notes posted since were rejected above; citations already numbered stay
 	default: // inside a wave: put back the nodes that were working or parked, queue the rest
 		r.phase = phaseExecuting
 		r.queue = r.queue[:0]

@@ -50,11 +50,10 @@ type replayRun struct {
 
 // openTeamWave is a team's wave that had not completed.
 type openTeamWave struct {
-	lane      messages.Lane
-	agent     string
-	wave      *messages.WaveStartedPayload
-	started   map[string]bool
-	completed int
+	lane    messages.Lane
+	agent   string
+	wave    *messages.WaveStartedPayload
+	outcome map[string]nodeState // nested nodes with an event: running or how they ended
 }
 
 // nestedLane is an open lane inside a team or debate node.
@@ -291,7 +290,7 @@ func (r *replayRun) applyNested(env *messages.Envelope) bool {
 			if r.teamWaves == nil {
 				r.teamWaves = map[messages.StreamID]*openTeamWave{}
 			}
-			r.teamWaves[id] = &openTeamWave{lane: env.Lane, agent: env.AgentID, wave: p, started: map[string]bool{}}
+			r.teamWaves[id] = &openTeamWave{lane: env.Lane, agent: env.AgentID, wave: p, outcome: map[string]nodeState{}}
 		case *messages.WaveCompletedPayload:
 			delete(r.teamWaves, id)
 		case *messages.NodeCompletedPayload, *messages.NodeFailedPayload, *messages.NodeCancelledPayload:
@@ -312,13 +311,15 @@ func (r *replayRun) applyNested(env *messages.Envelope) bool {
 	case *messages.TokenUsagePayload:
 		r.usage = r.usage.Add(p.Usage)
 	case *messages.NodeStartedPayload:
-		if w := r.teamWaves[env.Lane.ParentStreamID]; w != nil {
-			w.started[p.NodeID] = true
-		}
+		r.teamOutcome(env, p.NodeID, nodeRunning)
 	case *messages.NodeCompletedPayload:
-		if w := r.teamWaves[env.Lane.ParentStreamID]; w != nil {
-			w.completed++
-		}
+		r.teamOutcome(env, p.NodeID, nodeCompleted)
+	case *messages.NodeFailedPayload:
+		r.teamOutcome(env, p.NodeID, nodeFailed)
+	case *messages.NodeCancelledPayload:
+		r.teamOutcome(env, p.NodeID, nodeCancelled)
+	case *messages.NodeSkippedPayload:
+		r.teamOutcome(env, p.NodeID, nodeSkipped)
 	}
 	switch env.Type.Role() {
 	case messages.RoleOpens:
@@ -345,4 +346,11 @@ func closingOf(l *nestedLane) messages.Payload {
 		return &messages.DebateJudgeSummaryPayload{NodeID: o.NodeID, Round: o.Round, Cancelled: true}
 	}
 	return nil
+}
+
+// teamOutcome records a nested node's state in its team's open wave.
+func (r *replayRun) teamOutcome(env *messages.Envelope, id string, st nodeState) {
+	if w := r.teamWaves[env.Lane.ParentStreamID]; w != nil {
+		w.outcome[id] = st
+	}
 }

@@ -270,7 +270,7 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	pid, err := ctx.SpawnNamed(props, agentID)
+	pid, err := ctx.SpawnNamed(props, childName(role, agentID))
 	if err != nil { // names are unique within a run by construction
 		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, agentID, err))
 	}
@@ -711,6 +711,12 @@ func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayloa
 		if _, ok := r.pos[n.NodeID]; ok {
 			r.node(n.NodeID).state, r.node(n.NodeID).output = nodeCompleted, n.Output
 			r.counts.Completed++
+		}
+	}
+	r.fixed = map[string]int{} // the reused waves have run: steering and spawns cannot touch them
+	for w := 0; w < rw.Wave && w < len(r.waves); w++ {
+		for _, id := range r.waves[w] {
+			r.fixed[id] = w
 		}
 	}
 	r.phase = phaseExecuting

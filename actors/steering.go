@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -60,7 +61,7 @@ func steeringLane(id string) messages.Lane {
 
 // steer takes a note posted to the run.
 func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
-	if r.team != nil || r.ended.Load() || r.terminal != nil {
+	if r.team != nil || r.ended.Load() {
 		return
 	}
 	if r.steering == nil {
@@ -71,10 +72,10 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	}
 	r.steering.seen[m.ID] = true
 	it := &steerItem{id: m.ID, note: m.Note, diff: m.Diff}
-	if it.diff != nil || r.failCode != "" || r.phase == phaseSynthesizing {
+	if it.diff != nil || r.failCode != "" || r.terminal != nil || r.phase == phaseSynthesizing {
 		r.emitFor(ctx, steeringAgentID, steeringLane(m.ID), &messages.SteeringReceivedPayload{SteeringID: m.ID, Note: m.Note, Diff: m.Diff})
 		switch {
-		case r.failCode != "":
+		case r.failCode != "" || r.terminal != nil:
 			r.rejectSteering(ctx, it, "the run is ending")
 		case r.phase == phaseSynthesizing:
 			r.rejectSteering(ctx, it, "no wave boundary is left: the run is synthesising its answer")
@@ -91,7 +92,7 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 		req.Plan = &p
 	}
 	spec := &agentSpec{steeringID: m.ID}
-	r.spawnWithSpec(ctx, model.RoleSteerer, "steer-"+m.ID, steeringLane(m.ID), req, spec)
+	r.spawnWithSpec(ctx, model.RoleSteerer, steerNamePrefix+m.ID, steeringLane(m.ID), req, spec)
 }
 
 // steeringTranslated takes a steerer's report.
@@ -160,7 +161,8 @@ func (r *runActor) dropSteering(ctx actor.Context, reason string) {
 			r.rejectSteering(ctx, it, reason)
 		}
 	}
-	r.steering.items = nil
+	// Translating ones stay: their steerer's end closes their lane.
+	r.steering.items = slices.DeleteFunc(r.steering.items, func(it *steerItem) bool { return !it.translating })
 }
 
 // injectScenarioSteering posts the scenario's notes for wave i, as a human

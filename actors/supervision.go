@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/model"
 )
 
 // Supervision strategies, one per kind of parent:
@@ -38,23 +40,39 @@ func engineStrategy(cfg Config) actor.SupervisorStrategy {
 }
 
 // graphStrategy is a run or team supervisor's: agents restart (see
-// agentStrategy), but team and debate nodes stop on a panic, and their
-// parent closes their lane as failed. Their state is their progress
+// agentStrategy), but team and debate nodes and steerers stop on a panic,
+// and their parent closes their lane as failed (a steerer's as rejected). Their state is their progress
 // through waves or rounds, and a restart in place would reopen lanes
 // that already closed.
 func graphStrategy(cfg Config) actor.SupervisorStrategy {
 	return &byChildName{
-		prefixes:  []string{teamNamePrefix, debateNamePrefix},
+		prefixes:  []string{teamNamePrefix, debateNamePrefix, steerNamePrefix},
 		match:     actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective }),
 		otherwise: agentStrategy(cfg),
 	}
 }
 
-// Actor name prefixes of team and debate node actors.
+// Actor name prefixes of a graph's node actors, by kind. A node's actor
+// is named by its kind and its id local to its graph (ids never contain
+// '/'), so names never collide and the strategy reads the kind from the
+// last segment of the actor id.
 const (
+	nodeNamePrefix   = "node-"
 	teamNamePrefix   = "team-"
 	debateNamePrefix = "debate-"
+	steerNamePrefix  = "steer-"
 )
+
+// childName is the actor name of a run or team supervisor's agent child:
+// workers by kind and local id, the others by their local agent id
+// (director, synthesizer, steer-<id>).
+func childName(role model.Role, agentID string) string {
+	local := agentID[strings.LastIndexByte(agentID, '/')+1:]
+	if role == model.RoleWorker {
+		return nodeNamePrefix + local
+	}
+	return local
+}
 
 // agentStrategy supervises agents (see above).
 func agentStrategy(cfg Config) actor.SupervisorStrategy {

@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,7 +45,7 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
 	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, teamNamePrefix+info.node.ID, info.node.ID, shared)
+	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), info.node.ID, shared)
 }
 
 // spawnChild spawns a node's actor (agent, team or debate) as a worker child.
@@ -123,3 +124,6 @@ func (r *runActor) endTeam(ctx actor.Context) {
 	t.shared.done.Store(done)
 	ctx.Request(ctx.Parent(), done)
 }
+
+// localID is a node's id within its own graph ("T/X" → "X").
+func localID(id string) string { return id[strings.LastIndexByte(id, '/')+1:] }

@@ -35,6 +35,7 @@ type (
 func (a *agentActor) startTurn(ctx actor.Context) {
 	a.turn++
 	req := a.spec.req
+	a.mergeSubCitations()
 	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.results
 	req.AsyncTasks = a.deleg.tasks.Snapshot() // its own channel: never trimmed with the context
 	req.Guidance, a.advice.guidance = a.advice.guidance, ""

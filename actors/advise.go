@@ -36,8 +36,7 @@ func (a *agentActor) adviserOn() bool {
 // advise starts the advisor's check of the answer so far.
 func (a *agentActor) advise(ctx actor.Context) {
 	if a.advice.gate == nil {
-		o := a.spec.run.advisor
-		a.advice.gate = &advisor.Gate{MaxRedirects: o.MaxRedirects, MalformedContinues: o.MalformedContinues}
+		a.advice.gate = advisor.NewGate(*a.spec.run.advisor)
 	}
 	a.advice.checking = true
 	a.advice.checks++
@@ -54,7 +53,7 @@ func (a *agentActor) advised(ctx actor.Context, m *turnDone) {
 		return
 	}
 	d := a.advice.gate.Decide(m.text)
-	a.emit(ctx, &messages.AdvisorPayload{Kind: d.Kind, Detail: d.Detail, Preview: advisor.Preview(a.text.String()), Malformed: d.Malformed, Redirects: d.Redirects})
+	a.emit(ctx, d.Payload(a.text.String()))
 	switch {
 	case d.Halts():
 		a.emit(ctx, &messages.EscalationPayload{Reason: d.Detail})

@@ -104,7 +104,7 @@ func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
 	for i, role := range roles {
 		team.Nodes[i] = messages.PlanNode{ID: fmt.Sprintf("r%d", i+1), Goal: role + ": " + s.req.Goal, Role: role}
 	}
-	plan := clonePlan(r.plan)
+	plan := dag.Clone(r.plan)
 	for i := range plan.Nodes {
 		n := &plan.Nodes[i]
 		if _, started := r.fixed[n.ID]; !started && slices.Contains(n.Deps, s.parent) {
@@ -135,17 +135,6 @@ func (r *runActor) replan(p messages.Plan, waves [][]string) {
 }
 
 func (r *runActor) has(id string) bool { _, ok := r.pos[id]; return ok }
-
-// clonePlan copies a plan deeply enough to change its top-level nodes.
-func clonePlan(p messages.Plan) messages.Plan {
-	nodes := make([]messages.PlanNode, len(p.Nodes))
-	for i, n := range p.Nodes {
-		n.Deps = slices.Clone(n.Deps)
-		n.Tools = slices.Clone(n.Tools)
-		nodes[i] = n
-	}
-	return messages.Plan{Nodes: nodes}
-}
 
 // numberCitations gives the sources cited by a finished wave's nodes
 // their run-wide numbers, in node-id order (deterministic whatever order

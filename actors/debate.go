@@ -31,7 +31,6 @@ type debateActor struct {
 	tr        debate.Transcript
 	compacted int // rounds compacted so far
 	declared  map[string]messages.Stance
-	opening   map[string]string
 	finished  bool
 	stopping  bool
 }
@@ -49,7 +48,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
 	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), info.node.ID, shared)
+	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, role: model.RoleWorker, shared: shared})
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {
@@ -70,7 +69,7 @@ func (d *debateActor) Receive(ctx actor.Context) {
 		} else {
 			d.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
 		}
-		d.declared, d.opening = map[string]messages.Stance{}, map[string]string{}
+		d.declared = map[string]messages.Stance{}
 		d.startRound(ctx, 1)
 	case *turnDone:
 		if !d.finished && !d.stopping {
@@ -134,9 +133,6 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 		ag := d.cfg.Agents[d.speaker]
 		stance, body := debate.ParseStance(m.text)
 		d.declared[ag.ID] = stance
-		if d.round == 1 {
-			d.opening[ag.ID] = body
-		}
 		d.tr.Add(d.round, ag.ID, body)
 		d.emitOn(ctx, *d.sub, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Round: d.round, Text: body, Stance: stance})
 		d.sub = nil
@@ -173,11 +169,7 @@ func (d *debateActor) nextRound(ctx actor.Context, stop bool) {
 		d.startRound(ctx, d.round+1)
 		return
 	}
-	ids := make([]string, len(d.cfg.Agents))
-	for i, a := range d.cfg.Agents {
-		ids[i] = a.ID
-	}
-	d.emit(ctx, &messages.DebateStanceMapPayload{NodeID: d.nodeID(), Rounds: d.round, Stances: debate.FinalStances(ids, d.declared)})
+	d.emit(ctx, &messages.DebateStanceMapPayload{NodeID: d.nodeID(), Rounds: d.round, Stances: d.stances()})
 	lane := d.spec.lane.Child(messages.SynthesisStreamOf(d.nodeID()))
 	d.phase, d.sub = debateSynthesis, &lane
 	lines := d.tr.Lines(d.cfg.EffectiveCompactAfter())
@@ -189,15 +181,20 @@ func (d *debateActor) nextRound(ctx actor.Context, stop bool) {
 // finish resolves the debate: every overruled position is kept as a
 // dissent, then the node completes with the synthesis.
 func (d *debateActor) finish(ctx actor.Context, verdict string) {
-	ids := make([]string, len(d.cfg.Agents))
-	for i, a := range d.cfg.Agents {
-		ids[i] = a.ID
-	}
-	for _, p := range debate.Dissents(d.nodeID(), debate.FinalStances(ids, d.declared), d.opening) {
+	for _, p := range debate.Dissents(d.nodeID(), d.stances(), d.tr.Opening()) {
 		d.emit(ctx, &p)
 	}
 	d.emit(ctx, &messages.NodeCompletedPayload{NodeID: d.nodeID(), Output: verdict, Attempts: d.spec.shared.attempts, Usage: d.usage})
 	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Output: verdict, Usage: d.usage, Attempts: d.spec.shared.attempts})
+}
+
+// stances are the agents' final stances, in agent order.
+func (d *debateActor) stances() []messages.AgentStance {
+	ids := make([]string, len(d.cfg.Agents))
+	for i, a := range d.cfg.Agents {
+		ids[i] = a.ID
+	}
+	return debate.FinalStances(ids, d.declared)
 }
 
 func (d *debateActor) fail(ctx actor.Context, err error) {

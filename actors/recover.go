@@ -167,9 +167,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 		for _, l := range r.nested {
 			lanes = append(lanes, l)
 		}
-		slices.SortFunc(lanes, func(x, y *nestedLane) int {
-			return cmp.Or(y.lane.Depth-x.lane.Depth, strings.Compare(string(x.lane.StreamID), string(y.lane.StreamID)))
-		})
+		slices.SortFunc(lanes, func(x, y *nestedLane) int { return deepestFirst(x.lane, y.lane) })
 		for _, l := range lanes {
 			if p := closingOf(l); p != nil {
 				emit(l.agent, l.lane, p)
@@ -221,9 +219,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 			subLanes = append(subLanes, l)
 		}
 	}
-	slices.SortFunc(subLanes, func(x, y *replayLane) int {
-		return cmp.Or(y.lane.Depth-x.lane.Depth, strings.Compare(string(x.lane.StreamID), string(y.lane.StreamID)))
-	})
+	slices.SortFunc(subLanes, func(x, y *replayLane) int { return deepestFirst(x.lane, y.lane) })
 	for _, l := range subLanes {
 		emit(l.agentID, l.lane, &messages.SubagentFinishedPayload{SubagentID: l.agentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"})
 		delete(r.lanes, l.lane.StreamID)
@@ -427,4 +423,10 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	default:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.approved(ctx, rs.call, c, res) })
 	}
+}
+
+// deepestFirst orders lanes to close: deeper lanes first (a child's
+// before its parent's), then by stream id, so the order is deterministic.
+func deepestFirst(x, y messages.Lane) int {
+	return cmp.Or(y.Depth-x.Depth, strings.Compare(string(x.StreamID), string(y.StreamID)))
 }

@@ -270,14 +270,10 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	pid, err := ctx.SpawnNamed(props, childName(role, agentID))
-	if err != nil { // names are unique within a run by construction
-		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, agentID, err))
-	}
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
-	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: agentID, role: role, shared: spec.shared, steeringID: spec.steeringID}
+	r.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, role: role, shared: spec.shared, steeringID: spec.steeringID})
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {

@@ -88,7 +88,7 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	r.steering.items = append(r.steering.items, it)
 	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note}
 	if r.plan.Nodes != nil {
-		p := clonePlan(r.plan)
+		p := dag.Clone(r.plan)
 		req.Plan = &p
 	}
 	spec := &agentSpec{steeringID: m.ID}
@@ -136,7 +136,7 @@ func (r *runActor) applySteering(ctx actor.Context) {
 			}
 			r.replan(plan, dag.WavesFrom(plan, r.fixed, r.nextWave))
 			r.emitFor(ctx, steeringAgentID, steeringLane(it.id), &messages.SteeringAppliedPayload{SteeringID: it.id, Diff: *it.diff,
-				AppliedAtWave: r.nextWave, Plan: clonePlan(r.plan), Waves: r.waves})
+				AppliedAtWave: r.nextWave, Plan: dag.Clone(r.plan), Waves: r.waves})
 		}
 	}
 	r.steering.items = keep

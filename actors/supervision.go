@@ -67,11 +67,10 @@ const (
 // workers by kind and local id, the others by their local agent id
 // (director, synthesizer, steer-<id>).
 func childName(role model.Role, agentID string) string {
-	local := agentID[strings.LastIndexByte(agentID, '/')+1:]
 	if role == model.RoleWorker {
-		return nodeNamePrefix + local
+		return nodeNamePrefix + localID(agentID)
 	}
-	return local
+	return localID(agentID)
 }
 
 // agentStrategy supervises agents (see above).

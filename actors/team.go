@@ -45,16 +45,17 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
 	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), info.node.ID, shared)
+	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, role: model.RoleWorker, shared: shared})
 }
 
-// spawnChild spawns a node's actor (agent, team or debate) as a worker child.
-func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, name, id string, shared *agentShared) {
+// spawnChild spawns an agent, team or debate actor and records it as c.
+func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, name string, c *child) {
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique within a graph by construction
-		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, id, err))
+		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, c.agentID, err))
 	}
-	r.children[pid.Id] = &child{pid: sendablePID(pid), agentID: id, role: model.RoleWorker, shared: shared}
+	c.pid = sendablePID(pid)
+	r.children[pid.Id] = c
 }
 
 // startTeam opens the team node's lane and starts its first nested wave.

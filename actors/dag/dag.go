@@ -316,7 +316,7 @@ func WavesFrom(p messages.Plan, fixed map[string]int, from int) [][]string {
 // named prefix. Nested Team plans are copied unchanged; they are qualified
 // when their own team runs.
 func Qualify(prefix string, p messages.Plan) messages.Plan {
-	q := clonePlan(p)
+	q := Clone(p)
 	for i := range q.Nodes {
 		n := &q.Nodes[i]
 		n.ID = prefix + "/" + n.ID
@@ -351,7 +351,9 @@ func CountAgents(p messages.Plan) int {
 }
 
 // clonePlan returns a deep copy of p: no slice or pointer is shared.
-func clonePlan(p messages.Plan) messages.Plan {
+// Clone returns a deep copy of p (nested team plans and debate settings
+// included).
+func Clone(p messages.Plan) messages.Plan {
 	var q messages.Plan
 	if p.Nodes != nil {
 		q.Nodes = make([]messages.PlanNode, len(p.Nodes))
@@ -367,7 +369,7 @@ func cloneNode(n messages.PlanNode) messages.PlanNode {
 	n.Deps = slices.Clone(n.Deps)
 	n.Tools = slices.Clone(n.Tools)
 	if n.Team != nil {
-		team := clonePlan(*n.Team)
+		team := Clone(*n.Team)
 		n.Team = &team
 	}
 	if n.Debate != nil {

@@ -45,7 +45,7 @@ func Apply(p messages.Plan, d messages.GraphDiff, frozen func(id string) bool) (
 	if err := d.Validate(); err != nil {
 		return messages.Plan{}, fmt.Errorf("%w: %w", ErrInvalidDiff, err)
 	}
-	a := applier{nodes: clonePlan(p).Nodes, frozen: frozen}
+	a := applier{nodes: Clone(p).Nodes, frozen: frozen}
 	for i := range d.Ops {
 		if err := a.apply(&d.Ops[i]); err != nil {
 			return messages.Plan{}, fmt.Errorf("%w: ops[%d] (%s): %w", ErrInvalidDiff, i, d.Ops[i].Op, err)

@@ -48,7 +48,7 @@ func frozenSet(ids ...string) func(string) bool {
 
 // clonePlan deep-copies p, keeping nil and empty slices apart, so a test can
 // check that Apply left its input alone.
-func clonePlan(p messages.Plan) messages.Plan {
+func Clone(p messages.Plan) messages.Plan {
 	if p.Nodes == nil {
 		return p
 	}
@@ -57,7 +57,7 @@ func clonePlan(p messages.Plan) messages.Plan {
 		nd.Deps = slices.Clone(nd.Deps)
 		nd.Tools = slices.Clone(nd.Tools)
 		if nd.Team != nil {
-			t := clonePlan(*nd.Team)
+			t := Clone(*nd.Team)
 			nd.Team = &t
 		}
 		if nd.Debate != nil {
@@ -175,7 +175,7 @@ func TestApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			before := clonePlan(tt.plan)
+			before := Clone(tt.plan)
 			var frozen func(string) bool
 			if tt.frozen != nil {
 				frozen = frozenSet(tt.frozen...)
@@ -220,7 +220,7 @@ func TestApply_SharesNothing(t *testing.T) {
 	p := plan(withTools(n("a"), "search"), team("t", plan(n("x")), "a"), dep(debate("d", 2, 1), "t"))
 	add := withTools(n("e", "a"), "fetch")
 	d := messages.GraphDiff{Ops: []messages.DiffOp{addNode(add), splitNode("d", n("d1"), n("d2"))}}
-	pBefore, dBefore := clonePlan(p), clonePlan(plan(*d.Ops[0].Node, d.Ops[1].Into[0], d.Ops[1].Into[1]))
+	pBefore, dBefore := Clone(p), Clone(plan(*d.Ops[0].Node, d.Ops[1].Into[0], d.Ops[1].Into[1]))
 	got, err := dag.Apply(p, d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestWavesFrom(t *testing.T) {
 func TestQualify(t *testing.T) {
 	t.Parallel()
 	p := plan(n("a"), team("t", plan(n("a"), n("b", "a")), "a"), n("c", "t", "a"))
-	before := clonePlan(p)
+	before := Clone(p)
 	got := dag.Qualify("u/v", p)
 	want := plan(n("u/v/a"), team("u/v/t", plan(n("a"), n("b", "a")), "u/v/a"), n("u/v/c", "u/v/t", "u/v/a"))
 	if !reflect.DeepEqual(got, want) {

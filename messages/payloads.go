@@ -102,6 +102,9 @@ const (
 	ErrCodeAdvisorHalt ErrorCode = "advisor_halt"
 	// ErrCodeDelegationLimit: delegation went past twice max_delegation_rounds.
 	ErrCodeDelegationLimit ErrorCode = "delegation_limit"
+	// ErrCodeBudgetExceeded: the run published more events than its
+	// tenant's events_per_run quota allows.
+	ErrCodeBudgetExceeded ErrorCode = "budget_exceeded"
 )
 
 // RunErrorPayload is the failing terminal event.

@@ -14,7 +14,9 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
@@ -35,6 +37,10 @@ const (
 	CodeConflict         = "conflict"
 	CodeIdempotencyReuse = "idempotency_key_reused"
 	CodeUnavailable      = "unavailable"
+	// Quota codes: the values of actors.QuotaCode.
+	CodeTooManyRuns      = string(actors.QuotaTooManyRuns)
+	CodeRateLimited      = string(actors.QuotaRateLimited)
+	CodeScenarioTooLarge = string(actors.QuotaScenarioTooLarge)
 	CodeInternal         = "internal"
 )
 
@@ -43,6 +49,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when positive, is sent as a Retry-After header (whole
+	// seconds, rounded up).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -56,6 +65,9 @@ func NewError(status int, code, message string) *Error {
 func WriteError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
 	}
 	WriteJSON(w, e.Status, messages.ErrorBody{Error: messages.APIError{Code: e.Code, Message: e.Message}})
 }
@@ -75,7 +87,14 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // EngineError maps an engine error to an answer.
 func EngineError(err error) *Error {
+	var quota *actors.QuotaError
 	switch {
+	case errors.As(err, &quota):
+		status := http.StatusTooManyRequests
+		if quota.Code == actors.QuotaScenarioTooLarge {
+			status = http.StatusUnprocessableEntity // it can never fit: retrying does not help
+		}
+		return &Error{Status: status, Code: string(quota.Code), Message: quota.Message, RetryAfter: quota.RetryAfter}
 	case errors.Is(err, actors.ErrInvalidRequest):
 		return NewError(http.StatusUnprocessableEntity, CodeBadRequest, err.Error())
 	case errors.Is(err, actors.ErrSessionNotFound), errors.Is(err, actors.ErrRunNotFound):

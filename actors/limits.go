@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Limits are one tenant's quotas: what a single caller may cost the
+// server. Zero fields take the defaults below; a negative field means no
+// limit (for operators who admit every request and accept the risk).
+type Limits struct {
+	// ConcurrentRuns caps the tenant's runs that have not ended. Over it,
+	// StartRun fails with a QuotaError{Code: QuotaTooManyRuns}.
+	ConcurrentRuns int `json:"concurrent_runs,omitempty"`
+	// RunsPerSecond is the sustained rate of run creation (a token
+	// bucket); RunBurst is how many may be created at once above it.
+	// Over it: QuotaError{Code: QuotaRateLimited} with RetryAfter.
+	RunsPerSecond float64 `json:"runs_per_second,omitempty"`
+	RunBurst      int     `json:"run_burst,omitempty"`
+	// EventsPerRun is a run's event budget. A scenario whose estimate is
+	// larger is refused at once (QuotaScenarioTooLarge); a run that
+	// publishes more anyway ends with run_error{code:"budget_exceeded"}.
+	EventsPerRun int64 `json:"events_per_run,omitempty"`
+}
+
+// Default limits: generous for one person's councils, small enough that
+// one tenant cannot exhaust a 2-core, few-GB server.
+const (
+	DefaultConcurrentRuns = 32
+	DefaultRunsPerSecond  = 10
+	DefaultRunBurst       = 50
+	DefaultEventsPerRun   = 1_000_000
+)
+
+// WithDefaults fills the zero fields.
+func (l Limits) WithDefaults() Limits {
+	if l.ConcurrentRuns == 0 {
+		l.ConcurrentRuns = DefaultConcurrentRuns
+	}
+	if l.RunsPerSecond == 0 {
+		l.RunsPerSecond = DefaultRunsPerSecond
+	}
+	if l.RunBurst == 0 {
+		l.RunBurst = DefaultRunBurst
+	}
+	if l.EventsPerRun == 0 {
+		l.EventsPerRun = DefaultEventsPerRun
+	}
+	return l
+}
+
+// QuotaCode says which quota refused a request. The values are the error
+// codes of the HTTP API (docs/api.md).
+type QuotaCode string
+
+const (
+	// QuotaTooManyRuns: the tenant has ConcurrentRuns runs that have not
+	// ended; retry once one ends (HTTP 429 with Retry-After).
+	QuotaTooManyRuns QuotaCode = "too_many_runs"
+	// QuotaRateLimited: runs are created faster than RunsPerSecond allows
+	// (HTTP 429 with Retry-After).
+	QuotaRateLimited QuotaCode = "rate_limited"
+	// QuotaScenarioTooLarge: the run can never fit its event budget
+	// (HTTP 422); retrying does not help.
+	QuotaScenarioTooLarge QuotaCode = "scenario_too_large"
+)
+
+// ErrQuota matches every *QuotaError (errors.Is).
+var ErrQuota = errors.New("actors: quota exceeded")
+
+// QuotaError is a request refused by a tenant's Limits.
+type QuotaError struct {
+	Code    QuotaCode
+	Tenant  messages.TenantID
+	Message string
+	// RetryAfter is when retrying may succeed (0 for QuotaScenarioTooLarge).
+	RetryAfter time.Duration
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("actors: %s: %s", e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrQuota) true.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuota }

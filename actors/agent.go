@@ -100,7 +100,7 @@ type subagent struct {
 }
 
 func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
-	a.spec.e.publish(ctx, a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane, Payload: p})
+	a.spec.run.post(ctx, a.spec.agentID, a.spec.lane, p)
 }
 
 func (a *agentActor) target() interruptTarget {
@@ -437,7 +437,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	case !a.stopping:
 		p.Outcome, p.Error = messages.OutcomeFailed, "restart limit reached after panics"
 	}
-	a.spec.e.publish(ctx, a.spec.run.hub, &messages.Emit{RunID: a.spec.run.runID, AgentID: s.agentID, Lane: s.lane, Payload: p})
+	a.spec.run.post(ctx, s.agentID, s.lane, p)
 	switch {
 	case a.stopping || a.finished:
 	case s.async:

@@ -52,7 +52,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {
-	d.spec.e.publish(ctx, d.spec.run.hub, &messages.Emit{RunID: d.spec.run.runID, AgentID: d.spec.agentID, Lane: lane, Payload: p})
+	d.spec.run.post(ctx, d.spec.agentID, lane, p)
 }
 
 func (d *debateActor) emit(ctx actor.Context, p messages.Payload) { d.emitOn(ctx, d.spec.lane, p) }

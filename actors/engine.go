@@ -50,6 +50,7 @@ var (
 	// Interrupt resumes: see package interrupts for the states.
 	ErrInterruptNotFound = interrupts.ErrNotFound
 	ErrInterruptConflict = interrupts.ErrConflict
+	ErrInterruptResolved = interrupts.ErrResolved // also an ErrInterruptConflict
 	ErrInterruptExpired  = interrupts.ErrExpired
 )
 
@@ -84,6 +85,9 @@ type Config struct {
 	// InterruptTimeout is how long an interrupt waits for a human unless
 	// the run asks otherwise. Default 10 minutes.
 	InterruptTimeout time.Duration
+	// Limits returns a tenant's quotas (Limits.WithDefaults fills the zero
+	// fields). Default: the defaults for every tenant.
+	Limits func(messages.TenantID) Limits
 	// KeepRunsOnShutdown makes Shutdown freeze live runs instead of ending
 	// them with run_error{code:"interrupted"}: nothing more is published,
 	// and the next engine on the same (durable) journal resumes them, parked
@@ -311,6 +315,12 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	sc = sc.WithDefaults()
 	if err := sc.Validate(); err != nil {
 		return nil, bad("%v", err)
+	}
+	if budget := e.limits(tenant).EventsPerRun; hitl == messages.HITLNone && budget > 0 {
+		if n := sc.MinEvents(); n > budget {
+			return nil, &QuotaError{Code: QuotaScenarioTooLarge, Tenant: tenant,
+				Message: fmt.Sprintf("the scenario needs at least %d events, over the run's budget of %d (events_per_run quota)", n, budget)}
+		}
 	}
 	conc := cmd.Concurrency
 	if conc == 0 {
@@ -560,13 +570,12 @@ func (e *Engine) Steer(ctx context.Context, cmd messages.Steer) (string, error) 
 	return id, nil
 }
 
-// publish sends an agent's event to its session's hub. Every event goes
-// through here, so a frozen engine (see Shutdown) publishes nothing more.
-func (e *Engine) publish(ctx actor.SenderContext, hub *actor.PID, em *messages.Emit) {
-	if e.frozen.Load() {
-		return
+// limits returns tenant's quotas, defaults filled in.
+func (e *Engine) limits(tenant messages.TenantID) Limits {
+	if e.cfg.Limits == nil {
+		return Limits{}.WithDefaults()
 	}
-	ctx.Send(hub, em)
+	return e.cfg.Limits(tenant).WithDefaults()
 }
 
 // Stats are counters for metrics.

@@ -388,15 +388,15 @@ func TestHITL_ResumeSemantics(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if ok.Load() != 1 || conflict.Load()+notFound.Load() != 19 {
+	if ok.Load() != 1 || conflict.Load() != 19 || notFound.Load() != 0 {
 		t.Fatalf("ok %d conflict %d not found %d", ok.Load(), conflict.Load(), notFound.Load())
 	}
 	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
 		t.Fatal(err)
 	}
 	testkit.AssertInvariants(t, p.Seen())
-	if _, err := e.Resume(messages.Resume{Tenant: "t1", InterruptID: id, Decision: messages.DecisionApprove}); !errors.Is(err, actors.ErrInterruptNotFound) {
-		t.Fatalf("resume after resolution = %v, want ErrInterruptNotFound", err)
+	if _, err := e.Resume(messages.Resume{Tenant: "t1", InterruptID: id, Decision: messages.DecisionApprove}); !errors.Is(err, actors.ErrInterruptResolved) {
+		t.Fatalf("resume after resolution = %v, want ErrInterruptResolved", err)
 	}
 }
 

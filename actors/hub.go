@@ -29,9 +29,13 @@ type hubShared struct {
 	now     func() time.Time
 	head    atomic.Uint64 // last seq acknowledged by the journal
 
-	loaded     bool
-	nextSeq    uint64 // last seq stamped (>= head; the difference is pending)
-	pending    []*messages.Encoded
+	loaded  bool
+	nextSeq uint64 // last seq stamped (>= head; the difference is pending)
+	pending []*messages.Encoded
+	// credits are the outbox credits of the pending events (and of events
+	// dropped since the last flush): given back by the next flush, once
+	// the journal has answered, so a producer waits for the journal.
+	credits    []chan struct{}
 	subs       map[*feed.Subscription]struct{}
 	terminated map[messages.RunID]bool // runs whose terminal event was stamped
 	failed     error                   // set when the journal refused a batch
@@ -155,6 +159,11 @@ func (h *hubActor) Receive(ctx actor.Context) {
 		}
 	case *messages.Emit:
 		h.stamp(ctx, m)
+	case *creditedEmit:
+		h.s.credits = append(h.s.credits, m.credit)
+		if !h.stamp(ctx, &m.Emit) && len(h.s.pending) == 0 {
+			h.releaseCredits() // dropped, and no flush is coming to give it back
+		}
 	case *hubFlush:
 		h.flush()
 	case *hubSubscribe:
@@ -189,24 +198,25 @@ func (h *hubActor) load() {
 	h.s.loaded = true
 }
 
-func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) {
+// stamp numbers m and queues it for the next flush; false if it was dropped.
+func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 	log := h.e.cfg.Logger
 	if h.s.terminated[m.RunID] {
 		// Cannot happen while actors follow the protocol (a run supervisor
 		// emits its terminal event only after all its agents stopped); kept
 		// as a guard so a terminal event is always the last of its run.
 		log.Error("hub: event after the run's terminal event dropped", "run", m.RunID, "type", m.Payload.EventType())
-		return
+		return false
 	}
 	if h.s.failed != nil {
 		log.Error("hub: journal failed; event not recorded", "run", m.RunID, "type", m.Payload.EventType(), "err", h.s.failed)
-		return
+		return false
 	}
 	env := m.Stamp(h.e.cfg.NewID(), h.s.nextSeq+1, h.e.cfg.Now(), h.s.session)
 	enc, err := messages.Encode(env)
 	if err != nil {
 		log.Error("hub: encode event", "run", m.RunID, "type", env.Type, "err", err)
-		return
+		return false
 	}
 	h.s.nextSeq++
 	h.s.pending = append(h.s.pending, enc)
@@ -219,9 +229,21 @@ func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) {
 	case maxHubBatch:
 		h.flush()
 	}
+	return true
+}
+
+// releaseCredits gives the credits of the events handled so far back to
+// their outboxes.
+func (h *hubActor) releaseCredits() {
+	for i, c := range h.s.credits {
+		<-c
+		h.s.credits[i] = nil
+	}
+	h.s.credits = h.s.credits[:0]
 }
 
 func (h *hubActor) flush() {
+	defer h.releaseCredits() // journaled, or refused and dropped: either way the producers may go on
 	batch := h.s.pending
 	if len(batch) == 0 {
 		return

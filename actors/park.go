@@ -51,7 +51,7 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	p.ExpiresAt = created.Add(timeout).UTC()
 	t.park(ctx, p, t.lane, created, p.ExpiresAt, onResolved)
 	// Published last: whoever sees interrupt_raised can resume it at once.
-	t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: t.lane, Payload: p})
+	t.run.post(ctx, t.agent, t.lane, p)
 }
 
 // reattach parks the actor again on an interrupt raised before a restart,
@@ -64,7 +64,7 @@ func (t interruptTarget) reattach(ctx actor.Context, in *replayInterrupt, onReso
 func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayload, lane messages.Lane, created, expires time.Time, onResolved func(*messages.Resolution)) {
 	id := p.InterruptID
 	emit := func(pl messages.Payload) {
-		t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: lane, Payload: pl})
+		t.run.post(ctx, t.agent, lane, pl)
 	}
 	f := actor.NewFuture(ctx.ActorSystem(), -1) // no timeout: the registry owns the timer
 	self := ctx.Self()
@@ -111,7 +111,6 @@ func (t interruptTarget) cancelParked(ctx actor.Context) {
 		return
 	}
 	*t.parked = nil
-	t.e.publish(ctx, t.run.hub, &messages.Emit{RunID: t.run.runID, AgentID: t.agent, Lane: p.lane,
-		Payload: &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel}})
+	t.run.post(ctx, t.agent, p.lane, &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel})
 	t.e.interrupts.Cancel(p.id)
 }

@@ -156,9 +156,8 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 	if spec.timeoutAction == "" {
 		spec.timeoutAction = messages.DecisionReject
 	}
-	emit := func(agent string, lane messages.Lane, p messages.Payload) {
-		a.e.publish(ctx, s.pid, &messages.Emit{RunID: r.runID, AgentID: agent, Lane: lane, Payload: p})
-	}
+	spec.out = a.newOutbox(spec, r.events)
+	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	// Team and debate nodes are not resumed: the lanes open inside them
 	// close (deepest first), and the run ends as interrupted (below, with
 	// the node's own lane cancelled).
@@ -256,6 +255,7 @@ func (r *runActor) resume(ctx actor.Context) {
 	rp := r.replay
 	r.replay = nil
 	defer r.e.restoring.Done() // agents it rebuilds parked were added before this Done
+	r.watchBudget(ctx)
 	r.start = rp.startedAt
 	r.usage = rp.usage
 	if rp.laneFailed != "" { // the director or the synthesiser had failed: the run was ending

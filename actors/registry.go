@@ -81,12 +81,14 @@ type engineActor struct {
 	byPID    map[string]messages.RunID // run supervisor PID id → run
 	ended    map[messages.RunID]bool   // runs that ended (for Abort's 409)
 	shutdown *actor.PID                // who asked for shutdown; answered when all stopped
+	quotas   *admission                // concurrent runs and creation rate per tenant
 }
 
 func newEngineActor(e *Engine) *engineActor {
 	return &engineActor{
 		e: e, sessions: map[messages.SessionID]*sessionEntry{}, hubs: map[string]messages.SessionID{},
 		runs: map[messages.RunID]*runEntry{}, byPID: map[string]messages.RunID{}, ended: map[messages.RunID]bool{},
+		quotas: newAdmission(),
 	}
 }
 
@@ -112,12 +114,22 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		r, ok := a.runs[m.runID]
 		switch {
 		case ok:
-			ctx.Send(r.pid, m.msg)
-			if _, stop := m.msg.(*messages.StopRun); stop {
+			if stop, isStop := m.msg.(*messages.StopRun); isStop {
+				// The run's end is decided here, once: a stop that comes
+				// after another end was decided is refused with that end,
+				// so the answer always matches the terminal event.
+				if d, won := r.spec.outcome.claim(decision{code: stop.Code, msg: stop.Reason}); !won {
+					ctx.Respond(fmt.Errorf("%w: %s is already %s", ErrRunTerminal, m.runID, d))
+					return
+				}
 				// A supervisor parked on the plan gate handles the
 				// cancellation (a system message) first, then the queued StopRun.
+				ctx.Send(r.pid, m.msg)
 				a.e.interrupts.CancelRun(m.runID)
+				ctx.Respond(true)
+				return
 			}
+			ctx.Send(r.pid, m.msg)
 			ctx.Respond(true)
 		case a.ended[m.runID]:
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
@@ -150,11 +162,19 @@ func (a *engineActor) Receive(ctx actor.Context) {
 }
 
 func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
+	limits, live := a.e.limits(spec.tenant), 0
+	if limits.ConcurrentRuns > 0 {
+		live = a.liveRuns(spec.tenant)
+	}
+	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
+		return err
+	}
 	s, err := a.openSession(ctx, spec.tenant, spec.session)
 	if err != nil {
 		return err
 	}
 	spec.hub = s.pid
+	spec.out = a.newOutbox(spec, 0)
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	acked := s.shared.ackOf(spec.runID)
@@ -162,6 +182,27 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 		return err
 	}
 	return &startedRun{ref: RunRef{Tenant: spec.tenant, RunID: spec.runID, SessionID: spec.session}, acked: acked, hub: s.shared}
+}
+
+// liveRuns counts tenant's runs that have not ended. A run whose
+// supervisor emitted its terminal event and is stopping no longer counts,
+// so a client that saw the terminal event can start its next run at once.
+func (a *engineActor) liveRuns(tenant messages.TenantID) int {
+	n := 0
+	for _, r := range a.runs {
+		if r.spec.tenant == tenant && !r.ended.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// newOutbox makes the outbox of a run whose session hub is spec.hub; sent
+// counts the events it already has (a run resumed after a restart).
+func (a *engineActor) newOutbox(spec *runSpec, sent int64) *outbox {
+	o := newOutbox(a.e, spec.hub, a.e.limits(spec.tenant).EventsPerRun)
+	o.sent.Store(sent)
+	return o
 }
 
 // openSession returns tenant's session, starting its hub if needed.
@@ -216,13 +257,17 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		delete(a.byPID, who.Id)
 		delete(a.runs, id)
 		a.ended[id] = true
+		a.e.interrupts.ForgetRun(id)
 		if !r.ended.Load() && !a.e.frozen.Load() { // a frozen run stops unended on purpose
 			// The supervisor died (it is stopped on any panic) before ending
 			// its run: end it on its behalf so the run still has its one
 			// terminal event.
 			a.e.cfg.Logger.Error("run supervisor died; ending run", "run", id)
-			a.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: id, AgentID: supervisorAgentID, Lane: messages.RunLane(),
-				Payload: &messages.RunErrorPayload{Code: messages.ErrCodeInternal, Message: "run supervisor failed"}})
+			d, _ := r.spec.outcome.claim(decision{code: messages.ErrCodeInternal, msg: "run supervisor failed"})
+			if d.code == "" { // it had decided to finish, but died before it could
+				d = decision{code: messages.ErrCodeInternal, msg: "run supervisor failed"}
+			}
+			r.spec.post(ctx, supervisorAgentID, messages.RunLane(), &messages.RunErrorPayload{Code: d.code, Message: d.msg})
 		}
 		a.maybeStopHubs(ctx)
 		return

@@ -19,6 +19,7 @@ type replayRun struct {
 	started   *messages.RunStartedPayload
 	startedAt time.Time
 	lastSeq   uint64
+	events    int64 // events of the run in the journal (its outbox counts on from there)
 	ended     bool
 
 	plan        *messages.Plan
@@ -102,6 +103,7 @@ func newReplayRun(id messages.RunID, session messages.SessionID) *replayRun {
 // apply folds one event of the run.
 func (r *replayRun) apply(env *messages.Envelope) {
 	r.lastSeq = env.Seq
+	r.events++
 	if r.applyNested(env) {
 		return
 	}

@@ -42,6 +42,15 @@ type runSpec struct {
 	maxDelegationRounds int
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
+	// out carries every event of the run to hub (outbox.go).
+	out *outbox
+	// outcome is how the run ends, decided once (outcome.go).
+	outcome outcome
+}
+
+// post sends an event of the run from an actor (see outbox).
+func (s *runSpec) post(ctx actor.SenderContext, agentID string, lane messages.Lane, p messages.Payload) {
+	s.out.post(ctx, &messages.Emit{RunID: s.runID, AgentID: agentID, Lane: lane, Payload: p})
 }
 
 type runPhase int
@@ -120,6 +129,13 @@ type runActor struct {
 	nextWave   int  // the wave the boundary leads to
 }
 
+// watchBudget makes the run end with budget_exceeded once its outbox
+// counts more events than the budget.
+func (r *runActor) watchBudget(ctx actor.Context) {
+	self, root, budget := ctx.Self(), r.e.system.Root, r.spec.out.budget
+	r.spec.out.onOver(func() { root.Send(self, budgetStop(budget)) })
+}
+
 // maybeFreeze stops a freezing supervisor once its agents have stopped.
 func (r *runActor) maybeFreeze(ctx actor.Context) {
 	if r.freezing && len(r.children) == 0 {
@@ -175,13 +191,13 @@ func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
-	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: r.selfAgentID(), Lane: r.base(), Payload: p})
+	r.spec.post(ctx, r.selfAgentID(), r.base(), p)
 }
 
 // emitFor emits on a node's lane on the node's behalf (skipped, or closing
 // the lane of a node that died without reporting).
 func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane, p messages.Payload) {
-	r.e.publish(ctx, r.spec.hub, &messages.Emit{RunID: r.spec.runID, AgentID: agentID, Lane: lane, Payload: p})
+	r.spec.post(ctx, agentID, lane, p)
 }
 
 func (r *runActor) Receive(ctx actor.Context) {
@@ -201,6 +217,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 			r.resume(ctx)
 			return
 		}
+		r.watchBudget(ctx)
 		r.start = r.e.cfg.Now()
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
@@ -234,7 +251,11 @@ func (r *runActor) Receive(ctx actor.Context) {
 		}
 		r.maybeFreeze(ctx)
 	case *gatePlan:
-		if r.failCode == "" {
+		// An end decided from outside (an abort) whose StopRun is still
+		// queued behind this message: parking now would hold that StopRun
+		// back until the gate expired, since the interrupt would be raised
+		// after the abort cancelled the run's interrupts.
+		if _, decided := r.spec.outcome.decided(); r.failCode == "" && !decided {
 			r.planGate(ctx)
 		}
 	case *messages.Steering:
@@ -604,6 +625,11 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	if r.failCode != "" || r.terminal != nil {
 		return
 	}
+	if r.team == nil {
+		// An end decided first (an accepted abort, say) stands.
+		d, _ := r.spec.outcome.claim(decision{code: code, msg: msg})
+		code, msg = d.code, d.msg
+	}
 	r.failCode, r.failMsg = code, msg
 	for _, c := range r.children {
 		if !c.reported && !c.stopping {
@@ -665,6 +691,12 @@ func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
 // finish decides the terminal event; maybeEnd emits it once every agent
 // has stopped, then stops the supervisor.
 func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
+	if _, ok := p.(*messages.RunFinishedPayload); ok && r.team == nil {
+		if d, won := r.spec.outcome.claim(decision{}); !won {
+			r.fail(ctx, d.code, d.msg) // stopped from outside before the answer was in: that end stands
+			return
+		}
+	}
 	// Notes that can no longer apply end now; translators still working
 	// are stopped, and their lanes close as they terminate.
 	r.dropSteering(ctx, "the run ended before the next wave boundary")
@@ -693,8 +725,10 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 		r.endTeam(ctx)
 		return
 	}
-	r.emit(ctx, r.terminal)
+	// ended first: whoever sees the terminal event then sees the run as
+	// ended (its tenant's concurrent_runs quota counts it no more).
 	r.ended.Store(true)
+	r.emit(ctx, r.terminal)
 	ctx.Stop(ctx.Self())
 }
 

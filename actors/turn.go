@@ -54,7 +54,7 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
 	t := &turnRunner{
-		e: e, model: run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), hub: run.hub, quiet: quiet,
+		model: run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
 		emit: messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
 	}
 	if !e.turns.Go(func() { t.run(tctx, h.done) }) {
@@ -83,27 +83,29 @@ func (a *agentActor) stopTurn() {
 }
 
 type turnRunner struct {
-	e     *Engine
 	model model.Model
 	req   model.Request
 	root  *actor.RootContext
 	self  *actor.PID
-	hub   *actor.PID
+	out   *outbox
 	quiet bool          // publish only token_usage (the caller gets the text in turnDone)
 	emit  messages.Emit // template: run, agent, lane
 }
 
-func (t *turnRunner) publish(p messages.Payload) {
+// publish sends a streamed event once the run's outbox has room for it
+// (backpressure: the model is read only as fast as the hub journals). It
+// fails only when ctx ends first.
+func (t *turnRunner) publish(ctx context.Context, p messages.Payload) error {
 	if t.quiet {
 		u, ok := p.(*messages.TokenUsagePayload)
 		if !ok {
-			return // a quiet turn's text is not the lane's output
+			return nil // a quiet turn's text is not the lane's output
 		}
 		u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
 	}
 	e := t.emit
 	e.Payload = p
-	t.e.publish(t.root, t.hub, &e)
+	return t.out.send(ctx, t.root, &e)
 }
 
 func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
@@ -134,14 +136,18 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 			switch c := c.(type) {
 			case *model.Text:
 				text.WriteString(c.Text)
-				t.publish(&messages.TextDeltaPayload{Delta: c.Text})
+				err = t.publish(ctx, &messages.TextDeltaPayload{Delta: c.Text})
 			case *model.Reasoning:
-				t.publish(&messages.ReasoningDeltaPayload{Delta: c.Text})
+				err = t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: c.Text})
 			case *model.Call:
 				res.calls = append(res.calls, c.Call)
 			case *model.Usage:
 				res.usage = c.Usage
-				t.publish(&messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Usage: c.Usage})
+				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Usage: c.Usage})
+			}
+			if err != nil { // cancelled while waiting for the outbox
+				res.err = err
+				break
 			}
 		}
 		res.text = text.String()

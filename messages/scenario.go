@@ -248,6 +248,27 @@ func (s Scenario) Validate() error {
 	return nil
 }
 
+// MinEvents is a lower bound of the events a run of this scenario (after
+// WithDefaults) publishes when no human intervenes: the streamed tokens of
+// every worker node, team member and the synthesiser. The engine refuses a
+// run whose lower bound is over its event budget at once, since it can
+// never fit. It is 0 when the scenario can end or shrink the run early (a
+// failing node, an advisor halt or malformed answer, a steering note that
+// may remove nodes), since then nothing is certain.
+func (s Scenario) MinEvents() int64 {
+	if !s.FailNodes.IsZero() || len(s.Steering) > 0 ||
+		(s.Advisor != nil && (!s.Advisor.Halt.IsZero() || !s.Advisor.Malformed.IsZero())) {
+		return 0
+	}
+	debates := 0
+	if s.Debate != nil {
+		debates = s.Debate.Nodes // a debate's own token count is not a worker's: counted as none
+	}
+	workers := int64(s.Nodes-s.Teams-debates) + int64(s.Teams)*int64(s.TeamSize)
+	// At most 1e5 workers x 16 x 2e6 tokens: far from overflowing int64.
+	return max(workers, 0)*int64(s.Tokens+s.ReasoningTokens) + int64(s.SynthesisTokens)
+}
+
 // DecodeScenario strictly decodes a scenario (unknown fields are errors),
 // applies defaults and validates it.
 func DecodeScenario(r io.Reader) (Scenario, error) {

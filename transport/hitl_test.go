@@ -202,7 +202,7 @@ func TestHITL_ConcurrentResumesOneWins(t *testing.T) {
 		switch c {
 		case http.StatusOK:
 			ok++
-		case http.StatusConflict, http.StatusNotFound:
+		case http.StatusConflict: // the losers, before or after the winner was applied
 		default:
 			t.Fatalf("status %d", c)
 		}
@@ -211,7 +211,7 @@ func TestHITL_ConcurrentResumesOneWins(t *testing.T) {
 		t.Fatalf("%d resumes succeeded (%v), want exactly 1", ok, codes)
 	}
 	testkit.AssertInvariants(t, append(evs, readUntil(t, r, testkit.TerminalOf(rc.RunID))...))
-	if resp, _ := h.do("POST", "/api/v1/events/resume/"+id, `{"decision":"approve"}`); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("resume after resolution = %d, want 404", resp.StatusCode)
+	if resp, body := h.do("POST", "/api/v1/events/resume/"+id, `{"decision":"approve"}`); resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "interrupt_conflict") {
+		t.Fatalf("resume after resolution = %d %s, want 409 interrupt_conflict", resp.StatusCode, body)
 	}
 }

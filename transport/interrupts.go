@@ -22,6 +22,8 @@ func resumeError(err error) *apiError {
 	switch {
 	case errors.Is(err, actors.ErrInterruptNotFound):
 		return errorf(http.StatusNotFound, codeNotFound, "interrupt not found, or already resolved")
+	case errors.Is(err, actors.ErrInterruptResolved):
+		return errorf(http.StatusConflict, codeInterruptConflict, "the interrupt was already answered, or cancelled with its run")
 	case errors.Is(err, actors.ErrInterruptConflict):
 		return errorf(http.StatusConflict, codeInterruptConflict, "another request is resolving this interrupt")
 	case errors.Is(err, actors.ErrInterruptExpired):

@@ -5,10 +5,14 @@
 //
 // States: pending → resolving (a resume was accepted and is being applied
 // by the parked actor) → resolved; pending → expired; pending → cancelled.
-// A resume of an unknown, another tenant's, resolved or cancelled interrupt
-// is ErrNotFound; of a resolving one ErrConflict; of an expired one
-// ErrExpired. A resume that lacks what its kind needs is an *InvalidError
-// and leaves the interrupt pending.
+// A resume of an unknown or another tenant's interrupt is ErrNotFound; of
+// a resolving one ErrConflict; of a resolved or cancelled one ErrResolved
+// (which is an ErrConflict: the losers of concurrent resumes get the same
+// answer whether they come before or after the winner is applied); of an
+// expired one ErrExpired. Ended interrupts are remembered for TombstoneTTL
+// (at most MaxTombstones of them) to answer so; after that they are
+// unknown. A resume that lacks what its kind needs is an *InvalidError and
+// leaves the interrupt pending.
 package interrupts
 
 import (
@@ -28,6 +32,23 @@ var (
 	ErrNotFound = errors.New("interrupts: interrupt not found or already resolved")
 	ErrConflict = errors.New("interrupts: interrupt is being resolved by another request")
 	ErrExpired  = errors.New("interrupts: interrupt expired")
+	// ErrResolved matches ErrConflict too (errors.Is).
+	ErrResolved error = resolvedError{}
+)
+
+type resolvedError struct{}
+
+func (resolvedError) Error() string {
+	return "interrupts: interrupt already answered, or cancelled with its run"
+}
+func (resolvedError) Is(target error) bool { return target == ErrConflict }
+
+// How long, and how many, ended interrupts are remembered so that a late
+// resume is told what happened instead of "not found". Ten minutes covers
+// a human's retry; the count bounds the memory (about 100 bytes each).
+const (
+	TombstoneTTL  = 10 * time.Minute
+	MaxTombstones = 100_000
 )
 
 // InvalidError is a resume that does not fit its interrupt's kind.
@@ -48,6 +69,29 @@ type Registry struct {
 	byID      map[string]*entry
 	bySession map[sessionKey][]*entry     // in creation order; ended entries are pruned lazily
 	byRun     map[messages.RunID][]*entry // open interrupts of each run
+	// stopped holds the runs CancelRun was called for, until ForgetRun:
+	// an interrupt such a run raises afterwards (an actor that was about
+	// to park when the run was stopped) is cancelled at once, so it cannot
+	// hold a parked actor, and the stop queued behind it, until it expires.
+	stopped map[messages.RunID]struct{}
+	// ended are tombstones of ended interrupts, oldest first in
+	// endedQ[endedHead:].
+	ended     map[string]tombstone
+	endedQ    []tombstoneRef
+	endedHead int
+}
+
+type tombstone struct {
+	tenant messages.TenantID
+	status messages.InterruptStatus
+	// expired is the interrupt as it ended, kept for Get when it timed
+	// out (clients ask whether theirs expired); nil otherwise.
+	expired *messages.Interrupt
+}
+
+type tombstoneRef struct {
+	id string
+	at time.Time
 }
 
 type sessionKey struct {
@@ -65,7 +109,8 @@ type entry struct {
 
 // New returns an empty registry.
 func New(now func() time.Time) *Registry {
-	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID][]*entry{}}
+	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID][]*entry{},
+		stopped: map[messages.RunID]struct{}{}, ended: map[string]tombstone{}}
 }
 
 // Raise registers a pending interrupt. After timeout (> 0) it expires and
@@ -86,6 +131,11 @@ func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, cr
 	e.info.CreatedAt = created.UTC()
 	e.info.ExpiresAt = expires.UTC()
 	r.mu.Lock()
+	if _, stopped := r.stopped[info.RunID]; stopped {
+		r.mu.Unlock()
+		deliver(&messages.Resolution{Resume: messages.Resume{InterruptID: info.InterruptID, Decision: messages.DecisionCancel}, Kind: info.Kind, Cancelled: true})
+		return
+	}
 	r.byID[info.InterruptID] = e
 	k := sessionKey{tenant, info.SessionID}
 	r.bySession[k] = append(r.bySession[k], e)
@@ -133,21 +183,25 @@ func (r *Registry) expire(e *entry) {
 func (r *Registry) Resolve(res messages.Resume) (messages.Interrupt, error) {
 	r.mu.Lock()
 	e, ok := r.byID[res.InterruptID]
-	if !ok || e.tenant != res.Tenant {
+	if !ok {
+		ts, ok := r.ended[res.InterruptID]
+		r.mu.Unlock()
+		switch {
+		case !ok || ts.tenant != res.Tenant:
+			return messages.Interrupt{}, ErrNotFound
+		case ts.status == messages.InterruptTimedOut:
+			return messages.Interrupt{}, ErrExpired
+		default:
+			return messages.Interrupt{}, ErrResolved
+		}
+	}
+	if e.tenant != res.Tenant {
 		r.mu.Unlock()
 		return messages.Interrupt{}, ErrNotFound
 	}
-	switch e.info.Status {
-	case messages.InterruptResolving:
+	if e.info.Status == messages.InterruptResolving {
 		r.mu.Unlock()
 		return messages.Interrupt{}, ErrConflict
-	case messages.InterruptTimedOut:
-		r.mu.Unlock()
-		return messages.Interrupt{}, ErrExpired
-	case messages.InterruptPending:
-	default:
-		r.mu.Unlock()
-		return messages.Interrupt{}, ErrNotFound
 	}
 	if err := Validate(e.info.Kind, &res); err != nil {
 		r.mu.Unlock()
@@ -198,9 +252,11 @@ func (r *Registry) Cancel(id string) bool {
 	return true
 }
 
-// CancelRun cancels every pending interrupt of run.
+// CancelRun cancels every pending interrupt of run, and every one it
+// raises until ForgetRun.
 func (r *Registry) CancelRun(run messages.RunID) {
 	r.mu.Lock()
+	r.stopped[run] = struct{}{}
 	var ids []string
 	for _, e := range r.byRun[run] {
 		ids = append(ids, e.info.InterruptID)
@@ -211,34 +267,66 @@ func (r *Registry) CancelRun(run messages.RunID) {
 	}
 }
 
-// endLocked forgets an interrupt that can no longer be answered. An
-// expired one stays listed by id, so that a late resume says "expired"
-// (409) rather than "not found". Must be called with r.mu held.
+// ForgetRun ends what CancelRun started: call it once run has ended.
+func (r *Registry) ForgetRun(run messages.RunID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.stopped, run)
+}
+
+// endLocked forgets an interrupt that can no longer be answered, keeping
+// a tombstone so that a late resume says what happened. Must be called
+// with r.mu held.
 func (r *Registry) endLocked(e *entry) {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	e.deliver = nil
-	if e.info.Status != messages.InterruptTimedOut {
-		delete(r.byID, e.info.InterruptID)
-	}
+	id := e.info.InterruptID
+	delete(r.byID, id)
 	open := slices.DeleteFunc(r.byRun[e.info.RunID], func(x *entry) bool { return x == e })
 	if len(open) == 0 {
 		delete(r.byRun, e.info.RunID)
 	} else {
 		r.byRun[e.info.RunID] = open
 	}
+	k := sessionKey{e.tenant, e.info.SessionID}
+	if list := slices.DeleteFunc(r.bySession[k], func(x *entry) bool { return x == e }); len(list) == 0 {
+		delete(r.bySession, k)
+	} else {
+		r.bySession[k] = list
+	}
+	now := r.now()
+	ts := tombstone{tenant: e.tenant, status: e.info.Status}
+	if e.info.Status == messages.InterruptTimedOut {
+		info := e.info
+		ts.expired = &info
+	}
+	r.ended[id] = ts
+	r.endedQ = append(r.endedQ, tombstoneRef{id: id, at: now})
+	for r.endedHead < len(r.endedQ) && (len(r.endedQ)-r.endedHead > MaxTombstones || now.Sub(r.endedQ[r.endedHead].at) > TombstoneTTL) {
+		delete(r.ended, r.endedQ[r.endedHead].id)
+		r.endedQ[r.endedHead] = tombstoneRef{}
+		r.endedHead++
+	}
+	if r.endedHead > len(r.endedQ)/2 { // compact: amortised O(1) per tombstone
+		r.endedQ = append(r.endedQ[:0], r.endedQ[r.endedHead:]...)
+		r.endedHead = 0
+	}
 }
 
-// Get returns an interrupt of tenant.
+// Get returns an open interrupt of tenant, or one that expired less than
+// TombstoneTTL ago (status timed_out).
 func (r *Registry) Get(tenant messages.TenantID, id string) (messages.Interrupt, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byID[id]
-	if !ok || e.tenant != tenant {
-		return messages.Interrupt{}, false
+	if e, ok := r.byID[id]; ok && e.tenant == tenant {
+		return e.info, true
 	}
-	return e.info, true
+	if ts, ok := r.ended[id]; ok && ts.tenant == tenant && ts.expired != nil {
+		return *ts.expired, true
+	}
+	return messages.Interrupt{}, false
 }
 
 // Pending lists the open (pending or resolving) interrupts of a session in

@@ -58,7 +58,7 @@ func TestRegistry_ResolveLifecycle(t *testing.T) {
 		t.Fatalf("while resolving: %v", err)
 	}
 	reg.Done("i1")
-	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrNotFound) {
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "i1", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrResolved) {
 		t.Fatalf("after done: %v", err)
 	}
 	if got := rec.all(); len(got) != 1 || got[0].Decision != messages.DecisionApprove || got[0].Expired || got[0].Cancelled {
@@ -190,11 +190,85 @@ func TestRegistry_CancelWhileResolving(t *testing.T) {
 	if list, _ := reg.Pending("t", "s", "", 10); len(list) != 0 {
 		t.Fatalf("still listed after the cancellation: %+v", list)
 	}
-	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i1", Decision: messages.DecisionApprove, Response: "yes"}); !errors.Is(err, interrupts.ErrNotFound) {
-		t.Fatalf("resume after the cancellation: %v, want ErrNotFound", err)
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i1", Decision: messages.DecisionApprove, Response: "yes"}); !errors.Is(err, interrupts.ErrResolved) {
+		t.Fatalf("resume after the cancellation: %v, want ErrResolved", err)
 	}
 	reg.Done("i1") // the continuation, if it runs after all: a no-op
 	if got := rec.all(); len(got) != 1 || got[0].Cancelled {
 		t.Fatalf("deliveries %+v, want only the resume", got)
 	}
+}
+
+// TestRegistry_ConcurrentResumesOneWinner: of 20 concurrent resumes, one
+// wins and the 19 others get ErrConflict (409), whether they arrive
+// while the winner is applied or after it was (ErrResolved).
+func TestRegistry_ConcurrentResumesOneWinner(t *testing.T) {
+	t.Parallel()
+	for try := range 50 {
+		reg := interrupts.New(time.Now)
+		var rec recorder
+		reg.Raise("t", raised("i1", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, func(r *messages.Resolution) {
+			rec.deliver(r)
+			reg.Done(r.InterruptID) // the parked actor applies it at once
+		})
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Go(func() {
+				_, errs[i] = reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "i1", Decision: messages.DecisionApprove})
+			})
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, interrupts.ErrConflict):
+				t.Fatalf("try %d: a loser got %v, want ErrConflict", try, err)
+			}
+		}
+		if won != 1 || len(rec.all()) != 1 {
+			t.Fatalf("try %d: %d winners, %d deliveries", try, won, len(rec.all()))
+		}
+	}
+}
+
+// TestRegistry_TombstonesExpire: an ended interrupt answers "resolved" or
+// "expired" for TombstoneTTL, to its own tenant only, then is unknown.
+func TestRegistry_TombstonesExpire(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := interrupts.New(time.Now)
+		defer reg.Close()
+		reg.Raise("t", raised("answered", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, func(r *messages.Resolution) { reg.Done(r.InterruptID) })
+		reg.Raise("t", raised("expires", messages.InterruptToolApproval), time.Second, messages.DecisionReject, func(*messages.Resolution) {})
+		if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "answered", Decision: messages.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // virtual time: "expires" times out
+		resume := func(tenant messages.TenantID, id string) error {
+			_, err := reg.Resolve(messages.Resume{Tenant: tenant, InterruptID: id, Decision: messages.DecisionApprove})
+			return err
+		}
+		if err := resume("t", "answered"); !errors.Is(err, interrupts.ErrResolved) {
+			t.Fatalf("answered: %v", err)
+		}
+		if err := resume("t", "expires"); !errors.Is(err, interrupts.ErrExpired) {
+			t.Fatalf("expired: %v", err)
+		}
+		if err := resume("other", "answered"); !errors.Is(err, interrupts.ErrNotFound) {
+			t.Fatalf("another tenant: %v", err)
+		}
+		time.Sleep(interrupts.TombstoneTTL)
+		// Tombstones are pruned as later interrupts end.
+		reg.Raise("t", raised("later", messages.InterruptToolApproval), time.Second, messages.DecisionReject, func(*messages.Resolution) {})
+		time.Sleep(2 * time.Second)
+		if err := resume("t", "answered"); !errors.Is(err, interrupts.ErrNotFound) {
+			t.Fatalf("answered, after the TTL: %v", err)
+		}
+		if err := resume("t", "expires"); !errors.Is(err, interrupts.ErrNotFound) {
+			t.Fatalf("expired, after the TTL: %v", err)
+		}
+	})
 }

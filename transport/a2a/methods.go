@@ -157,6 +157,8 @@ func resumeError(id string, err error) *RPCError {
 	switch {
 	case errors.Is(err, actors.ErrInterruptNotFound):
 		return rpcErrorf(CodeInvalidParams, "interrupt %q is no longer open", id)
+	case errors.Is(err, actors.ErrInterruptResolved):
+		return rpcErrorf(CodeInvalidParams, "interrupt %q was already answered, or cancelled with its run", id)
 	case errors.Is(err, actors.ErrInterruptConflict):
 		return rpcErrorf(CodeInvalidParams, "interrupt %q is being answered by another request", id)
 	case errors.Is(err, actors.ErrInterruptExpired):

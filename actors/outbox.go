@@ -1,0 +1,115 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// outboxWindow is how many streamed events (model deltas and usage) of one
+// run may be on their way to the journal at once. 1,024 events of 250-450
+// bytes are well under a megabyte per run, and at the journal's rate
+// (hundreds of thousands of events per second) a window drains in a few
+// milliseconds, so it costs a streaming model nothing until the hub falls
+// behind.
+const outboxWindow = 1024
+
+// outbox is a run's one path to its session's hub: every event of the run
+// (its supervisor's, its agents', its teams' and debates', its model
+// streams') goes through it. It does two things.
+//
+// Backpressure. A model-stream goroutine takes a credit before it sends an
+// event (send, which waits, and gives up when the turn is cancelled); the
+// hub gives the credit back once the event is journaled (or dropped). So at
+// most outboxWindow streamed events of the run are in flight between the
+// model and the journal, and a model is read only as fast as the hub
+// appends. Actors do not take credits (post): an actor must never block on
+// its mailbox, and each message makes it emit a bounded number of events
+// (a lane's opening and closing, one per tool call), so their share of the
+// hub's mailbox is bounded by the run's live agents.
+//
+// Budget. It counts the run's events; the first one past the budget makes
+// the run supervisor end the run with run_error{code:"budget_exceeded"}
+// (once). Nothing is dropped on the way: the events the run emits while it
+// stops (agents' closing events, the terminal event) still go through, and
+// there are only a bounded number of them.
+type outbox struct {
+	e       *Engine
+	hub     *actor.PID
+	credits chan struct{} // one token per streamed event in flight
+	sent    atomic.Int64
+	budget  int64 // <= 0: none
+	over    atomic.Bool
+	// stop ends the run once the budget is exceeded. Set before the run
+	// supervisor starts, read by any goroutine that posts.
+	stop atomic.Pointer[func()]
+}
+
+func newOutbox(e *Engine, hub *actor.PID, budget int64) *outbox {
+	return &outbox{e: e, hub: hub, credits: make(chan struct{}, outboxWindow), budget: budget}
+}
+
+// onOver sets how the run is ended once it exceeds its budget; it runs at
+// once if it already has.
+func (o *outbox) onOver(stop func()) {
+	o.stop.Store(&stop)
+	if o.over.Load() {
+		stop() // count may have missed it; a second StopRun is harmless
+	}
+}
+
+// post sends an actor's event to the hub without waiting.
+func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
+	if o.e.frozen.Load() { // a frozen engine publishes nothing more (see Shutdown)
+		return
+	}
+	o.count()
+	ctx.Send(o.hub, em)
+}
+
+// send sends a model stream's event to the hub once it has a credit. It
+// returns ctx.Err() when the stream's context ends first; the event is
+// then not sent.
+func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *messages.Emit) error {
+	if o.e.frozen.Load() {
+		return nil
+	}
+	select {
+	case o.credits <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	o.count()
+	root.Send(o.hub, &creditedEmit{Emit: *em, credit: o.credits})
+	return nil
+}
+
+// count adds one event to the run's total and stops the run the first
+// time the total passes the budget.
+func (o *outbox) count() {
+	if n := o.sent.Add(1); o.budget > 0 && n > o.budget && o.over.CompareAndSwap(false, true) {
+		if stop := o.stop.Load(); stop != nil {
+			(*stop)()
+		}
+	}
+}
+
+// Sent is how many events the run has emitted.
+func (o *outbox) Sent() int64 { return o.sent.Load() }
+
+// budgetStop is the StopRun a run gets when it exceeds its event budget.
+func budgetStop(budget int64) *messages.StopRun {
+	return &messages.StopRun{Code: messages.ErrCodeBudgetExceeded,
+		Reason: fmt.Sprintf("the run published more than its budget of %d events (events_per_run)", budget)}
+}
+
+// creditedEmit is an Emit that holds a credit of its run's outbox; the hub
+// returns it once the event is journaled or dropped.
+type creditedEmit struct {
+	messages.Emit
+	credit chan struct{}
+}

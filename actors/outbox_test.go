@@ -1,0 +1,182 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// countingModel counts the chunks its streams hand out.
+type countingModel struct {
+	model.Model
+	pulled *atomic.Int64
+}
+
+func (m countingModel) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	s, err := m.Model.Stream(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return countingStream{s, m.pulled}, nil
+}
+
+type countingStream struct {
+	model.Stream
+	pulled *atomic.Int64
+}
+
+func (s countingStream) Recv() (model.Chunk, error) {
+	c, err := s.Stream.Recv()
+	if err == nil {
+		s.pulled.Add(1)
+	}
+	return c, err
+}
+
+// gatedJournal blocks every Append while closed is false, until release.
+type gatedJournal struct {
+	journal.Journal
+	blocked atomic.Bool
+	release chan struct{}
+}
+
+func (j *gatedJournal) Append(ctx context.Context, s messages.SessionID, evs []*messages.Encoded) error {
+	if j.blocked.Load() {
+		<-j.release
+	}
+	return j.Journal.Append(ctx, s, evs)
+}
+
+// TestOutbox_ModelWaitsForTheJournal: while the journal appends nothing,
+// a model streaming 50,000 tokens is read no further than the run's
+// outbox window: nothing piles up between the model and the journal.
+func TestOutbox_ModelWaitsForTheJournal(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var pulled atomic.Int64
+		j := &gatedJournal{Journal: journal.NewMemory(), release: make(chan struct{})}
+		e := testkit.NewEngine(t, actors.Config{Journal: j, Models: func(sc messages.Scenario) (model.Model, error) {
+			m, err := scripted.Factory(sc)
+			return countingModel{m, &pulled}, err
+		}})
+		ctx := context.Background()
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 50_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.blocked.Store(true)
+		synctest.Wait() // the hub waits in Append; the model's reader waits for credits
+		if n := pulled.Load(); n > 2*1024+64 {
+			t.Fatalf("the model was read %d chunks ahead of a journal that appends nothing; want at most about one window (1024)", n)
+		}
+		j.blocked.Store(false)
+		close(j.release)
+		events, err := testkit.Follow(ctx, e, ref, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.AssertInvariants(t, events)
+		if fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID); fin.Nodes.Completed != 1 {
+			t.Fatalf("run_finished %+v", fin.Nodes)
+		}
+	})
+}
+
+func budget(n int64) func(messages.TenantID) actors.Limits {
+	return func(messages.TenantID) actors.Limits { return actors.Limits{EventsPerRun: n} }
+}
+
+// TestEngine_BudgetExceededEndsTheRun: a run that publishes more events
+// than its budget (panicking nodes stream again after their restart, so
+// the scenario's estimate fits) ends with exactly one
+// run_error{budget_exceeded}, every lane closed.
+func TestEngine_BudgetExceededEndsTheRun(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Limits: budget(600)})
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 250, PanicNodes: messages.NodeSelector{Fraction: 1}, PanicAttempts: 2}
+	if n := sc.WithDefaults().MinEvents(); n >= 600 {
+		t.Fatalf("test scenario's estimate %d does not fit the budget", n)
+	}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeBudgetExceeded {
+		t.Fatalf("run_error = %+v, want budget_exceeded", runErr)
+	}
+	// The run stops promptly: what it emits after the budget is its own
+	// ending, not more streaming (a window at most).
+	if n := len(events); n > 600+1024 {
+		t.Fatalf("%d events for a budget of 600", n)
+	}
+}
+
+// TestEngine_ScenarioTooLargeIsRefused: a run whose scenario can never
+// fit the budget is refused before anything starts; with a human in the
+// loop (who may reject nodes) the estimate does not apply.
+func TestEngine_ScenarioTooLargeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Limits: budget(1000)})
+	ctx := context.Background()
+	huge := &messages.Scenario{Nodes: 100_000, Tokens: 1_000_000}
+	_, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: huge})
+	var q *actors.QuotaError
+	if !errors.As(err, &q) || q.Code != actors.QuotaScenarioTooLarge || q.RetryAfter != 0 {
+		t.Fatalf("huge scenario: %v", err)
+	}
+	if runs, _ := e.Runs(runindex.Filter{Limit: 10}); len(runs) != 0 {
+		t.Fatalf("a refused run is listed: %+v", runs)
+	}
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 10, Tokens: 1000}})
+	if err != nil {
+		t.Fatalf("with hitl plan: %v", err)
+	}
+	if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEngine_ConcurrentRunsQuota: the tenant's live runs are capped; a
+// run that ends makes room.
+func TestEngine_ConcurrentRunsQuota(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Limits: func(messages.TenantID) actors.Limits {
+		return actors.Limits{ConcurrentRuns: 2}
+	}})
+	ctx := context.Background()
+	parked := func(tenant messages.TenantID) (actors.RunRef, error) {
+		return e.StartRun(ctx, messages.StartRun{Tenant: tenant, Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1}})
+	}
+	a, err := parked("t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parked("t1"); err != nil {
+		t.Fatal(err)
+	}
+	var q *actors.QuotaError
+	if _, err := parked("t1"); !errors.As(err, &q) || q.Code != actors.QuotaTooManyRuns || q.RetryAfter <= 0 {
+		t.Fatalf("third live run: %v", err)
+	}
+	if _, err := parked("t2"); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	}
+	if err := e.Abort(ctx, messages.AbortRun{Tenant: "t1", RunID: a.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkit.Follow(ctx, e, a, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parked("t1"); err != nil {
+		t.Fatalf("after a run ended: %v", err)
+	}
+}

@@ -341,6 +341,8 @@ func TestAPI_BadInput(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/runs", `{"question":"q","colour":"red"}`, nil, 400, "unknown_field"},
 		{"unknown scenario field", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodez":3}}`, nil, 400, "unknown_field"},
 		{"trailing data", "POST", "/api/v1/runs", `{"question":"q"} {}`, nil, 400, "invalid_json"},
+		{"trailing brace", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodes":3}}}`, nil, 400, "invalid_json"},
+		{"invalid utf-8", "POST", "/api/v1/runs", "{\"question\":\"q\xff\"}", nil, 400, "invalid_json"},
 		{"wrong type", "POST", "/api/v1/runs", `{"question":7}`, nil, 400, "invalid_json"},
 		{"body over 1 MiB", "POST", "/api/v1/runs", big, nil, 413, "body_too_large"},
 		{"empty question", "POST", "/api/v1/runs", `{"question":""}`, nil, 422, "bad_request"},

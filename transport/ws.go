@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -120,22 +119,15 @@ func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 	}
 }
 
-// parseWSFrame decodes a client frame: exactly one JSON object, no unknown
-// fields, nothing after it.
+// parseWSFrame decodes a client frame with messages.DecodeStrict: exactly
+// one JSON object, no unknown fields, nothing after it, valid UTF-8.
 func parseWSFrame(data []byte) (messages.WSClientMessage, error) {
 	var m messages.WSClientMessage
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return m, errors.New("a frame must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return m, errors.New("unexpected data after the JSON object")
-	}
-	return m, nil
+	err := messages.DecodeStrict(data, &m)
+	return m, err
 }
 
 // wsCommand handles one client frame; a non-zero code closes the connection.

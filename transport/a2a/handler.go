@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
@@ -306,6 +307,9 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 // parseRequest decodes and checks a JSON-RPC request. The returned request
 // carries the id whenever a valid one could be read, for the error answer.
 func parseRequest(body []byte) (rpcRequest, *RPCError) {
+	if !utf8.Valid(body) { // json.Valid does not check it, and decoding would silently replace the bytes
+		return rpcRequest{}, rpcErrorf(CodeParseError, "the body is not valid UTF-8")
+	}
 	if !json.Valid(body) {
 		return rpcRequest{}, rpcErrorf(CodeParseError, "the body is not valid JSON")
 	}
@@ -349,26 +353,12 @@ func checkVersion(v string) *RPCError {
 	return rpcErrorf(CodeVersionNotSupported, "A2A version %s is not supported; send A2A-Version: %s", clip(v, 32), ProtocolVersion)
 }
 
-// decodeStrict decodes exactly one JSON value into dst, refusing unknown
-// fields and trailing data.
-func decodeStrict(b []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("unexpected data after the JSON value")
-	}
-	return nil
-}
-
 // decodeParams decodes a method's params, which must be a JSON object.
 func decodeParams(params json.RawMessage, dst any) *RPCError {
 	if b := bytes.TrimSpace(params); len(b) == 0 || b[0] != '{' {
 		return rpcErrorf(CodeInvalidParams, "params must be a JSON object")
 	}
-	if err := decodeStrict(params, dst); err != nil {
+	if err := messages.DecodeStrict(params, dst); err != nil {
 		return invalidParams("params", err)
 	}
 	return nil

@@ -6,7 +6,6 @@
 package httpjson
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +36,9 @@ const (
 	CodeConflict         = "conflict"
 	CodeIdempotencyReuse = "idempotency_key_reused"
 	CodeUnavailable      = "unavailable"
+	// CodeTooManyStreams: the server's or the tenant's cap on open streams
+	// is reached (429 with Retry-After).
+	CodeTooManyStreams = "too_many_streams"
 	// Quota codes: the values of actors.QuotaCode.
 	CodeTooManyRuns      = string(actors.QuotaTooManyRuns)
 	CodeRateLimited      = string(actors.QuotaRateLimited)
@@ -129,27 +131,33 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Err
 	return body, nil
 }
 
-// DecodeStrict decodes exactly one JSON object into dst, refusing unknown
-// fields and trailing data, and turns failures into clear 4xx errors.
+// DecodeStrict decodes exactly one JSON value into dst with
+// messages.DecodeStrict (unknown fields, trailing data and invalid UTF-8
+// are errors) and turns failures into clear 400 answers (JSONError).
 func DecodeStrict(body []byte, dst any) *Error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON object")
+	if err := messages.DecodeStrict(body, dst); err != nil {
+		return JSONError(err)
 	}
 	return nil
 }
 
-func jsonError(err error) *Error {
+// JSONError turns a messages.DecodeStrict error into a 400 answer a client
+// can act on: the code says which kind of mistake (invalid_json or
+// unknown_field), the message where.
+func JSONError(err error) *Error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var unknown *messages.UnknownFieldError
+	var utf *messages.InvalidUTF8Error
 	switch {
+	case errors.Is(err, messages.ErrEmptyJSON):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
+	case errors.Is(err, messages.ErrTrailingData):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON object")
+	case errors.As(err, &utf):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("the body is not valid UTF-8 (byte %d)", utf.Offset))
+	case errors.As(err, &unknown):
+		return NewError(http.StatusBadRequest, CodeUnknownField, unknown.Error())
 	case errors.As(err, &syntax):
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax))
 	case errors.As(err, &typ):
@@ -160,8 +168,6 @@ func jsonError(err error) *Error {
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("%s must be %s, not %s", field, JSONKind(typ.Type), typ.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, "truncated JSON")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return NewError(http.StatusBadRequest, CodeUnknownField, strings.TrimPrefix(err.Error(), "json: ")) // encoding/json has no typed error for this
 	default:
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, err.Error())
 	}

@@ -102,6 +102,29 @@ func (h *harness) do(method, path string, body any, hdr ...string) (*http.Respon
 	return resp, out
 }
 
+// afterRetry checks that an SSE stream starts with "retry: 1000" (the
+// default reconnection delay) and returns the rest of it. testkit's strict
+// reader knows only the fields of events.
+func afterRetry(t testing.TB, body io.Reader) io.Reader {
+	t.Helper()
+	r, err := skipRetry(body)
+	if err != nil {
+		t.Error(err)
+	}
+	return r
+}
+
+// skipRetry reads the "retry: 1000" block that starts an SSE stream and
+// returns the rest; it is safe off the test goroutine.
+func skipRetry(body io.Reader) (io.Reader, error) {
+	const want = "retry: 1000\n\n"
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(body, buf); err != nil || string(buf) != want {
+		return io.MultiReader(bytes.NewReader(buf), body), fmt.Errorf("stream starts with %q (%v), want %q", buf, err, want)
+	}
+	return body, nil
+}
+
 func (h *harness) startRun(body any, hdr ...string) messages.RunCreated {
 	h.t.Helper()
 	resp, out := h.do("POST", "/api/v1/runs", body, hdr...)
@@ -126,7 +149,10 @@ func (h *harness) sse(ctx context.Context, query string, hdr ...string) (*http.R
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return resp, testkit.NewSSEReader(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp, testkit.NewSSEReader(resp.Body)
+	}
+	return resp, testkit.NewSSEReader(afterRetry(h.t, resp.Body))
 }
 
 // readUntil reads envelopes from an SSE stream until stop (inclusive),

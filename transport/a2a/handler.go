@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
 // Paths the handlers are meant to be mounted at. The agent card advertises
@@ -46,6 +48,12 @@ type Config struct {
 	MaxBody int64
 	// Version is the agent card's version. Default "1.0.0".
 	Version string
+	// StreamSlot, when set, is called before a call that holds its
+	// connection for long (SendStreamingMessage, SubscribeToTask, a
+	// blocking SendMessage); release is called when the call ends. An
+	// error refuses the call: an *httpjson.Error gives the HTTP status and
+	// Retry-After (the server's stream caps answer 429).
+	StreamSlot func(messages.TenantID) (release func(), err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -200,6 +208,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// UnauthorizedBody is the body of a 401 answer: the JSON-RPC error this
+// handler answers when Authenticate fails with err.
+func UnauthorizedBody(err error) []byte {
+	b, _ := json.Marshal(rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "unauthorized: %v", err)})
+	return append(b, '\n')
+}
+
 // writeRPCError answers with a JSON-RPC error. Like the reference server,
 // protocol errors are HTTP 200; internal errors are 500.
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
@@ -224,7 +239,9 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 		t, err := h.cfg.Authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-			writeJSON(w, http.StatusUnauthorized, rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "unauthorized: %v", err)})
+			// Answered at once, body unread, connection closed: an
+			// unauthenticated request costs no more than its headers.
+			httpjson.WriteAndClose(w, http.StatusUnauthorized, "application/json", UnauthorizedBody(err), nil)
 			return
 		}
 		tenant = t
@@ -264,6 +281,21 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	stopWatch := context.AfterFunc(h.stopCtx, func() { cancel(errShutdown) })
 	defer stopWatch()
+	if h.cfg.StreamSlot != nil && (req.Method == "SendMessage" || req.Method == "SendStreamingMessage" || req.Method == "SubscribeToTask") {
+		release, err := h.cfg.StreamSlot(tenant)
+		if err != nil {
+			status, e := http.StatusServiceUnavailable, (*httpjson.Error)(nil)
+			if errors.As(err, &e) {
+				status = e.Status
+				if e.RetryAfter > 0 {
+					w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+				}
+			}
+			writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: rpcErrorf(CodeInternal, "%v", err)})
+			return
+		}
+		defer release()
+	}
 	c := &call{h: h, w: w, ctx: ctx, tenant: tenant, id: req.ID}
 	var result any
 	switch req.Method {

@@ -120,8 +120,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := h.cfg.Authenticate(r)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-		writeError(w, errorf(http.StatusUnauthorized, codeUnauthorized, err.Error()))
+		// Answered at once, body unread, connection closed: an
+		// unauthenticated request costs no more than its headers.
+		httpjson.WriteErrorAndClose(w, errorf(http.StatusUnauthorized, codeUnauthorized, err.Error()))
 		return
 	}
 	h.ServeTenant(w, r, tenant)

@@ -6,6 +6,7 @@
 package httpjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,4 +200,65 @@ func JSONKind(t reflect.Type) string {
 	default:
 		return "a JSON value"
 	}
+}
+
+// closeLinger is how long a connection closed by WriteAndClose stays open
+// after its answer and FIN, so that the client reads the answer before
+// the close resets the connection (a close with unread request bytes
+// sends an RST, which can discard the answer at the client). net/http
+// waits the same 500 ms.
+const closeLinger = 500 * time.Millisecond
+
+// WriteErrorAndClose answers e and closes the connection without reading
+// the request body: what a request that must not cost the server anything
+// more gets (a missing or wrong token). The connection is hijacked, the
+// answer written with Connection: close, the write side shut, and the
+// connection closed closeLinger later; the body is never read, so a
+// client trickling it cannot hold the connection. Where hijacking is not
+// possible (HTTP/2, a test recorder) the answer is written normally with
+// Connection: close and a read deadline in the past, which makes
+// net/http's drain of the body fail at once.
+func WriteErrorAndClose(w http.ResponseWriter, e *Error) {
+	b, _ := json.Marshal(messages.ErrorBody{Error: messages.APIError{Code: e.Code, Message: e.Message}})
+	WriteAndClose(w, e.Status, "application/json", append(b, '\n'), e)
+}
+
+// WriteAndClose is WriteErrorAndClose with any body; e (may be nil) adds
+// its WWW-Authenticate and Retry-After headers.
+func WriteAndClose(w http.ResponseWriter, status int, contentType string, body []byte, e *Error) {
+	h := w.Header()
+	if e != nil && e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	}
+	if e != nil && e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Connection", "close")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	rc := http.NewResponseController(w)
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		_ = rc.SetReadDeadline(time.Now())
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
+	}
+	var buf bytes.Buffer
+	buf.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	_ = h.Write(&buf)
+	buf.WriteString("\r\n")
+	buf.Write(body)
+	// A fresh answer on a connection whose previous answers were flushed:
+	// it fits the send buffer, the deadline is only a guard.
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write(buf.Bytes()); err != nil {
+		_ = conn.Close()
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	time.AfterFunc(closeLinger, func() { _ = conn.Close() })
 }

@@ -374,14 +374,15 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 }
 
 // TestServe_SlowSSEReaderIsNotCut: a client reading about one event a
-// second through a small receive buffer, far behind a long run, is still
+// second through a small receive buffer, far behind a long run (~100k
+// events, more than the kernel's send buffer holds), is still
 // connected after 40 s and has received every event in order.
 func TestServe_SlowSSEReaderIsNotCut(t *testing.T) {
 	t.Parallel()
 	const hold = 40 * time.Second
 	srv := startServe(t, 0, nil)
 	base := "http://" + srv.base
-	body, _ := json.Marshal(messages.StartRun{Question: "a long run", Scenario: &messages.Scenario{Nodes: 16, Tokens: 2000}})
+	body, _ := json.Marshal(messages.StartRun{Question: "a long run", Scenario: &messages.Scenario{Nodes: 16, Tokens: 6000}})
 	resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

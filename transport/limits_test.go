@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +240,76 @@ func TestServer_RegistererWithoutGatherer(t *testing.T) {
 	if resp, _ := h2.do("GET", "/metrics", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics with a Gatherer = %d", resp.StatusCode)
 	}
+}
+
+// TestSSE_MaxLagCutsAStalledClient: a client that stops reading is cut
+// once it is more than MaxLagEvents behind, counting the events in the
+// server's socket buffer; the stream ends (close reason lagging).
+func TestSSE_MaxLagCutsAStalledClient(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, transport.Config{MaxLagEvents: 200, Heartbeat: 200 * time.Millisecond, Registry: reg})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(8, 500)})
+	d := net.Dialer{Control: smallRcvBuf}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /api/v1/events/stream?session_id="+string(rc.SessionID)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing until the server has cut it.
+	deadline := time.Now().Add(testkit.Watchdog)
+	for lagging(t, reg) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled stream was not cut")
+		}
+		runtime.Gosched()
+	}
+	tail := &strings.Builder{}
+	waitClosed(t, conn, io.TeeReader(conn, &lastBytes{b: tail}), testkit.Watchdog)
+	t.Logf("cut; the stream ends with %q", tail.String())
+}
+
+// lastBytes keeps the last 200 bytes written to it.
+type lastBytes struct{ b *strings.Builder }
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	s := l.b.String() + string(p)
+	if len(s) > 200 {
+		s = s[len(s)-200:]
+	}
+	l.b.Reset()
+	l.b.WriteString(s)
+	return len(p), nil
+}
+
+func lagging(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "conclave_stream_ends_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "lagging" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func smallRcvBuf(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+		return err
+	}
+	return serr
 }

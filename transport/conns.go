@@ -41,9 +41,9 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
-	// fdReserve is the share of RLIMIT_NOFILE that the default
-	// MaxConnections leaves to everything else (the journal's files, the
-	// listener, logs): a quarter, at least 64.
+	// fdReserveMin is the least the default MaxConnections leaves of
+	// RLIMIT_NOFILE to everything else (the journal's files, the
+	// listener, logs); the share left is a quarter, at least this.
 	fdReserveMin = 64
 	// maxDefaultConnections bounds the derived default: beyond it a
 	// connection's memory (~30 KB) matters more than file descriptors.

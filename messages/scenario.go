@@ -269,17 +269,13 @@ func (s Scenario) MinEvents() int64 {
 	return max(workers, 0)*int64(s.Tokens+s.ReasoningTokens) + int64(s.SynthesisTokens)
 }
 
-// DecodeScenario strictly decodes a scenario (unknown fields are errors),
-// applies defaults and validates it.
+// DecodeScenario strictly decodes a scenario with DecodeStrict (unknown
+// fields, trailing data and invalid UTF-8 are errors), applies defaults
+// and validates it. It reads r to its end; bounding r is the caller's job.
 func DecodeScenario(r io.Reader) (Scenario, error) {
 	var s Scenario
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	if err := DecodeStrictReader(r, &s); err != nil {
 		return Scenario{}, fmt.Errorf("messages: decode scenario: %w", err)
-	}
-	if dec.More() {
-		return Scenario{}, errors.New("messages: decode scenario: trailing data after the JSON object")
 	}
 	s = s.WithDefaults()
 	return s, s.Validate()

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,20 +89,13 @@ const (
 // ErrInvalidGraphDiff wraps every GraphDiff.Validate failure.
 var ErrInvalidGraphDiff = errors.New("messages: invalid graph diff")
 
-// DecodeGraphDiff strictly decodes a graph diff (unknown fields and
-// trailing data are errors) and validates it (GraphDiff.Validate). It reads
+// DecodeGraphDiff strictly decodes a graph diff with DecodeStrict (unknown
+// fields, trailing data and invalid UTF-8 are errors) and validates it (GraphDiff.Validate). It reads
 // r to the end of the JSON value; bounding r's size is the caller's job.
 func DecodeGraphDiff(r io.Reader) (GraphDiff, error) {
 	var d GraphDiff
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
+	if err := DecodeStrictReader(r, &d); err != nil {
 		return GraphDiff{}, fmt.Errorf("messages: decode graph diff: %w", err)
-	}
-	// dec.More would accept a stray '}' or ']' after the object; only the
-	// end of input will do.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return GraphDiff{}, errors.New("messages: decode graph diff: trailing data after the JSON object")
 	}
 	if err := d.Validate(); err != nil {
 		return GraphDiff{}, err

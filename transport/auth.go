@@ -87,11 +87,18 @@ func LoadTokens(path, env string) (Tokens, error) {
 
 // authenticate finds the caller's tenant. Without tokens every caller is
 // the local tenant (the server then only listens on loopback). The token
-// comes from "Authorization: Bearer <token>", or for browsers' EventSource
-// and WebSocket, which cannot set headers, from ?access_token=.
-func (s *Server) authenticate(r *http.Request) (messages.TenantID, *apiError) {
+// comes from "Authorization: Bearer <token>", or, where queryToken is set
+// (the SSE and WebSocket endpoints: browsers' EventSource and WebSocket
+// cannot set headers), from ?access_token=. Elsewhere an access_token
+// parameter is refused: it would end up in access logs for no reason.
+func (s *Server) authenticate(r *http.Request, queryToken bool) (messages.TenantID, *apiError) {
 	if s.cfg.Tokens.Len() == 0 {
 		return messages.LocalTenant, nil
+	}
+	q := r.URL.Query()
+	if !queryToken && q.Has("access_token") {
+		return "", errorf(http.StatusUnauthorized, codeUnauthorized,
+			"?access_token= is accepted only on the stream endpoints (/api/v1/events/stream, /api/v1/events/ws); send Authorization: Bearer <token>")
 	}
 	tok := ""
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -100,8 +107,8 @@ func (s *Server) authenticate(r *http.Request) (messages.TenantID, *apiError) {
 			return "", errorf(http.StatusUnauthorized, codeUnauthorized, "Authorization must be a Bearer token")
 		}
 		tok = strings.TrimSpace(rest)
-	} else {
-		tok = r.URL.Query().Get("access_token")
+	} else if queryToken {
+		tok = q.Get("access_token")
 	}
 	if tok == "" {
 		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "a bearer token is required")

@@ -10,17 +10,24 @@ import (
 	"github.com/conclave-ai/conclave/actors/runindex"
 )
 
-// metrics are the server's Prometheus metrics, on its own registry.
+// metrics are the server's Prometheus metrics.
 type metrics struct {
-	reg         *prometheus.Registry
+	gatherer    prometheus.Gatherer    // serves /metrics; nil: the embedder serves them
 	connections *prometheus.GaugeVec   // open streams by transport
 	delivered   *prometheus.CounterVec // events written to streams by transport
 	writes      *prometheus.CounterVec // write syscalls (batches) by transport
+	catchup     prometheus.Counter     // events streams read from the journal after overflowing their live queue
+	streamEnds  *prometheus.CounterVec // streams ended, by transport and reason
+
+	connsOpen      prometheus.Gauge       // accepted connections open
+	connEvicted    *prometheus.CounterVec // connections closed at the cap, by what they were doing
+	connRefused    *prometheus.CounterVec // connections refused at the cap
+	streamsRefused *prometheus.CounterVec // stream requests refused (429), by cap
 }
 
-func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, s *Server) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
+		gatherer: gatherer,
 		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "conclave_stream_connections", Help: "Open event streams.",
 		}, []string{"transport"}),
@@ -30,18 +37,39 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conclave_stream_writes_total", Help: "Writes to streams; each carries every event pending for that stream.",
 		}, []string{"transport"}),
+		catchup: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "conclave_stream_catchup_events_total", Help: "Events streams read from the journal because they fell behind their live queue.",
+		}),
+		streamEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_stream_ends_total", Help: "Event streams ended, by reason: client_gone, shutdown, lagging (over --max-lag-*), session_gone, protocol (a WebSocket client broke the protocol).",
+		}, []string{"transport", "reason"}),
+		connsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "conclave_connections_open", Help: "Open client connections (requests, keep-alive and streams).",
+		}),
+		connEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_connections_evicted_total", Help: "Connections closed at the connection cap to make room, by what they were doing: reading_headers or idle (keep-alive).",
+		}, []string{"reason"}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_connections_refused_total", Help: "Connections refused with 503 because every slot under the connection cap was busy.",
+		}, []string{"reason"}),
+		streamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_streams_refused_total", Help: "Stream requests refused with 429 too_many_streams, by cap: max_streams or max_streams_per_tenant.",
+		}, []string{"reason"}),
 	}
 	published := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "conclave_events_published_total", Help: "Events stamped and journaled by the session hubs.",
 	}, func() float64 { return float64(s.engine.Stats().EventsPublished) })
 	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "conclave_stream_lag_events_max", Help: "Largest number of events a stream is behind its session's head.",
-	}, func() float64 { return float64(s.streams.maxLag()) })
-	catchup := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "conclave_stream_catchup_events_total", Help: "Events open streams read from the journal because they fell behind their live queue.",
-	}, func() float64 { return float64(s.streams.catchup()) })
+		Name: "conclave_stream_lag_events_max",
+		Help: "Largest number of events a stream's client has not received: not yet written, or written and still in the server's socket send buffer.",
+	}, func() float64 { e, _ := s.streams.maxLag(); return float64(e) })
+	lagBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_stream_lag_bytes_max",
+		Help: "Largest number of bytes written to a stream and not yet acknowledged by its client (in the write under way or the socket send buffer).",
+	}, func() float64 { _, b := s.streams.maxLag(); return float64(b) })
 	runs := &runsCollector{s: s, desc: prometheus.NewDesc("conclave_runs", "Runs by status.", []string{"status"}, nil)}
-	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, published, lag, catchup, runs,
+	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs,
+		m.connsOpen, m.connEvicted, m.connRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -50,8 +78,15 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 	return m, nil
 }
 
+// handler serves the gathered metrics, or 404 when the Registerer given
+// was not a Gatherer and no Gatherer was configured.
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	if m.gatherer == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, errorf(http.StatusNotFound, codeNotFound, "this server's metrics are served by its embedder"))
+		})
+	}
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
 }
 
 type runsCollector struct {

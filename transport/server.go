@@ -30,6 +30,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport/a2a"
 	"github.com/conclave-ai/conclave/transport/agui"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
 // Config configures a Server. Only Engine is required.
@@ -47,9 +48,46 @@ type Config struct {
 	// events arriving meanwhile share one write. Default 0 (write at once);
 	// a few milliseconds trade latency for far fewer syscalls under load.
 	FlushDelay time.Duration
-	// WriteTimeout bounds one write to a stream; a client that accepts
-	// nothing for this long is disconnected. Default 30 s.
-	WriteTimeout time.Duration
+	// MaxLagEvents ends a stream whose client has not received this many
+	// of its session's events (not yet written, or written and still in
+	// the server's socket send buffer). Default 0: never; a slow client
+	// reads what it missed from the journal and is never cut for being
+	// slow. The stream ends with the close reason "lagging" (docs/api.md).
+	MaxLagEvents uint64
+	// MaxLagBytes is MaxLagEvents in bytes written and not acknowledged by
+	// the client. Default 0: never.
+	MaxLagBytes uint64
+	// SSERetry is the reconnection delay an SSE stream advises its client
+	// with "retry:" when it starts. Default 1 s.
+	SSERetry time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers; a connection
+	// that has not sent complete headers by then is closed. Default 10 s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte: a body trickled more slowly is cut. Streams and
+	// long answers are exempt once their request is in. Default 30 s.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has waited this long
+	// for its next request. Default 60 s.
+	IdleTimeout time.Duration
+	// MaxConnections caps the open client connections (requests,
+	// keep-alive and streams). At the cap a new connection evicts the
+	// oldest one that is idle or still sending its headers, or is refused
+	// with a fast 503 if there is none (conns.go). Default 0: derived from
+	// RLIMIT_NOFILE, leaving a quarter of it (at least 64) to the journal
+	// and the rest of the process. Negative: no cap.
+	MaxConnections int
+	// MaxStreams caps the open event streams (SSE, WebSocket, AG-UI,
+	// A2A) in total; over it a stream request gets 429 too_many_streams.
+	// Default 0: three quarters of MaxConnections, so that streams never
+	// take the slots that requests and health checks need. Negative: no cap.
+	MaxStreams int
+	// MaxStreamsPerTenant caps one tenant's open streams. Default 0: no cap
+	// below MaxStreams.
+	MaxStreamsPerTenant int
+	// StreamLimit, when set, gives a tenant's stream cap instead of
+	// MaxStreamsPerTenant; 0 means MaxStreamsPerTenant, negative no cap.
+	StreamLimit func(messages.TenantID) int
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that
 	// may open WebSockets and read the API cross-origin. "*" allows any.
 	// Requests without an Origin header (non-browsers) are always allowed.
@@ -61,7 +99,11 @@ type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default 24 h.
 	IdempotencyTTL time.Duration
 	// Registry receives the server's metrics. Default: a new registry.
-	Registry *prometheus.Registry
+	Registry prometheus.Registerer
+	// Gatherer is what /metrics serves. Default: Registry, when it is also
+	// a Gatherer (a *prometheus.Registry is); otherwise /metrics answers
+	// 404 and the embedder serves its metrics itself.
+	Gatherer prometheus.Gatherer
 }
 
 func (c Config) withDefaults() Config {
@@ -74,8 +116,23 @@ func (c Config) withDefaults() Config {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 10 * time.Second
 	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 30 * time.Second
+	if c.SSERetry == 0 {
+		c.SSERetry = time.Second
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = defaultMaxConnections()
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = max(1, c.MaxConnections*3/4) // a negative MaxConnections gives -1: no cap
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
@@ -88,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Gatherer == nil {
+		c.Gatherer, _ = c.Registry.(prometheus.Gatherer)
 	}
 	return c
 }
@@ -113,6 +173,8 @@ type Server struct {
 	metrics *metrics
 	idem    *idempotency
 	streams *streamSet
+	conns   *connTracker
+	caps    *streamCaps
 	a2a     *a2a.Handler  // A2A agent card and JSON-RPC (transport/a2a)
 	writers routine.Group // stream writer goroutines and the heartbeat loop
 
@@ -133,29 +195,45 @@ func New(cfg Config) (*Server, error) {
 		streams:  newStreamSet(),
 		stopBeat: make(chan struct{}),
 	}
-	m, err := newMetrics(cfg.Registry, s)
+	m, err := newMetrics(cfg.Registry, cfg.Gatherer, s)
 	if err != nil {
 		return nil, err
 	}
 	s.metrics = m
+	s.conns = newConnTracker(cfg.MaxConnections, m)
+	perTenant := func(t messages.TenantID) int {
+		if cfg.StreamLimit != nil {
+			if n := cfg.StreamLimit(t); n != 0 {
+				return n
+			}
+		}
+		return cfg.MaxStreamsPerTenant
+	}
+	s.caps = newStreamCaps(cfg.MaxStreams, perTenant, m)
 	if s.a2a, err = a2a.New(a2a.Config{
-		Engine: cfg.Engine, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, WriteTimeout: cfg.WriteTimeout,
+		Engine: cfg.Engine, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat,
 		MaxBody: cfg.MaxBody, BearerAuth: cfg.Tokens.Len() > 0, Authenticate: s.authenticateA2A,
+		StreamSlot: s.a2aStreamSlot,
 	}); err != nil {
 		return nil, err
 	}
 	s.routes()
 	s.http = &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnState:         s.conns.connState,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	s.writers.Go(s.heartbeatLoop)
 	return s, nil
 }
 
-// Handler returns the HTTP handler (for tests and embedding).
-func (s *Server) Handler() http.Handler { return s.cors(s.mux) }
+// Handler returns the HTTP handler (for tests and embedding). The
+// connection limits (MaxConnections, TCP keepalive) apply only to
+// connections served by Serve.
+func (s *Server) Handler() http.Handler { return s.cors(readDeadlineDone(s.mux)) }
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/runs", s.methods(map[string]http.HandlerFunc{
@@ -164,18 +242,31 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.abortRun)}))
 	s.mux.HandleFunc("/api/v1/runs/{id}/steer", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.steerRun)}))
 	s.mux.HandleFunc("/api/v1/runs/{id}/rewind", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.rewindRun)}))
-	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.sseStream)}))
-	s.mux.HandleFunc("/api/v1/events/ws", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.wsStream)}))
+	// The two endpoints browsers open with EventSource and WebSocket, which
+	// cannot send headers: the only ones that take ?access_token=.
+	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.sseStream)}))
+	s.mux.HandleFunc("/api/v1/events/ws", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.wsStream)}))
 	s.mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
 	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
+	agh := agui.New(agui.Config{Engine: s.engine, Logger: s.cfg.Logger, Now: s.cfg.Now})
 	s.mux.HandleFunc("/api/v1/agui", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(
-		agui.New(agui.Config{Engine: s.engine, Logger: s.cfg.Logger, Now: s.cfg.Now}).ServeTenant)}))
+		func(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+			release, aerr := s.caps.acquire(tenant) // every AG-UI request is a stream
+			if aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+			defer release()
+			agh.ServeTenant(w, r, tenant)
+		})}))
 	s.mux.Handle(a2a.CardPath, s.a2a.Card())
-	s.mux.Handle(a2a.RPCPath, s.a2a.RPC())
+	s.mux.Handle(a2a.RPCPath, s.preAuthA2A(s.a2a.RPC()))
 	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
-	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.metrics.handler().ServeHTTP}))
+	metricsH := s.metrics.handler()
+	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
+		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, codeNotFound, "no such endpoint: "+r.URL.Path))
 	})
@@ -186,15 +277,48 @@ type tenantKey struct{}
 // authedHandler receives the caller's tenant.
 type authedHandler func(w http.ResponseWriter, r *http.Request, tenant messages.TenantID)
 
-func (s *Server) authed(h authedHandler) http.HandlerFunc {
+// authed authenticates with the Authorization header only.
+func (s *Server) authed(h authedHandler) http.HandlerFunc { return s.auth(h, false) }
+
+// authedStream also accepts ?access_token= (EventSource, WebSocket).
+func (s *Server) authedStream(h authedHandler) http.HandlerFunc { return s.auth(h, true) }
+
+func (s *Server) auth(h authedHandler, queryToken bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := s.authenticate(r)
+		tenant, err := s.authenticate(r, queryToken)
 		if err != nil {
-			writeError(w, err)
+			// An unauthenticated request costs no more than its headers:
+			// answered at once, body unread, connection closed.
+			httpjson.WriteErrorAndClose(w, err)
 			return
 		}
 		h(w, r, tenant)
 	}
+}
+
+// preAuthA2A refuses an unauthenticated A2A request like every other
+// endpoint (answered at once, body unread, connection closed), in the
+// JSON-RPC error shape the A2A handler itself would answer.
+func (s *Server) preAuthA2A(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if _, aerr := s.authenticate(r, false); aerr != nil {
+				httpjson.WriteAndClose(w, http.StatusUnauthorized, "application/json", a2a.UnauthorizedBody(aerr), aerr)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// a2aStreamSlot is the A2A handler's StreamSlot hook: A2A streams (and
+// blocking SendMessage calls) count against the same stream caps.
+func (s *Server) a2aStreamSlot(tenant messages.TenantID) (func(), error) {
+	release, aerr := s.caps.acquire(tenant)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return release, nil
 }
 
 // methods dispatches on the method and answers others with a JSON 405.
@@ -260,7 +384,11 @@ func (s *Server) Listen(addr string) (net.Listener, error) {
 }
 
 // Serve serves HTTP on l until Shutdown; then it returns ErrServerClosed.
-func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
+// Every connection it accepts counts against MaxConnections and gets TCP
+// keepalive (conns.go).
+func (s *Server) Serve(l net.Listener) error {
+	return s.http.Serve(&limitListener{Listener: l, t: s.conns})
+}
 
 // Shutdown stops the server: no new requests or streams, every open stream
 // gets its final frame and is closed, and every goroutine of the server has
@@ -288,7 +416,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // authenticateA2A is the A2A handler's Authenticate hook: the same bearer
 // tokens and tenants as the rest of the API.
 func (s *Server) authenticateA2A(r *http.Request) (messages.TenantID, error) {
-	tenant, aerr := s.authenticate(r)
+	tenant, aerr := s.authenticate(r, false)
 	if aerr != nil {
 		return "", aerr // only a non-nil *apiError: never a typed nil inside the error
 	}

@@ -102,6 +102,29 @@ func (h *harness) do(method, path string, body any, hdr ...string) (*http.Respon
 	return resp, out
 }
 
+// afterRetry checks that an SSE stream starts with "retry: 1000" (the
+// default reconnection delay) and returns the rest of it. testkit's strict
+// reader knows only the fields of events.
+func afterRetry(t testing.TB, body io.Reader) io.Reader {
+	t.Helper()
+	r, err := skipRetry(body)
+	if err != nil {
+		t.Error(err)
+	}
+	return r
+}
+
+// skipRetry reads the "retry: 1000" block that starts an SSE stream and
+// returns the rest; it is safe off the test goroutine.
+func skipRetry(body io.Reader) (io.Reader, error) {
+	const want = "retry: 1000\n\n"
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(body, buf); err != nil || string(buf) != want {
+		return io.MultiReader(bytes.NewReader(buf), body), fmt.Errorf("stream starts with %q (%v), want %q", buf, err, want)
+	}
+	return body, nil
+}
+
 func (h *harness) startRun(body any, hdr ...string) messages.RunCreated {
 	h.t.Helper()
 	resp, out := h.do("POST", "/api/v1/runs", body, hdr...)
@@ -126,7 +149,10 @@ func (h *harness) sse(ctx context.Context, query string, hdr ...string) (*http.R
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return resp, testkit.NewSSEReader(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp, testkit.NewSSEReader(resp.Body)
+	}
+	return resp, testkit.NewSSEReader(afterRetry(h.t, resp.Body))
 }
 
 // readUntil reads envelopes from an SSE stream until stop (inclusive),
@@ -341,6 +367,8 @@ func TestAPI_BadInput(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/runs", `{"question":"q","colour":"red"}`, nil, 400, "unknown_field"},
 		{"unknown scenario field", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodez":3}}`, nil, 400, "unknown_field"},
 		{"trailing data", "POST", "/api/v1/runs", `{"question":"q"} {}`, nil, 400, "invalid_json"},
+		{"trailing brace", "POST", "/api/v1/runs", `{"question":"q","scenario":{"nodes":3}}}`, nil, 400, "invalid_json"},
+		{"invalid utf-8", "POST", "/api/v1/runs", "{\"question\":\"q\xff\"}", nil, 400, "invalid_json"},
 		{"wrong type", "POST", "/api/v1/runs", `{"question":7}`, nil, 400, "invalid_json"},
 		{"body over 1 MiB", "POST", "/api/v1/runs", big, nil, 413, "body_too_large"},
 		{"empty question", "POST", "/api/v1/runs", `{"question":""}`, nil, 422, "bad_request"},

@@ -3,8 +3,10 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,31 +27,46 @@ const sseHeader = "HTTP/1.1 200 OK\r\n" +
 // Last-Event-ID header. Everything is validated, and errors answered as
 // JSON, before the first byte of the stream.
 func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
+	release, aerr := s.caps.acquire(tenant)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	sub, session, aerr := s.subscribe(r, tenant)
 	if aerr != nil {
+		release()
 		writeError(w, aerr)
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		sub.Close()
+		release()
 		writeError(w, errorf(http.StatusInternalServerError, codeInternal, "streaming is not supported on this connection"))
 		return
 	}
 	_ = brw // the client sends nothing more on a GET; its buffers are dropped with it
+	// The stream is validated: no read or write deadline of the request
+	// applies to it any more. It ends on the client's error or close, on
+	// shutdown, or over the maximum lag; never for being slow.
+	_ = conn.SetDeadline(time.Time{})
 	var hdr []byte
 	hdr = append(hdr, sseHeader...)
 	if origin := r.Header.Get("Origin"); origin != "" && s.originAllowed(origin) {
 		hdr = append(hdr, "Access-Control-Allow-Origin: "+origin+"\r\nVary: Origin\r\n"...)
 	}
 	hdr = append(hdr, "\r\n"...)
-	f := &sseFramer{conn: conn, timeout: s.cfg.WriteTimeout}
+	// retry: tells EventSource how soon to reconnect after the stream
+	// ends (browsers default to seconds); once, before any event.
+	hdr = append(hdr, "retry: "+strconv.FormatInt(s.cfg.SSERetry.Milliseconds(), 10)+"\n\n"...)
+	f := newSSEFramer(conn)
 	if err := f.write(hdr); err != nil {
 		sub.Close()
+		release()
 		_ = conn.Close()
 		return
 	}
-	s.newStreamConn(f, tenant, session, sub).start()
+	s.newStreamConn(f, f.fl, release, tenant, session, sub).start()
 }
 
 // subscribe validates a stream request and subscribes it.
@@ -78,9 +95,21 @@ func (s *Server) subscribe(r *http.Request, tenant messages.TenantID) (*actors.S
 // "id: <seq>\nevent: <type>\ndata: <envelope>\n\n" (LF only), heartbeats as
 // ": ping\n\n" comments, and a final "event: stream_closed" frame.
 type sseFramer struct {
-	conn    net.Conn
-	timeout time.Duration // write deadlines use time.Now: they are wall-clock instants
-	once    sync.Once
+	conn net.Conn  // closes and takes deadlines (the tracked connection)
+	w    io.Writer // writes: the socket itself where possible, so a batch is one writev
+	fl   *flight
+	once sync.Once
+	// tail is the unwritten rest of a frame an aborted write cut; the
+	// final frame follows it so the client's parser stays in step.
+	tail []byte
+}
+
+func newSSEFramer(conn net.Conn) *sseFramer {
+	var w io.Writer = conn
+	if tc, ok := conn.(*trackedConn); ok {
+		w = tc.Conn // net.Buffers writes with writev only to the socket type itself
+	}
+	return &sseFramer{conn: conn, w: w, fl: newFlight(newSendQueue(conn))}
 }
 
 // frameBufs pools the slices of frames handed to writev.
@@ -89,12 +118,31 @@ var frameBufs = sync.Pool{New: func() any { b := make(net.Buffers, 0, maxBatch);
 func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 	bp := frameBufs.Get().(*net.Buffers)
 	bufs := (*bp)[:0]
+	size := 0
 	for _, e := range evs {
-		bufs = append(bufs, e.SSEFrame()) // built once per event, shared by every stream
+		fr := e.SSEFrame() // built once per event, shared by every stream
+		bufs = append(bufs, fr)
+		size += len(fr)
 	}
 	keep := bufs
-	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
-	_, err := bufs.WriteTo(f.conn) // one writev for the whole batch
+	f.fl.begin(size, len(evs))
+	n, err := bufs.WriteTo(f.w) // one writev for the whole batch
+	f.fl.done(int(n))
+	if err != nil && n > 0 {
+		// Find the frame the write cut, if it cut one, from the frames
+		// themselves (WriteTo consumed the slice headers in keep).
+		off := n
+		for _, e := range evs {
+			fr := e.SSEFrame()
+			if off < int64(len(fr)) {
+				if off > 0 {
+					f.tail = fr[off:]
+				}
+				break
+			}
+			off -= int64(len(fr))
+		}
+	}
 	clear(keep)
 	*bp = keep[:0]
 	frameBufs.Put(bp)
@@ -102,8 +150,12 @@ func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 }
 
 func (f *sseFramer) write(b []byte) error {
-	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
-	_, err := f.conn.Write(b)
+	f.fl.begin(len(b), 0)
+	n, err := f.w.Write(b)
+	f.fl.done(n)
+	if err != nil && n > 0 && n < len(b) {
+		f.tail = b[n:]
+	}
 	return err
 }
 
@@ -112,14 +164,22 @@ func (f *sseFramer) writeReplies([][]byte) error { return nil }
 
 func (f *sseFramer) writePing() error { return f.write([]byte(": ping\n\n")) }
 
-// streamClosed is the data of the final SSE frame.
-type streamClosed struct {
-	Reason string `json:"reason"`
-}
+// abort makes the write under way fail (a deadline in the past).
+func (f *sseFramer) abort() { _ = f.conn.SetWriteDeadline(time.Unix(1, 0)) }
 
-func (f *sseFramer) writeFinal(reason error) error {
-	data, _ := json.Marshal(streamClosed{Reason: reason.Error()})
-	return f.write(append(append([]byte("event: stream_closed\ndata: "), data...), "\n\n"...))
+// writeFinal sends "event: stream_closed" with the CloseReason as data,
+// after the rest of a frame an abort cut. A stream cut for lagging gets
+// finalWait to take it; at shutdown the server's grace bounds it.
+func (f *sseFramer) writeFinal(reason *CloseReason) error {
+	deadline := time.Time{}
+	if reason.Code == CloseCodeLagging {
+		deadline = time.Now().Add(finalWait) // wall clock: a socket deadline
+	}
+	_ = f.conn.SetWriteDeadline(deadline)
+	data, _ := json.Marshal(reason)
+	b := append(append([]byte(nil), f.tail...), "event: stream_closed\ndata: "...)
+	f.tail = nil
+	return f.write(append(append(b, data...), "\n\n"...))
 }
 
 func (f *sseFramer) close() error {

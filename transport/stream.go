@@ -27,8 +27,12 @@ type framer interface {
 	writeEvents(evs []*messages.Encoded) error
 	// writePing keeps an idle stream alive (SSE comment, WebSocket ping).
 	writePing() error
-	// writeFinal sends the last frame, saying why the stream ends.
-	writeFinal(reason error) error
+	// writeFinal sends the last frame, saying why the stream ends (after
+	// the rest of a frame an aborted write left unfinished, if any).
+	writeFinal(reason *CloseReason) error
+	// abort makes a write under way (or the next one) fail at once; safe
+	// from any goroutine. The stream then ends with its final frame.
+	abort()
 	// writeReplies sends answers to client requests (WebSocket only).
 	writeReplies(replies [][]byte) error
 	// close closes the connection.
@@ -50,14 +54,25 @@ type framer interface {
 type streamConn struct {
 	srv     *Server
 	f       framer
+	fl      *flight         // what the framer handed to the connection and the client has not received
+	release func()          // frees the stream's slot under the stream caps
 	ctx     context.Context // cancelled when the stream ends
 	cancel  context.CancelFunc
 	session messages.SessionID
 	tenant  messages.TenantID
 
-	mu      sync.Mutex // guards sub (a WebSocket resubscribe replaces it) and replies
+	mu      sync.Mutex // guards sub (a WebSocket resubscribe replaces it), replies and caught
 	sub     *actors.Subscription
 	replies [][]byte // answers to client requests, written by the writer
+	caught  uint64   // sub.Dropped() already added to the catch-up counter
+
+	// aborted is why the server cuts the stream (max lag), set once, at
+	// abortedAt (unix nanoseconds of Config.Now).
+	aborted   atomic.Pointer[CloseReason]
+	abortedAt atomic.Int64
+	// received is the flight's received byte count when the heartbeat
+	// loop last looked; owned by the heartbeat loop.
+	received uint64
 
 	wake      chan struct{} // capacity 1: a pending wake-up is remembered, ready never blocks
 	running   atomic.Bool   // a writer goroutine owns the connection
@@ -69,16 +84,27 @@ type streamConn struct {
 	// drops a client silent for 2.5 heartbeats); SSE clients need
 	// heartbeats only when the stream is idle.
 	pingBusy bool
+	// alive, if set, is called when the client received bytes since the
+	// last check: a WebSocket client reading slowly answers pings late
+	// (they queue behind the events), and this keeps its reader's
+	// deadline from cutting it for being slow.
+	alive    func()
 	stopping bool // under mu: shutdown or end began; a resubscribe must not revive the stream
-	ended    atomic.Bool
-	done     chan struct{} // closed when the stream has ended
+	// endReason labels conclave_stream_ends_total; the first reason set
+	// (setEnd) wins.
+	endReason atomic.Pointer[string]
+	ended     atomic.Bool
+	done      chan struct{} // closed when the stream has ended
 
 	buf []*messages.Encoded // writer-owned; released when the writer exits
 }
 
-func (s *Server) newStreamConn(f framer, tenant messages.TenantID, session messages.SessionID, sub *actors.Subscription) *streamConn {
+func (s *Server) newStreamConn(f framer, fl *flight, release func(), tenant messages.TenantID, session messages.SessionID, sub *actors.Subscription) *streamConn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &streamConn{srv: s, f: f, ctx: ctx, cancel: cancel, tenant: tenant, session: session, sub: sub,
+	if release == nil {
+		release = func() {}
+	}
+	c := &streamConn{srv: s, f: f, fl: fl, release: release, ctx: ctx, cancel: cancel, tenant: tenant, session: session, sub: sub,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c.lastWrite.Store(s.cfg.Now().UnixNano())
 	c.lastPing.Store(s.cfg.Now().UnixNano())
@@ -111,7 +137,8 @@ func (c *streamConn) resubscribe(sub *actors.Subscription) {
 		return
 	}
 	old := c.sub
-	c.sub = sub
+	c.countCatchupLocked()
+	c.sub, c.caught = sub, 0
 	c.mu.Unlock()
 	sub.OnReady(c.ready)
 	old.Close()
@@ -123,6 +150,43 @@ func (c *streamConn) reply(b []byte) {
 	c.mu.Lock()
 	c.replies = append(c.replies, b)
 	c.mu.Unlock()
+	c.ready()
+}
+
+// countCatchup adds the events the subscription read from the journal
+// since the last call (because its live queue overflowed) to
+// conclave_stream_catchup_events_total.
+func (c *streamConn) countCatchup() {
+	c.mu.Lock()
+	c.countCatchupLocked()
+	c.mu.Unlock()
+}
+
+// countCatchupLocked: must be called with c.mu held.
+func (c *streamConn) countCatchupLocked() {
+	if d := c.sub.Dropped(); d > c.caught {
+		c.srv.metrics.catchup.Add(float64(d - c.caught))
+		c.caught = d
+	}
+}
+
+// lag is how far the client is behind: events not yet written plus the
+// events and bytes written and not yet received (flight.lag).
+func (c *streamConn) lag() (events, bytes uint64) {
+	events, bytes = c.fl.lag()
+	return events + c.current().Lag(), bytes
+}
+
+// abort cuts the stream with reason: a write blocked on the client
+// returns, and the writer sends the final frame if the connection takes
+// it within finalWait, then closes. Safe from any goroutine; the first
+// reason wins.
+func (c *streamConn) abort(reason *CloseReason) {
+	if !c.aborted.CompareAndSwap(nil, reason) {
+		return
+	}
+	c.abortedAt.Store(c.srv.cfg.Now().UnixNano())
+	c.f.abort()
 	c.ready()
 }
 
@@ -205,24 +269,27 @@ func (c *streamConn) writeLoop() {
 // drain writes everything pending. It reports false when the stream ended.
 func (c *streamConn) drain() bool {
 	for {
+		if r := c.aborted.Load(); r != nil {
+			return c.final(r)
+		}
 		if c.pingBusy && c.needPing.Swap(false) { // WebSocket: ping even while behind
 			if err := c.f.writePing(); err != nil {
-				return false
+				return c.failed(err)
 			}
 			c.lastPing.Store(c.srv.cfg.Now().UnixNano())
 		}
 		if r := c.takeReplies(); len(r) > 0 {
 			if err := c.f.writeReplies(r); err != nil {
-				return false
+				return c.failed(err)
 			}
 		}
 		sub := c.current()
 		evs, err := sub.Poll(c.ctx, c.buf, maxBatch)
 		c.buf = evs[:0]
+		c.countCatchup()
 		if len(evs) > 0 {
 			if werr := c.f.writeEvents(evs); werr != nil {
-				c.srv.cfg.Logger.Debug("stream: client gone", "transport", c.f.transport(), "session", c.session, "err", werr)
-				return false
+				return c.failed(werr)
 			}
 			c.lastWrite.Store(c.srv.cfg.Now().UnixNano())
 			c.srv.metrics.delivered.WithLabelValues(c.f.transport()).Add(float64(len(evs)))
@@ -233,16 +300,16 @@ func (c *streamConn) drain() bool {
 			if errors.Is(err, feed.ErrClosed) && sub != c.current() {
 				continue // replaced by a resubscribe
 			}
+			reason := &CloseReason{Code: CloseCodeSessionGone, Message: err.Error()}
 			if errors.Is(err, feed.ErrClosed) || errors.Is(err, context.Canceled) {
-				err = errShutdown
+				reason = ErrShutdown
 			}
-			_ = c.f.writeFinal(err)
-			return false
+			return c.final(reason)
 		}
 		if len(evs) == 0 {
 			if c.needPing.Swap(false) { // only when idle: a busy stream's writes are its heartbeat
 				if err := c.f.writePing(); err != nil {
-					return false
+					return c.failed(err)
 				}
 				now := c.srv.cfg.Now().UnixNano()
 				c.lastWrite.Store(now)
@@ -253,21 +320,72 @@ func (c *streamConn) drain() bool {
 	}
 }
 
-var errShutdown = errors.New("server shutting down")
+// failed handles a failed write: the client is gone, or the write was
+// aborted (then the final frame follows). It reports false.
+func (c *streamConn) failed(err error) bool {
+	if r := c.aborted.Load(); r != nil {
+		return c.final(r)
+	}
+	c.srv.cfg.Logger.Debug("stream: client gone", "transport", c.f.transport(), "session", c.session, "err", err)
+	c.setEnd(endClientGone)
+	return false
+}
 
-// end closes the stream once: connection, subscription, registry.
+// final sends the final frame. It reports false: the stream ends.
+func (c *streamConn) final(r *CloseReason) bool {
+	_ = c.f.writeFinal(r)
+	c.setEnd(r.Code)
+	return false
+}
+
+// Codes of CloseReason, and the reason label of conclave_stream_ends_total.
+const (
+	CloseCodeShutdown    = "shutdown"     // the server is shutting down
+	CloseCodeSessionGone = "session_gone" // the session's journal failed
+	CloseCodeLagging     = "lagging"      // the client fell over the server's maximum lag behind
+	endClientGone        = "client_gone"  // not a close reason: the client closed or failed
+	endProtocol          = "protocol"     // not a close reason: a WebSocket client broke the protocol
+)
+
+// CloseReason is why the server ends a stream: the data of the final SSE
+// frame (event: stream_closed) and the reason of the WebSocket close frame.
+type CloseReason struct {
+	Code    string `json:"code"`
+	Message string `json:"reason"`
+}
+
+func (r *CloseReason) Error() string { return r.Message }
+
+// Close reasons the server gives.
+var (
+	ErrShutdown = &CloseReason{Code: CloseCodeShutdown, Message: "server shutting down"}
+	ErrLagging  = &CloseReason{Code: CloseCodeLagging, Message: "the client is more than the server's maximum lag behind; reconnect from your last seq"}
+)
+
+// finalWait bounds the final frame of a stream cut for lagging: its client
+// reads slowly, so the frame is sent only if the socket takes it soon.
+const finalWait = time.Second
+
+// setEnd records why the stream ends, unless a reason was recorded first.
+func (c *streamConn) setEnd(reason string) { c.endReason.CompareAndSwap(nil, &reason) }
+
+// end closes the stream once: connection, subscription, registry, slot.
 func (c *streamConn) end() {
 	if !c.ended.CompareAndSwap(false, true) {
 		return
 	}
 	c.mu.Lock()
 	c.stopping = true
+	c.countCatchupLocked()
 	c.mu.Unlock()
 	c.cancel()
 	_ = c.f.close()
 	c.current().Close()
 	c.srv.streams.remove(c)
+	c.release()
 	c.srv.metrics.connections.WithLabelValues(c.f.transport()).Dec()
+	c.setEnd(endClientGone)
+	c.srv.metrics.streamEnds.WithLabelValues(c.f.transport(), *c.endReason.Load()).Inc()
 	close(c.done)
 }
 
@@ -344,23 +462,14 @@ func (s *streamSet) closeAll(ctx context.Context) error {
 	return nil
 }
 
-func (s *streamSet) maxLag() uint64 {
-	var lag uint64
+// maxLag is the largest lag of an open stream, in events and in bytes
+// (not necessarily of the same stream).
+func (s *streamSet) maxLag() (events, bytes uint64) {
 	for _, c := range s.snapshot() {
-		sub := c.current()
-		if l := sub.Lag(); l > lag {
-			lag = l
-		}
+		e, b := c.lag()
+		events, bytes = max(events, e), max(bytes, b)
 	}
-	return lag
-}
-
-func (s *streamSet) catchup() uint64 {
-	var n uint64
-	for _, c := range s.snapshot() {
-		n += c.current().Dropped()
-	}
-	return n
+	return events, bytes
 }
 
 // heartbeatLoop pings streams that have written nothing for a heartbeat
@@ -376,6 +485,7 @@ func (s *Server) heartbeatLoop() {
 		}
 		now := s.cfg.Now().UnixNano()
 		for _, c := range s.streams.snapshot() {
+			s.checkLag(c)
 			last := c.lastWrite.Load()
 			if c.pingBusy {
 				last = c.lastPing.Load()
@@ -384,6 +494,39 @@ func (s *Server) heartbeatLoop() {
 				c.needPing.Store(true)
 				c.ready()
 			}
+		}
+	}
+}
+
+// checkLag cuts a stream over the maximum lag and tells a WebSocket stream
+// whose client is receiving (however slowly) that its client is alive.
+// Called by the heartbeat loop only.
+func (s *Server) checkLag(c *streamConn) {
+	if c.aborted.Load() != nil {
+		// The writer had its chance to send the final frame; a write that
+		// started after the abort (gorilla resets the deadline for each
+		// frame) must not keep the stream: close it.
+		if s.cfg.Now().UnixNano()-c.abortedAt.Load() > int64(2*finalWait) {
+			c.setEnd(c.aborted.Load().Code)
+			c.end()
+		}
+		return
+	}
+	maxE, maxB := s.cfg.MaxLagEvents, s.cfg.MaxLagBytes
+	if maxE == 0 && maxB == 0 && c.alive == nil {
+		return
+	}
+	events, bytes := c.lag()
+	if (maxE > 0 && events > maxE) || (maxB > 0 && bytes > maxB) {
+		s.cfg.Logger.Info("stream: cut for lagging", "transport", c.f.transport(), "session", c.session, "tenant", c.tenant,
+			"lag_events", events, "lag_bytes", bytes)
+		c.abort(ErrLagging)
+		return
+	}
+	if c.alive != nil {
+		if got := c.fl.receivedBytes(bytes); got != c.received {
+			c.received = got
+			c.alive()
 		}
 	}
 }

@@ -23,10 +23,12 @@ type fakeFramer struct {
 	gate    chan struct{} // when non-nil, writeEvents waits for it to close
 	pingErr error         // returned by writePing
 
-	busy    atomic.Bool
-	overlap atomic.Bool
-	entered chan struct{} // capacity 1: writeEvents started
-	changed chan struct{} // capacity 1: something was recorded
+	busy      atomic.Bool
+	overlap   atomic.Bool
+	aborted   atomic.Bool
+	abortOnce sync.Once
+	entered   chan struct{} // capacity 1: writeEvents started
+	changed   chan struct{} // capacity 1: something was recorded
 
 	mu      sync.Mutex // guards the fields below
 	seqs    []uint64
@@ -67,6 +69,9 @@ func (f *fakeFramer) writeEvents(evs []*messages.Encoded) error {
 	if f.gate != nil {
 		<-f.gate
 	}
+	if f.aborted.Load() {
+		return errors.New("fake: write aborted")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range evs {
@@ -94,7 +99,17 @@ func (f *fakeFramer) writePing() error {
 	return f.pingErr
 }
 
-func (f *fakeFramer) writeFinal(reason error) error {
+// abort releases a gated writeEvents, which then fails.
+func (f *fakeFramer) abort() {
+	f.aborted.Store(true)
+	f.abortOnce.Do(func() {
+		if f.gate != nil {
+			close(f.gate)
+		}
+	})
+}
+
+func (f *fakeFramer) writeFinal(reason *CloseReason) error {
 	f.enter()
 	defer f.exit()
 	f.mu.Lock()
@@ -196,7 +211,7 @@ func (fx *streamFixture) subscribe(after uint64) *actors.Subscription {
 // stream starts a stream of the session after the cursor.
 func (fx *streamFixture) stream(f *fakeFramer, after uint64) *streamConn {
 	fx.t.Helper()
-	c := fx.srv.newStreamConn(f, messages.LocalTenant, fx.session, fx.subscribe(after))
+	c := fx.srv.newStreamConn(f, newFlight(nil), nil, messages.LocalTenant, fx.session, fx.subscribe(after))
 	c.start()
 	return c
 }
@@ -284,7 +299,7 @@ func TestStreamConn_ReadyHammer(t *testing.T) {
 			waitDone(t, c, "after shutdown")
 			st = f.state()
 			assertSeqs(t, st.seqs, 1, last)
-			if len(st.finals) != 1 || !errors.Is(st.finals[0], errShutdown) || st.closes != 1 {
+			if len(st.finals) != 1 || !errors.Is(st.finals[0], ErrShutdown) || st.closes != 1 {
 				t.Fatalf("finals %v, closes %d; want one shutdown frame and one close", st.finals, st.closes)
 			}
 			c.ready() // a late wake-up of an ended stream is harmless
@@ -528,7 +543,7 @@ func TestStreamConn_ShutdownDeliversThenCloses(t *testing.T) {
 	waitDone(t, c, "after shutdown")
 	st := f.state()
 	assertSeqs(t, st.seqs, 1, last)
-	if len(st.finals) != 1 || !errors.Is(st.finals[0], errShutdown) || st.closes != 1 {
+	if len(st.finals) != 1 || !errors.Is(st.finals[0], ErrShutdown) || st.closes != 1 {
 		t.Fatalf("finals %v closes %d", st.finals, st.closes)
 	}
 }
@@ -589,7 +604,7 @@ func TestStreamConn_ShutdownWinsOverResubscribe(t *testing.T) {
 		default:
 			t.Fatalf("stream revived by a resubscribe during shutdown: final frames %v", f.state().finals)
 		}
-		if st := f.state(); len(st.finals) != 1 || !errors.Is(st.finals[0], errShutdown) {
+		if st := f.state(); len(st.finals) != 1 || !errors.Is(st.finals[0], ErrShutdown) {
 			t.Fatalf("finals %v, want one shutdown frame", st.finals)
 		}
 	})
@@ -615,7 +630,7 @@ func TestServer_ShutdownEndsStreamStartedDuringShutdown(t *testing.T) {
 		fx.srv.closing.Store(true)                    // Shutdown, up to ...
 		fx.srv.streams.closeAll(context.Background()) // ... its snapshot of the open streams
 		f := newFakeFramer()
-		c := fx.srv.newStreamConn(f, messages.LocalTenant, fx.session, sub)
+		c := fx.srv.newStreamConn(f, newFlight(nil), nil, messages.LocalTenant, fx.session, sub)
 		c.start() // the handler, after its hijack
 		synctest.Wait()
 		select {
@@ -623,7 +638,7 @@ func TestServer_ShutdownEndsStreamStartedDuringShutdown(t *testing.T) {
 		default:
 			t.Fatal("a stream started during Shutdown is left open")
 		}
-		if st := f.state(); len(st.finals) != 1 || !errors.Is(st.finals[0], errShutdown) || st.closes != 1 {
+		if st := f.state(); len(st.finals) != 1 || !errors.Is(st.finals[0], ErrShutdown) || st.closes != 1 {
 			t.Fatalf("finals %v closes %d, want the shutdown frame and a close", st.finals, st.closes)
 		}
 	})

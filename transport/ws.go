@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -29,6 +28,9 @@ const (
 	CloseBinaryFrame = 4003
 	// CloseSessionGone: the session's journal failed; the stream cannot continue.
 	CloseSessionGone = 4004
+	// CloseLagging: the client was more than the server's maximum lag
+	// behind (Config.MaxLagEvents, MaxLagBytes); reconnect from the last seq.
+	CloseLagging = 4005
 )
 
 // wsBufferPool lends write buffers to connections only while they write.
@@ -68,20 +70,32 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant message
 		writeError(w, errorf(http.StatusForbidden, "origin_not_allowed", "origin "+r.Header.Get("Origin")+" is not allowed"))
 		return
 	}
+	release, aerr := s.caps.acquire(tenant)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	sub, session, aerr := s.subscribe(r, tenant)
 	if aerr != nil {
+		release()
 		writeError(w, aerr)
 		return
 	}
 	conn, err := s.upgrader().Upgrade(w, r, nil)
 	if err != nil { // the upgrader has answered
 		sub.Close()
+		release()
 		return
 	}
+	// Validated: the request's deadlines no longer apply (wsRead sets the
+	// pong deadline; writes have none: a slow reader is never cut).
+	_ = conn.NetConn().SetDeadline(time.Time{})
 	conn.SetReadLimit(s.cfg.WSReadLimit)
-	f := &wsFramer{conn: conn, timeout: s.cfg.WriteTimeout}
-	c := s.newStreamConn(f, tenant, session, sub)
+	f := &wsFramer{conn: conn, fl: newFlight(newSendQueue(conn.NetConn()))}
+	c := s.newStreamConn(f, f.fl, release, tenant, session, sub)
 	c.pingBusy = true
+	pongWait := s.pongWait()
+	c.alive = func() { _ = conn.SetReadDeadline(time.Now().Add(pongWait)) }
 	c.start()
 	if !s.writers.Go(func() { s.wsRead(c, f) }) {
 		c.shutdown()
@@ -92,7 +106,7 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant message
 // pongs and close frames, and it takes the client's subscribe frames.
 func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 	conn := f.conn
-	pongWait := 2*s.cfg.Heartbeat + s.cfg.Heartbeat/2
+	pongWait := s.pongWait()
 	// Socket deadlines are wall-clock instants: time.Now, not the injected
 	// clock (which only drives event timestamps and heartbeat decisions).
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
@@ -102,40 +116,41 @@ func (s *Server) wsRead(c *streamConn, f *wsFramer) {
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				f.closeWith(websocket.CloseMessageTooBig, fmt.Sprintf("frames are limited to %d bytes", s.cfg.WSReadLimit))
+				c.setEnd(endProtocol)
 			}
-			c.end() // client gone, closed, or too slow to answer pings
+			c.end() // client gone, closed, or silent (no pong, and receiving nothing) for pongWait
 			return
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
 			f.closeWith(CloseBinaryFrame, "only text frames are accepted")
+			c.setEnd(endProtocol)
 			c.end()
 			return
 		}
 		if code, reason := s.wsCommand(c, data); code != 0 {
 			f.closeWith(code, reason)
+			c.setEnd(endProtocol)
 			c.end()
 			return
 		}
 	}
 }
 
-// parseWSFrame decodes a client frame: exactly one JSON object, no unknown
-// fields, nothing after it.
+// pongWait is how long a WebSocket client may stay silent (no frame, no
+// pong) while it also receives nothing: 2.5 heartbeats. A client that
+// receives, however slowly, is alive (streamConn.alive).
+func (s *Server) pongWait() time.Duration { return 2*s.cfg.Heartbeat + s.cfg.Heartbeat/2 }
+
+// parseWSFrame decodes a client frame with messages.DecodeStrict: exactly
+// one JSON object, no unknown fields, nothing after it, valid UTF-8.
 func parseWSFrame(data []byte) (messages.WSClientMessage, error) {
 	var m messages.WSClientMessage
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return m, errors.New("a frame must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return m, errors.New("unexpected data after the JSON object")
-	}
-	return m, nil
+	err := messages.DecodeStrict(data, &m)
+	return m, err
 }
 
 // wsCommand handles one client frame; a non-zero code closes the connection.
@@ -189,34 +204,47 @@ func truncateReason(s string) string {
 	return s
 }
 
-// wsFramer writes NDJSON text frames with gorilla/websocket.
+// wsFramer writes NDJSON text frames with gorilla/websocket. Writes have
+// no deadline: a slow reader is never cut (abort cuts a lagging one).
 type wsFramer struct {
-	conn    *websocket.Conn
-	timeout time.Duration
-	once    sync.Once
+	conn *websocket.Conn
+	fl   *flight
+	once sync.Once
 }
 
 func (f *wsFramer) writeEvents(evs []*messages.Encoded) error {
-	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
+	size := len(evs) - 1
+	for _, e := range evs {
+		size += len(e.JSON)
+	}
+	f.fl.begin(size, len(evs))
 	w, err := f.conn.NextWriter(websocket.TextMessage)
 	if err != nil {
+		f.fl.done(0)
 		return err
 	}
 	for i, e := range evs {
 		if i > 0 {
 			if _, err := w.Write([]byte{'\n'}); err != nil {
+				f.fl.done(0)
 				return err
 			}
 		}
 		if _, err := w.Write(e.JSON); err != nil {
+			f.fl.done(0)
 			return err
 		}
 	}
-	return w.Close()
+	err = w.Close()
+	if err == nil {
+		f.fl.done(size)
+	} else {
+		f.fl.done(0)
+	}
+	return err
 }
 
 func (f *wsFramer) writeReplies(replies [][]byte) error {
-	_ = f.conn.SetWriteDeadline(time.Now().Add(f.timeout))
 	w, err := f.conn.NextWriter(websocket.TextMessage)
 	if err != nil {
 		return err
@@ -234,22 +262,32 @@ func (f *wsFramer) writeReplies(replies [][]byte) error {
 	return w.Close()
 }
 
+// writePing: no deadline either; a ping queued behind events waits for them.
 func (f *wsFramer) writePing() error {
-	return f.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(f.timeout))
+	return f.conn.WriteControl(websocket.PingMessage, nil, time.Time{})
 }
 
-func (f *wsFramer) writeFinal(reason error) error {
+// abort makes the write under way fail (a deadline in the past on the
+// socket). gorilla then refuses every later write, the close frame too:
+// a client cut in the middle of a message gets no close code (1006).
+func (f *wsFramer) abort() { _ = f.conn.NetConn().SetWriteDeadline(time.Unix(1, 0)) }
+
+func (f *wsFramer) writeFinal(reason *CloseReason) error {
 	code := websocket.CloseGoingAway
-	if !errors.Is(reason, errShutdown) {
+	switch reason.Code {
+	case CloseCodeSessionGone:
 		code = CloseSessionGone
+	case CloseCodeLagging:
+		code = CloseLagging
 	}
-	f.closeWith(code, truncateReason(reason.Error()))
+	f.closeWith(code, truncateReason(reason.Message))
 	return nil
 }
 
-// closeWith sends a close frame (safe from any goroutine).
+// closeWith sends a close frame (safe from any goroutine), waiting at most
+// finalWait for the connection to take it.
 func (f *wsFramer) closeWith(code int, reason string) {
-	_ = f.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = f.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(finalWait))
 }
 
 func (f *wsFramer) close() error {

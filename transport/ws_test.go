@@ -649,7 +649,11 @@ func sseIDs(h *harness, rc messages.RunCreated) ([]string, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	r := testkit.NewSSEReader(resp.Body)
+	body, err := skipRetry(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	r := testkit.NewSSEReader(body)
 	var ids []string
 	for {
 		f, err := r.Next()

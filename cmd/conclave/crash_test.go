@@ -607,7 +607,11 @@ func (h *crashTest) stream(ctx context.Context, base string, s messages.SessionI
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("GET stream with Last-Event-ID %d = %d %s", after, resp.StatusCode, b)
 	}
-	r := testkit.NewSSEReader(resp.Body)
+	body, err := skipSSERetry(resp.Body)
+	if err != nil {
+		return err
+	}
+	r := testkit.NewSSEReader(body)
 	for {
 		f, err := r.Next()
 		if err != nil {

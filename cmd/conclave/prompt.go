@@ -421,13 +421,8 @@ func readPlan(path string) (messages.Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := messages.DecodeStrict(b, &p); err != nil {
 		return p, fmt.Errorf("%s: not a plan: %w", path, err)
-	}
-	if dec.More() {
-		return p, fmt.Errorf("%s: trailing data after the plan", path)
 	}
 	if len(p.Nodes) == 0 {
 		return p, fmt.Errorf("%s: the plan has no nodes", path)

@@ -32,6 +32,7 @@ type serveCmd struct {
 	memory     bool
 	retainAge  time.Duration
 	retainN    uint64
+	limits     serveLimits
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -60,6 +61,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
+	c.limits.flags(fs)
 	return cmd
 }
 
@@ -73,6 +75,9 @@ func (c *serveCmd) run(ctx context.Context) error {
 	}
 	if c.flushDelay < 0 || c.flushDelay > time.Second {
 		return usageError(fmt.Errorf("--flush-delay must be in 0..1s, got %v", c.flushDelay))
+	}
+	if err := c.limits.check(); err != nil {
+		return usageError(err)
 	}
 	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
 	tokens, err := transport.LoadTokens(c.tokensFile, os.Getenv("CONCLAVE_TOKENS"))
@@ -105,10 +110,12 @@ func (c *serveCmd) run(ctx context.Context) error {
 	if err != nil {
 		return failure(err)
 	}
-	srv, err := transport.New(transport.Config{
+	tcfg := transport.Config{
 		Engine: engine, Tokens: tokens, Logger: logger, Heartbeat: c.heartbeat,
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
-	})
+	}
+	c.limits.apply(&tcfg)
+	srv, err := transport.New(tcfg)
 	if err != nil {
 		_ = engine.Shutdown(context.Background())
 		return failure(err)

@@ -40,7 +40,11 @@ func TestServe_StartsAndStopsOnSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testkit.NewSSEReader(stream.Body)
+	sbody, err := skipSSERetry(stream.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.NewSSEReader(sbody)
 	for {
 		f, err := r.Next()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 	"io"
 	"strings"
@@ -91,8 +92,10 @@ func rpcErrorf(code ErrorCode, format string, args ...any) *RPCError {
 func invalidParams(what string, err error) *RPCError {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var unknown *messages.UnknownFieldError
+	var utf *messages.InvalidUTF8Error
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, messages.ErrEmptyJSON), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return rpcErrorf(CodeInvalidParams, "%s: a JSON object is required", what)
 	case errors.As(err, &syn):
 		return rpcErrorf(CodeInvalidParams, "%s: malformed JSON at byte %d: %v", what, syn.Offset, syn)
@@ -102,7 +105,10 @@ func invalidParams(what string, err error) *RPCError {
 			field = what
 		}
 		return rpcErrorf(CodeInvalidParams, "%s: %s must be %s, not %s", what, field, httpjson.JSONKind(typ.Type), typ.Value)
+	case errors.As(err, &unknown), errors.As(err, &utf):
+		return rpcErrorf(CodeInvalidParams, "%s: %v", what, err)
+	case errors.Is(err, messages.ErrTrailingData):
+		return rpcErrorf(CodeInvalidParams, "%s: unexpected data after the JSON value", what)
 	}
-	// encoding/json has no typed error for unknown fields.
 	return rpcErrorf(CodeInvalidParams, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
 }

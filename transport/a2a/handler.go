@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
 // Paths the handlers are meant to be mounted at. The agent card advertises
@@ -45,6 +48,12 @@ type Config struct {
 	MaxBody int64
 	// Version is the agent card's version. Default "1.0.0".
 	Version string
+	// StreamSlot, when set, is called before a call that holds its
+	// connection for long (SendStreamingMessage, SubscribeToTask, a
+	// blocking SendMessage); release is called when the call ends. An
+	// error refuses the call: an *httpjson.Error gives the HTTP status and
+	// Retry-After (the server's stream caps answer 429).
+	StreamSlot func(messages.TenantID) (release func(), err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -199,6 +208,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// UnauthorizedBody is the body of a 401 answer: the JSON-RPC error this
+// handler answers when Authenticate fails with err.
+func UnauthorizedBody(err error) []byte {
+	b, _ := json.Marshal(rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "unauthorized: %v", err)})
+	return append(b, '\n')
+}
+
 // writeRPCError answers with a JSON-RPC error. Like the reference server,
 // protocol errors are HTTP 200; internal errors are 500.
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
@@ -223,7 +239,9 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 		t, err := h.cfg.Authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-			writeJSON(w, http.StatusUnauthorized, rpcResponse{JSONRPC: "2.0", Error: rpcErrorf(CodeInvalidRequest, "unauthorized: %v", err)})
+			// Answered at once, body unread, connection closed: an
+			// unauthenticated request costs no more than its headers.
+			httpjson.WriteAndClose(w, http.StatusUnauthorized, "application/json", UnauthorizedBody(err), nil)
 			return
 		}
 		tenant = t
@@ -263,6 +281,21 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	stopWatch := context.AfterFunc(h.stopCtx, func() { cancel(errShutdown) })
 	defer stopWatch()
+	if h.cfg.StreamSlot != nil && (req.Method == "SendMessage" || req.Method == "SendStreamingMessage" || req.Method == "SubscribeToTask") {
+		release, err := h.cfg.StreamSlot(tenant)
+		if err != nil {
+			status, e := http.StatusServiceUnavailable, (*httpjson.Error)(nil)
+			if errors.As(err, &e) {
+				status = e.Status
+				if e.RetryAfter > 0 {
+					w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+				}
+			}
+			writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: rpcErrorf(CodeInternal, "%v", err)})
+			return
+		}
+		defer release()
+	}
 	c := &call{h: h, w: w, ctx: ctx, tenant: tenant, id: req.ID}
 	var result any
 	switch req.Method {
@@ -306,6 +339,9 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 // parseRequest decodes and checks a JSON-RPC request. The returned request
 // carries the id whenever a valid one could be read, for the error answer.
 func parseRequest(body []byte) (rpcRequest, *RPCError) {
+	if !utf8.Valid(body) { // json.Valid does not check it, and decoding would silently replace the bytes
+		return rpcRequest{}, rpcErrorf(CodeParseError, "the body is not valid UTF-8")
+	}
 	if !json.Valid(body) {
 		return rpcRequest{}, rpcErrorf(CodeParseError, "the body is not valid JSON")
 	}
@@ -349,26 +385,12 @@ func checkVersion(v string) *RPCError {
 	return rpcErrorf(CodeVersionNotSupported, "A2A version %s is not supported; send A2A-Version: %s", clip(v, 32), ProtocolVersion)
 }
 
-// decodeStrict decodes exactly one JSON value into dst, refusing unknown
-// fields and trailing data.
-func decodeStrict(b []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("unexpected data after the JSON value")
-	}
-	return nil
-}
-
 // decodeParams decodes a method's params, which must be a JSON object.
 func decodeParams(params json.RawMessage, dst any) *RPCError {
 	if b := bytes.TrimSpace(params); len(b) == 0 || b[0] != '{' {
 		return rpcErrorf(CodeInvalidParams, "params must be a JSON object")
 	}
-	if err := decodeStrict(params, dst); err != nil {
+	if err := messages.DecodeStrict(params, dst); err != nil {
 		return invalidParams("params", err)
 	}
 	return nil

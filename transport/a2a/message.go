@@ -104,7 +104,7 @@ func decodeOptions(meta json.RawMessage) (runOptions, *RPCError) {
 		return opts, nil
 	}
 	b, _ := json.Marshal(picked)
-	if err := decodeStrict(b, &opts); err != nil {
+	if err := messages.DecodeStrict(b, &opts); err != nil {
 		return opts, invalidParams("message.metadata", err)
 	}
 	return opts, nil
@@ -138,7 +138,7 @@ func resumesFrom(msg *Message, taskID string, open []OpenInterrupt) ([]messages.
 		switch {
 		case p.Data != nil:
 			var d ResumeData
-			if err := decodeStrict(p.Data, &d); err != nil {
+			if err := messages.DecodeStrict(p.Data, &d); err != nil {
 				return nil, invalidParams(fmt.Sprintf("message.parts[%d].data", i), err)
 			}
 			if d.InterruptID == "" {

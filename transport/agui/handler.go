@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -121,8 +120,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := h.cfg.Authenticate(r)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-		writeError(w, errorf(http.StatusUnauthorized, codeUnauthorized, err.Error()))
+		// Answered at once, body unread, connection closed: an
+		// unauthenticated request costs no more than its headers.
+		httpjson.WriteErrorAndClose(w, errorf(http.StatusUnauthorized, codeUnauthorized, err.Error()))
 		return
 	}
 	h.ServeTenant(w, r, tenant)
@@ -200,12 +200,13 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*RunAgentInput
 		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "request body is empty; expected RunAgentInput")
 	}
 	var in RunAgentInput
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&in); err != nil {
-		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "RunAgentInput: "+err.Error())
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "unexpected data after the JSON object")
+	// Not strict about fields: AG-UI clients send fields of newer protocol
+	// versions, which this server ignores. Valid UTF-8 and a single JSON
+	// value are required all the same.
+	if err := messages.DecodeOpen(body, &in); err != nil {
+		aerr := httpjson.JSONError(err)
+		aerr.Message = "RunAgentInput: " + aerr.Message
+		return nil, aerr
 	}
 	if _, err := messages.NewSessionID(in.ThreadID); err != nil {
 		return nil, errorf(http.StatusBadRequest, codeBadRequest, "threadId is the Conclave session id: 1 to 128 of A-Z a-z 0-9 _ -")
@@ -252,14 +253,10 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 		Advisor: o.Advisor, MaxDelegationRounds: o.MaxDelegationRounds}
 	if sc := bytes.TrimSpace(o.Scenario); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
 		var s messages.Scenario
-		dec := json.NewDecoder(bytes.NewReader(sc))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			code := codeInvalidJSON
-			if strings.HasPrefix(err.Error(), "json: unknown field ") {
-				code = codeUnknownField
-			}
-			return messages.StartRun{}, errorf(http.StatusBadRequest, code, "forwardedProps.scenario: "+strings.TrimPrefix(err.Error(), "json: "))
+		if err := messages.DecodeStrict(sc, &s); err != nil {
+			aerr := httpjson.JSONError(err)
+			aerr.Message = "forwardedProps.scenario: " + aerr.Message
+			return messages.StartRun{}, aerr
 		}
 		cmd.Scenario = &s
 	}

@@ -37,6 +37,9 @@ const (
 	CodeConflict         = "conflict"
 	CodeIdempotencyReuse = "idempotency_key_reused"
 	CodeUnavailable      = "unavailable"
+	// CodeTooManyStreams: the server's or the tenant's cap on open streams
+	// is reached (429 with Retry-After).
+	CodeTooManyStreams = "too_many_streams"
 	// Quota codes: the values of actors.QuotaCode.
 	CodeTooManyRuns      = string(actors.QuotaTooManyRuns)
 	CodeRateLimited      = string(actors.QuotaRateLimited)
@@ -129,27 +132,33 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Err
 	return body, nil
 }
 
-// DecodeStrict decodes exactly one JSON object into dst, refusing unknown
-// fields and trailing data, and turns failures into clear 4xx errors.
+// DecodeStrict decodes exactly one JSON value into dst with
+// messages.DecodeStrict (unknown fields, trailing data and invalid UTF-8
+// are errors) and turns failures into clear 400 answers (JSONError).
 func DecodeStrict(body []byte, dst any) *Error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON object")
+	if err := messages.DecodeStrict(body, dst); err != nil {
+		return JSONError(err)
 	}
 	return nil
 }
 
-func jsonError(err error) *Error {
+// JSONError turns a messages.DecodeStrict error into a 400 answer a client
+// can act on: the code says which kind of mistake (invalid_json or
+// unknown_field), the message where.
+func JSONError(err error) *Error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var unknown *messages.UnknownFieldError
+	var utf *messages.InvalidUTF8Error
 	switch {
+	case errors.Is(err, messages.ErrEmptyJSON):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; expected a JSON object")
+	case errors.Is(err, messages.ErrTrailingData):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "unexpected data after the JSON object")
+	case errors.As(err, &utf):
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("the body is not valid UTF-8 (byte %d)", utf.Offset))
+	case errors.As(err, &unknown):
+		return NewError(http.StatusBadRequest, CodeUnknownField, unknown.Error())
 	case errors.As(err, &syntax):
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax))
 	case errors.As(err, &typ):
@@ -160,8 +169,6 @@ func jsonError(err error) *Error {
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, fmt.Sprintf("%s must be %s, not %s", field, JSONKind(typ.Type), typ.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, "truncated JSON")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return NewError(http.StatusBadRequest, CodeUnknownField, strings.TrimPrefix(err.Error(), "json: ")) // encoding/json has no typed error for this
 	default:
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, err.Error())
 	}
@@ -193,4 +200,65 @@ func JSONKind(t reflect.Type) string {
 	default:
 		return "a JSON value"
 	}
+}
+
+// closeLinger is how long a connection closed by WriteAndClose stays open
+// after its answer and FIN, so that the client reads the answer before
+// the close resets the connection (a close with unread request bytes
+// sends an RST, which can discard the answer at the client). net/http
+// waits the same 500 ms.
+const closeLinger = 500 * time.Millisecond
+
+// WriteErrorAndClose answers e and closes the connection without reading
+// the request body: what a request that must not cost the server anything
+// more gets (a missing or wrong token). The connection is hijacked, the
+// answer written with Connection: close, the write side shut, and the
+// connection closed closeLinger later; the body is never read, so a
+// client trickling it cannot hold the connection. Where hijacking is not
+// possible (HTTP/2, a test recorder) the answer is written normally with
+// Connection: close and a read deadline in the past, which makes
+// net/http's drain of the body fail at once.
+func WriteErrorAndClose(w http.ResponseWriter, e *Error) {
+	b, _ := json.Marshal(messages.ErrorBody{Error: messages.APIError{Code: e.Code, Message: e.Message}})
+	WriteAndClose(w, e.Status, "application/json", append(b, '\n'), e)
+}
+
+// WriteAndClose is WriteErrorAndClose with any body; e (may be nil) adds
+// its WWW-Authenticate and Retry-After headers.
+func WriteAndClose(w http.ResponseWriter, status int, contentType string, body []byte, e *Error) {
+	h := w.Header()
+	if e != nil && e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	}
+	if e != nil && e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Connection", "close")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	rc := http.NewResponseController(w)
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		_ = rc.SetReadDeadline(time.Now())
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
+	}
+	var buf bytes.Buffer
+	buf.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")
+	_ = h.Write(&buf)
+	buf.WriteString("\r\n")
+	buf.Write(body)
+	// A fresh answer on a connection whose previous answers were flushed:
+	// it fits the send buffer, the deadline is only a guard.
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write(buf.Bytes()); err != nil {
+		_ = conn.Close()
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	time.AfterFunc(closeLinger, func() { _ = conn.Close() })
 }

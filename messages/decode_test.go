@@ -1,0 +1,72 @@
+package messages_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+func TestDecodeStrict(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		B string `json:"b"`
+	}
+	type target struct {
+		A  int   `json:"a"`
+		In inner `json:"in"`
+	}
+	var (
+		syntax  *json.SyntaxError
+		typ     *json.UnmarshalTypeError
+		unknown *messages.UnknownFieldError
+		badUTF8 *messages.InvalidUTF8Error
+	)
+	tests := []struct {
+		name string
+		in   string
+		ok   func(error) bool
+	}{
+		{"valid", `{"a":1,"in":{"b":"x"}}`, func(err error) bool { return err == nil }},
+		{"trailing whitespace", "{\"a\":1}\n\t ", func(err error) bool { return err == nil }},
+		{"empty", "", func(err error) bool { return errors.Is(err, messages.ErrEmptyJSON) }},
+		{"blank", " \n", func(err error) bool { return errors.Is(err, messages.ErrEmptyJSON) }},
+		{"stray brace", `{"a":3}}`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
+		{"second value", `{"a":3} {}`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
+		{"junk", `{"a":3}x`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
+		{"unknown", `{"a":1,"colour":"red"}`, func(err error) bool { return errors.As(err, &unknown) && unknown.Field == "colour" }},
+		{"unknown deep", `{"in":{"b":"x","c":1}}`, func(err error) bool { return errors.As(err, &unknown) && unknown.Field == "c" }},
+		{"syntax", `{"a":}`, func(err error) bool { return errors.As(err, &syntax) }},
+		{"type", `{"a":"one"}`, func(err error) bool { return errors.As(err, &typ) && typ.Field == "a" }},
+		{"truncated", `{"a":1`, func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
+		{"invalid utf-8 in a string", "{\"in\":{\"b\":\"x\xff\"}}", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 13 }},
+		{"invalid utf-8 in a field name", "{\"\xc3\":1}", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 2 }},
+		{"invalid utf-8 after the value", "{}\xff", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 2 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var v target
+			err := messages.DecodeStrict([]byte(tt.in), &v)
+			if !tt.ok(err) {
+				t.Fatalf("DecodeStrict(%q) = %T %v", tt.in, err, err)
+			}
+			if err2 := messages.DecodeStrictReader(strings.NewReader(tt.in), &target{}); (err == nil) != (err2 == nil) {
+				t.Fatalf("DecodeStrictReader(%q) = %v, DecodeStrict = %v", tt.in, err2, err)
+			}
+		})
+	}
+}
+
+func TestDecodeScenario_RefusesTrailingBrace(t *testing.T) {
+	t.Parallel()
+	if _, err := messages.DecodeScenario(strings.NewReader(`{"nodes":3}}`)); !errors.Is(err, messages.ErrTrailingData) {
+		t.Fatalf(`DecodeScenario({"nodes":3}}) = %v, want ErrTrailingData`, err)
+	}
+	if _, err := messages.DecodeScenario(strings.NewReader(`{"nodes":3}`)); err != nil {
+		t.Fatalf(`DecodeScenario({"nodes":3}) = %v`, err)
+	}
+}

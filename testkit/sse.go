@@ -15,10 +15,15 @@ type SSEFrame struct {
 
 // SSEReader parses an SSE stream strictly as docs/api.md specifies it: LF
 // line endings only (a CR anywhere is an error), fields "id", "event",
-// "data", comments starting with ":".
+// "data" and "retry", comments starting with ":". A block that only sets
+// "retry" is not a frame: Next skips it, and Retry reports its value.
 type SSEReader struct {
-	r *bufio.Reader
+	r     *bufio.Reader
+	retry string
 }
+
+// Retry is the value of the last "retry" field read ("" if none).
+func (s *SSEReader) Retry() string { return s.retry }
 
 // NewSSEReader reads frames from r.
 func NewSSEReader(r io.Reader) *SSEReader { return &SSEReader{r: bufio.NewReaderSize(r, 64<<10)} }
@@ -40,9 +45,10 @@ func (s *SSEReader) Next() (SSEFrame, error) {
 		}
 		line = strings.TrimSuffix(line, "\n")
 		if line == "" {
-			if started {
+			if started && f != (SSEFrame{}) {
 				return f, nil
 			}
+			started = false // nothing but retry: no frame
 			continue
 		}
 		started = true
@@ -57,6 +63,8 @@ func (s *SSEReader) Next() (SSEFrame, error) {
 			f.ID = value
 		case "event":
 			f.Event = value
+		case "retry":
+			s.retry = value
 		case "data":
 			if f.Data != "" {
 				f.Data += "\n"

@@ -85,6 +85,11 @@ type Config struct {
 	// InterruptTimeout is how long an interrupt waits for a human unless
 	// the run asks otherwise. Default 10 minutes.
 	InterruptTimeout time.Duration
+	// HubIdleAfter is how long a session may go without a live run, a
+	// subscriber or an event before its hub stops (it starts again from
+	// the journal on the next request). Default DefaultHubIdleAfter;
+	// negative: hubs never stop for idleness.
+	HubIdleAfter time.Duration
 	// Limits returns a tenant's quotas (Limits.WithDefaults fills the zero
 	// fields). Default: the defaults for every tenant.
 	Limits func(messages.TenantID) Limits
@@ -127,6 +132,9 @@ func (c Config) withDefaults() Config {
 	if c.InterruptTimeout == 0 {
 		c.InterruptTimeout = 10 * time.Minute
 	}
+	if c.HubIdleAfter == 0 {
+		c.HubIdleAfter = DefaultHubIdleAfter
+	}
 	return c
 }
 
@@ -138,13 +146,21 @@ type Engine struct {
 	index      *runindex.Index
 	interrupts *interrupts.Registry
 	turns      routine.Group
-	closing    atomic.Bool
+	background routine.Group // the idle-hub sweeper
+	stopSweep  chan struct{}
+	// legacy maps the sessions journaled by earlier versions (without a
+	// tenant in their key) to their key. Written by recovery before New
+	// returns, read-only afterwards.
+	legacy  map[sessKey]messages.SessionID
+	closing atomic.Bool
 	// reqMu and actorStopped: see request.
 	reqMu        sync.RWMutex
 	actorStopped bool
 	frozen       atomic.Bool    // shutting down without ending runs: nothing more is published
 	restoring    sync.WaitGroup // rebuilt runs and agents not yet back in place (recover.go)
 	published    atomic.Uint64
+	hubCount     atomic.Int64 // hubs in memory (Stats)
+	runCount     atomic.Int64 // run supervisors alive (Stats)
 	done         chan struct{}
 	shutdownMu   sync.Mutex
 }
@@ -162,7 +178,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
-	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now)}
+	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now),
+		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}}
 	if cfg.Journal == nil {
 		// Never closed: a memory journal holds nothing but memory, and
 		// staying readable lets subscriptions that lag behind drain their
@@ -201,7 +218,25 @@ func New(cfg Config) (*Engine, error) {
 		_ = e.Shutdown(ctx)
 		return nil, fmt.Errorf("actors: recover from the journal: %w", err)
 	}
+	if every := e.cfg.HubIdleAfter / 2; every > 0 {
+		e.background.Go(func() { e.sweepLoop(every) })
+	}
 	return e, nil
+}
+
+// sweepLoop asks the engine actor to stop idle hubs every interval, until
+// Shutdown.
+func (e *Engine) sweepLoop(every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stopSweep:
+			return
+		case <-tick.C:
+			e.system.Root.Send(e.root, &sweepIdle{})
+		}
+	}
 }
 
 // request sends msg to the engine actor and waits for its reply. Requests
@@ -221,15 +256,28 @@ func (e *Engine) request(ctx context.Context, msg any) (any, error) {
 			return nil, context.DeadlineExceeded
 		}
 	}
-	f := e.system.Root.RequestFuture(e.root, msg, timeout)
-	res, err := f.Result()
-	if err != nil {
-		return nil, fmt.Errorf("actors: engine did not answer: %w", err)
+	for {
+		f := e.system.Root.RequestFuture(e.root, msg, timeout)
+		res, err := f.Result()
+		if err != nil {
+			return nil, fmt.Errorf("actors: engine did not answer: %w", err)
+		}
+		var stopping errHubStopping
+		if err, ok := res.(error); ok && errors.As(err, &stopping) {
+			// The session's idle hub is stopping: ask again once it has
+			// stopped, when a new hub can take the session over.
+			select {
+			case <-stopping.done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if err, ok := res.(error); ok {
+			return nil, err
+		}
+		return res, nil
 	}
-	if err, ok := res.(error); ok {
-		return nil, err
-	}
-	return res, nil
 }
 
 // StartRun validates cmd, then starts a run in cmd.SessionID (a new session
@@ -356,7 +404,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 // while the engine shuts down is still closed by it (after delivering
 // everything); once the hubs are stopping it fails with ErrShuttingDown.
 func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
-	res, err := e.request(ctx, &subscribeReq{tenant: tenantOr(cmd.Tenant), id: cmd.SessionID, after: cmd.After, queue: e.cfg.SubscriberQueue})
+	res, err := e.request(ctx, &subscribeReq{key: sessKey{tenantOr(cmd.Tenant), cmd.SessionID}, after: cmd.After, queue: e.cfg.SubscriberQueue})
 	if err != nil {
 		return nil, err
 	}
@@ -373,11 +421,11 @@ func tenantOr(t messages.TenantID) messages.TenantID {
 
 // Head returns the last seq of a session owned by tenant.
 func (e *Engine) Head(ctx context.Context, tenant messages.TenantID, session messages.SessionID) (uint64, error) {
-	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session})
+	res, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}})
 	if err != nil {
 		return 0, err
 	}
-	return res.(*sessionEntry).shared.Head(), nil
+	return uint64(res.(sessionHead)), nil
 }
 
 // Publish injects an event into an existing session as if an agent of
@@ -385,7 +433,7 @@ func (e *Engine) Head(ctx context.Context, tenant messages.TenantID, session mes
 // other. It is for simulations and benchmarks; agents publish through
 // their hub directly.
 func (e *Engine) Publish(ctx context.Context, tenant messages.TenantID, session messages.SessionID, emit *messages.Emit) error {
-	res, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session})
+	res, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}, hub: true})
 	if err != nil {
 		return err
 	}
@@ -417,7 +465,7 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 	}
 	rp := newReplayRun(cmd.RunID, sum.SessionID)
 	for after := uint64(0); ; {
-		batch, err := e.cfg.Journal.ReadAfter(ctx, sum.SessionID, after, 4096)
+		batch, err := e.cfg.Journal.ReadAfter(ctx, e.journalKeyOf(sessKey{tenant, sum.SessionID}), after, 4096)
 		if err != nil {
 			return RunRef{}, fmt.Errorf("actors: rewind: read the run: %w", err)
 		}
@@ -495,7 +543,7 @@ func (e *Engine) Interrupt(tenant messages.TenantID, id string) (messages.Interr
 // the order they were raised, after the interrupt id after, with the cursor
 // of the next page ("" on the last).
 func (e *Engine) PendingInterrupts(ctx context.Context, tenant messages.TenantID, session messages.SessionID, after string, limit int) ([]messages.Interrupt, string, error) {
-	if _, err := e.request(ctx, &sessionReq{tenant: tenantOr(tenant), id: session}); err != nil {
+	if _, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}}); err != nil {
 		return nil, "", err
 	}
 	list, next := e.interrupts.Pending(tenantOr(tenant), session, after, limit)
@@ -582,10 +630,16 @@ func (e *Engine) limits(tenant messages.TenantID) Limits {
 type Stats struct {
 	// EventsPublished counts events acknowledged by the journal, all sessions.
 	EventsPublished uint64
+	// Hubs is the number of session hubs in memory (idle ones stop).
+	Hubs int64
+	// LiveRuns is the number of runs whose supervisor has not stopped.
+	LiveRuns int64
 }
 
 // Stats returns the engine's counters.
-func (e *Engine) Stats() Stats { return Stats{EventsPublished: e.published.Load()} }
+func (e *Engine) Stats() Stats {
+	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load()}
+}
 
 // Done is closed when Shutdown has finished.
 func (e *Engine) Done() <-chan struct{} { return e.done }
@@ -605,6 +659,15 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			return nil
 		default:
 		}
+	}
+	e.background.Close()
+	select {
+	case <-e.stopSweep:
+	default:
+		close(e.stopSweep)
+	}
+	if err := e.background.Wait(ctx); err != nil {
+		return err
 	}
 	if _, err := e.request(ctx, &shutdownReq{}); err != nil {
 		return err

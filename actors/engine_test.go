@@ -509,14 +509,21 @@ func TestEngine_RunIndexAndTenants(t *testing.T) {
 	if _, err := e.Subscribe(ctx, messages.Subscribe{Tenant: "other", SessionID: "s-acme"}); !errors.Is(err, actors.ErrSessionNotFound) {
 		t.Fatalf("other tenant Subscribe = %v", err)
 	}
-	if _, err := e.StartRun(ctx, messages.StartRun{Tenant: "other", Question: "q", SessionID: "s-acme"}); !errors.Is(err, actors.ErrSessionNotFound) {
-		t.Fatalf("other tenant StartRun in acme's session = %v", err)
+	// Session ids are namespaced per tenant: "other" using the same id
+	// gets a session of its own, and acme's is untouched.
+	acmeHead, _ := e.Head(ctx, "acme", "s-acme")
+	otherRef, otherEvents := testkit.RunCouncil(t, e, messages.StartRun{Tenant: "other", Question: "q", SessionID: "s-acme", Scenario: &messages.Scenario{Nodes: 1}})
+	if otherRef.SessionID != "s-acme" || otherEvents[0].Seq != 1 {
+		t.Fatalf("other tenant's session %s starts at seq %d, want its own session from seq 1", otherRef.SessionID, otherEvents[0].Seq)
+	}
+	if h, _ := e.Head(ctx, "acme", "s-acme"); h != acmeHead {
+		t.Fatalf("acme's head moved from %d to %d", acmeHead, h)
 	}
 	if err := e.Abort(ctx, messages.AbortRun{Tenant: "other", RunID: ref.RunID}); !errors.Is(err, actors.ErrRunNotFound) {
 		t.Fatalf("other tenant Abort = %v", err)
 	}
-	if runs, _ := e.Runs(runindex.Filter{Tenant: "other", Limit: 10}); len(runs) != 0 {
-		t.Fatalf("other tenant lists %d runs", len(runs))
+	if runs, _ := e.Runs(runindex.Filter{Tenant: "other", Limit: 10}); len(runs) != 1 || runs[0].RunID != otherRef.RunID {
+		t.Fatalf("other tenant lists %+v, want only its own run", runs)
 	}
 	// Pagination.
 	for range 4 {
@@ -535,8 +542,8 @@ func TestEngine_RunIndexAndTenants(t *testing.T) {
 	if len(all) != 5 || all[0].RunID != ref.RunID {
 		t.Fatalf("paged %d runs, want 5 starting with the first", len(all))
 	}
-	if got := e.RunsByStatus()[messages.StatusFinished]; got != 5 {
-		t.Fatalf("finished runs = %d, want 5", got)
+	if got := e.RunsByStatus()[messages.StatusFinished]; got != 6 { // acme's 5 and other's 1
+		t.Fatalf("finished runs = %d, want 6", got)
 	}
 }
 
@@ -567,7 +574,7 @@ func TestEngine_ReplayTruncated(t *testing.T) {
 	e := testkit.NewEngine(t, actors.Config{Journal: j})
 	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 2, Tokens: 3}})
 	ctx := context.Background()
-	if err := j.Trim(ctx, ref.SessionID, 10); err != nil {
+	if err := j.Trim(ctx, actors.JournalKey("", ref.SessionID), 10); err != nil {
 		t.Fatal(err)
 	}
 	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 3)
@@ -610,7 +617,7 @@ func TestEngine_ReplayTruncatedEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
 	defer cancel()
 	head := events[len(events)-1].Seq
-	if err := j.Trim(ctx, ref.SessionID, head+1); err != nil {
+	if err := j.Trim(ctx, actors.JournalKey("", ref.SessionID), head+1); err != nil {
 		t.Fatal(err)
 	}
 	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)

@@ -23,11 +23,16 @@ const maxHubBatch = 4096
 // (protoactor builds a fresh actor instance on restart). Only the hub actor
 // touches it, except head, which subscriptions read through Source.
 type hubShared struct {
-	session messages.SessionID
+	session messages.SessionID // as clients know it (envelopes)
+	key     messages.SessionID // in the journal (sessions.go)
 	journal journal.Journal
 	newID   func() uuid.UUID
 	now     func() time.Time
 	head    atomic.Uint64 // last seq acknowledged by the journal
+	// lastActive (unix ns) and nsubs tell the engine actor whether the
+	// hub is idle (sessions.go); written by the hub, read by the engine.
+	lastActive atomic.Int64
+	nsubs      atomic.Int32
 
 	loaded  bool
 	nextSeq uint64 // last seq stamped (>= head; the difference is pending)
@@ -37,12 +42,21 @@ type hubShared struct {
 	// the journal has answered, so a producer waits for the journal.
 	credits    []chan struct{}
 	subs       map[*feed.Subscription]struct{}
-	terminated map[messages.RunID]bool // runs whose terminal event was stamped
-	failed     error                   // set when the journal refused a batch
+	terminated *recentRuns // runs whose terminal event was stamped lately
+	failed     error       // set when the journal refused a batch
 
 	waitMu  sync.Mutex // guards waiters and waitErr; the engine actor adds waiters
 	waiters map[messages.RunID]chan struct{}
 	waitErr error // the journal failed: no start will be acknowledged
+}
+
+// touch records activity now.
+func (h *hubShared) touch() { h.lastActive.Store(h.now().UnixNano()) }
+
+// idleSince reports whether the hub has had no subscriber and no activity
+// for at least after, at now.
+func (h *hubShared) idleSince(now time.Time, after time.Duration) bool {
+	return h.nsubs.Load() == 0 && now.UnixNano()-h.lastActive.Load() >= int64(after)
 }
 
 // ackOf returns a channel closed once the journal has acknowledged the
@@ -110,14 +124,14 @@ func (h *hubShared) Head() uint64 { return h.head.Load() }
 // after the cursor, it puts a replay_truncated event, meant for this
 // subscriber alone, before the earliest retained one: never a silent gap.
 func (h *hubShared) ReadAfter(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
-	evs, err := h.journal.ReadAfter(ctx, h.session, after, limit)
+	evs, err := h.journal.ReadAfter(ctx, h.key, after, limit)
 	if err != nil || (len(evs) > 0 && evs[0].Seq == after+1) {
 		return evs, err
 	}
 	first := uint64(0)
 	if len(evs) > 0 {
 		first = evs[0].Seq
-	} else if first, err = h.journal.First(ctx, h.session); err != nil || first <= after+1 {
+	} else if first, err = h.journal.First(ctx, h.key); err != nil || first <= after+1 {
 		return nil, err // nothing retained is missing: the cursor is simply at the head
 	}
 	env := &messages.Envelope{ID: h.newID(), Seq: first - 1, Type: messages.ReplayTruncated, Timestamp: h.now().UTC(),
@@ -172,15 +186,20 @@ func (h *hubActor) Receive(ctx actor.Context) {
 			return
 		}
 		h.s.subs[m.sub] = struct{}{}
+		h.s.nsubs.Store(int32(len(h.s.subs)))
+		h.s.touch()
 		m.sub.Attached()
 	case *hubUnsubscribe:
 		delete(h.s.subs, m.sub)
+		h.s.nsubs.Store(int32(len(h.s.subs)))
+		h.s.touch()
 	case *actor.Stopping:
 		h.flush()
 		for sub := range h.s.subs {
 			sub.Close(nil) // delivers everything up to the head, then ErrClosed
 		}
 		clear(h.s.subs)
+		h.s.nsubs.Store(0)
 	}
 }
 
@@ -188,7 +207,7 @@ func (h *hubActor) load() {
 	if h.s.loaded {
 		return
 	}
-	head, err := h.s.journal.Head(context.Background(), h.s.session)
+	head, err := h.s.journal.Head(context.Background(), h.s.key)
 	if err != nil {
 		h.e.cfg.Logger.Error("hub: read journal head", "session", h.s.session, "err", err)
 		h.s.fail(err)
@@ -201,7 +220,7 @@ func (h *hubActor) load() {
 // stamp numbers m and queues it for the next flush; false if it was dropped.
 func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 	log := h.e.cfg.Logger
-	if h.s.terminated[m.RunID] {
+	if h.s.terminated.has(m.RunID) {
 		// Cannot happen while actors follow the protocol (a run supervisor
 		// emits its terminal event only after all its agents stopped); kept
 		// as a guard so a terminal event is always the last of its run.
@@ -221,10 +240,11 @@ func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 	h.s.nextSeq++
 	h.s.pending = append(h.s.pending, enc)
 	if env.Type.Terminal() {
-		h.s.terminated[m.RunID] = true
+		h.s.terminated.add(m.RunID)
 	}
 	switch len(h.s.pending) {
 	case 1:
+		h.s.touch()
 		ctx.Send(ctx.Self(), &hubFlush{})
 	case maxHubBatch:
 		h.flush()
@@ -248,7 +268,7 @@ func (h *hubActor) flush() {
 	if len(batch) == 0 {
 		return
 	}
-	if err := h.s.journal.Append(context.Background(), h.s.session, batch); err != nil {
+	if err := h.s.journal.Append(context.Background(), h.s.key, batch); err != nil {
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
 		h.s.fail(err)
 		h.s.pending = nil
@@ -256,9 +276,11 @@ func (h *hubActor) flush() {
 			sub.Close(err)
 		}
 		clear(h.s.subs)
+		h.s.nsubs.Store(0)
 		return
 	}
 	h.s.head.Store(batch[len(batch)-1].Seq)
+	h.s.touch()
 	h.s.acknowledged(batch)
 	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {

@@ -68,13 +68,18 @@ func (a *engineActor) recoverSessions(ctx actor.Context) error {
 	return nil
 }
 
-func (a *engineActor) recoverSession(ctx actor.Context, session messages.SessionID) error {
+func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID) error {
 	bg := context.Background()
+	k, scoped := sessKeyOf(jkey)
+	session := k.id
+	if !scoped {
+		session = jkey // legacy: journaled under the bare session id
+	}
 	runs := map[messages.RunID]*replayRun{}
 	var order []*replayRun
 	var envs []*messages.Envelope
 	for after := uint64(0); ; {
-		batch, err := a.e.cfg.Journal.ReadAfter(bg, session, after, 4096)
+		batch, err := a.e.cfg.Journal.ReadAfter(bg, jkey, after, 4096)
 		if err != nil {
 			return fmt.Errorf("actors: recovery: read session %s: %w", session, err)
 		}
@@ -100,11 +105,16 @@ func (a *engineActor) recoverSession(ctx actor.Context, session messages.Session
 	if len(order) == 0 {
 		return nil
 	}
-	tenant := order[0].tenant
-	if tenant == "" {
-		tenant = messages.LocalTenant
+	tenant := k.tenant
+	if !scoped {
+		tenant = order[0].tenant
+		if tenant == "" {
+			tenant = messages.LocalTenant
+		}
+		k = sessKey{tenant, session}
+		a.e.legacy[k] = jkey
 	}
-	s, err := a.openSession(ctx, tenant, session)
+	s, err := a.openSession(ctx, k)
 	if err != nil {
 		return err
 	}

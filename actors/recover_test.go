@@ -74,7 +74,7 @@ func (r *restartable) all(session messages.SessionID) []*messages.Envelope {
 	r.t.Helper()
 	var out []*messages.Envelope
 	for after := uint64(0); ; {
-		evs, err := r.j.ReadAfter(context.Background(), session, after, 1000)
+		evs, err := r.j.ReadAfter(context.Background(), actors.JournalKey("", session), after, 1000)
 		if err != nil {
 			r.t.Fatal(err)
 		}

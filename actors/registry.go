@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -19,19 +20,23 @@ const (
 // in package messages because nothing but the Engine sends them.
 type (
 	startRunReq struct{ spec *runSpec }
-	sessionReq  struct {
-		tenant messages.TenantID
-		id     messages.SessionID
+	// sessionReq asks for an existing session: its head, and with hub
+	// set its hub (started if needed) in a *sessionEntry; without hub, a
+	// session not in memory is answered from the journal, as a
+	// sessionHead, without starting a hub.
+	sessionReq struct {
+		key sessKey
+		hub bool
 	}
+	sessionHead uint64
 	// subscribeReq attaches a new feed to a session's hub. The engine
 	// actor sends the hubSubscribe itself: it is also the one that poisons
 	// hubs at shutdown, so (per-sender FIFO) the subscription is attached,
 	// and later closed by the stopping hub, never lost as a dead letter.
 	subscribeReq struct {
-		tenant messages.TenantID
-		id     messages.SessionID
-		after  uint64
-		queue  int
+		key   sessKey
+		after uint64
+		queue int
 	}
 	// attached answers subscribeReq.
 	attached struct {
@@ -59,13 +64,6 @@ type (
 	recoverDone struct{ err error }
 )
 
-type sessionEntry struct {
-	tenant   messages.TenantID
-	pid      *actor.PID
-	shared   *hubShared
-	poisoned bool
-}
-
 type runEntry struct {
 	pid   *actor.PID
 	spec  *runSpec
@@ -75,8 +73,9 @@ type runEntry struct {
 // engineActor owns the registry of sessions and runs.
 type engineActor struct {
 	e        *Engine
-	sessions map[messages.SessionID]*sessionEntry
-	hubs     map[string]messages.SessionID // hub PID id → session
+	sessions map[sessKey]*sessionEntry
+	hubs     map[string]*sessionEntry // hub PID id → session
+	hubGen   uint64                   // makes hub names unique (sessions.go)
 	runs     map[messages.RunID]*runEntry
 	byPID    map[string]messages.RunID // run supervisor PID id → run
 	ended    map[messages.RunID]bool   // runs that ended (for Abort's 409)
@@ -86,7 +85,7 @@ type engineActor struct {
 
 func newEngineActor(e *Engine) *engineActor {
 	return &engineActor{
-		e: e, sessions: map[messages.SessionID]*sessionEntry{}, hubs: map[string]messages.SessionID{},
+		e: e, sessions: map[sessKey]*sessionEntry{}, hubs: map[string]*sessionEntry{},
 		runs: map[messages.RunID]*runEntry{}, byPID: map[string]messages.RunID{}, ended: map[messages.RunID]bool{},
 		quotas: newAdmission(),
 	}
@@ -103,11 +102,9 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(a.startRun(ctx, m.spec))
 	case *sessionReq:
-		if s, ok := a.sessions[m.id]; ok && s.tenant == m.tenant {
-			ctx.Respond(s)
-			return
-		}
-		ctx.Respond(fmt.Errorf("%w: %s", ErrSessionNotFound, m.id))
+		ctx.Respond(a.sessionInfo(ctx, m))
+	case *sweepIdle:
+		a.sweepIdleHubs(ctx)
 	case *subscribeReq:
 		ctx.Respond(a.subscribe(ctx, m))
 	case *stopRunReq:
@@ -169,7 +166,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
 		return err
 	}
-	s, err := a.openSession(ctx, spec.tenant, spec.session)
+	s, err := a.openSession(ctx, sessKey{spec.tenant, spec.session})
 	if err != nil {
 		return err
 	}
@@ -205,29 +202,28 @@ func (a *engineActor) newOutbox(spec *runSpec, sent int64) *outbox {
 	return o
 }
 
-// openSession returns tenant's session, starting its hub if needed.
-// Another tenant's session does not exist for this caller.
-func (a *engineActor) openSession(ctx actor.Context, tenant messages.TenantID, session messages.SessionID) (*sessionEntry, error) {
-	s, ok := a.sessions[session]
-	if ok && s.tenant != tenant {
-		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, session)
+// sessionInfo answers a sessionReq.
+func (a *engineActor) sessionInfo(ctx actor.Context, m *sessionReq) any {
+	if m.hub {
+		s, err := a.existingSession(ctx, m.key)
+		if err != nil {
+			return err
+		}
+		return s
 	}
-	if ok {
-		return s, nil
+	if s, err := a.session(m.key); err != nil {
+		return err
+	} else if s != nil {
+		return sessionHead(s.shared.Head())
 	}
-	shared := &hubShared{
-		session: session, journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
-		subs: map[*feed.Subscription]struct{}{}, terminated: map[messages.RunID]bool{},
+	head, err := a.e.cfg.Journal.Head(context.Background(), a.e.journalKeyOf(m.key))
+	switch {
+	case err != nil:
+		return fmt.Errorf("actors: session %s: %w", m.key.id, err)
+	case head == 0:
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, m.key.id)
 	}
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }),
-		hubNamePrefix+string(session))
-	if err != nil {
-		return nil, fmt.Errorf("actors: spawn hub: %w", err)
-	}
-	s = &sessionEntry{tenant: tenant, pid: pid, shared: shared}
-	a.sessions[session] = s
-	a.hubs[pid.Id] = session
-	return s, nil
+	return sessionHead(head)
 }
 
 // spawnRun starts a run supervisor; replay, when set, rebuilds a run after
@@ -247,7 +243,11 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *replayR
 		return fmt.Errorf("actors: spawn run: %w", err)
 	}
 	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, ended: ended}
+	a.e.runCount.Add(1)
 	a.byPID[pid.Id] = spec.runID
+	if s := a.sessions[sessKey{spec.tenant, spec.session}]; s != nil {
+		s.runs++
+	}
 	return nil
 }
 
@@ -256,8 +256,13 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		r := a.runs[id]
 		delete(a.byPID, who.Id)
 		delete(a.runs, id)
+		a.e.runCount.Add(-1)
 		a.ended[id] = true
 		a.e.interrupts.ForgetRun(id)
+		if s := a.sessions[sessKey{r.spec.tenant, r.spec.session}]; s != nil {
+			s.runs--
+			s.shared.touch() // idle from now on, not from its last event
+		}
 		if !r.ended.Load() && !a.e.frozen.Load() { // a frozen run stops unended on purpose
 			// The supervisor died (it is stopped on any panic) before ending
 			// its run: end it on its behalf so the run still has its one
@@ -272,20 +277,16 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		a.maybeStopHubs(ctx)
 		return
 	}
-	if sid, ok := a.hubs[who.Id]; ok {
-		delete(a.hubs, who.Id)
-		delete(a.sessions, sid)
+	if s, ok := a.hubs[who.Id]; ok {
+		a.hubTerminated(s)
 		a.maybeStopHubs(ctx)
 	}
 }
 
 func (a *engineActor) subscribe(ctx actor.Context, m *subscribeReq) any {
-	s, ok := a.sessions[m.id]
-	if !ok || s.tenant != m.tenant {
-		return fmt.Errorf("%w: %s", ErrSessionNotFound, m.id)
-	}
-	if s.poisoned {
-		return ErrShuttingDown
+	s, err := a.existingSession(ctx, m.key)
+	if err != nil {
+		return err
 	}
 	if head := s.shared.Head(); m.after > head {
 		return fmt.Errorf("%w: after=%d, last seq is %d", ErrCursorAhead, m.after, head)
@@ -308,7 +309,7 @@ func (a *engineActor) maybeStopHubs(ctx actor.Context) {
 		return
 	}
 	for _, s := range a.sessions {
-		if !s.poisoned {
+		if !s.poisoned && !s.idle {
 			s.poisoned = true
 			ctx.Poison(s.pid)
 		}

@@ -332,9 +332,27 @@ func TestAPI_TenantIsolation(t *testing.T) {
 			t.Fatalf("globex %s %s = %d %s, want 404", c.method, c.path, resp.StatusCode, body)
 		}
 	}
-	resp, body := h.do("POST", "/api/v1/runs", messages.StartRun{Question: "q", SessionID: rc.SessionID}, globex...)
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("globex run in acme's session = %d %s, want 404", resp.StatusCode, body)
+	// Session ids are namespaced per tenant: globex using acme's session
+	// id gets a session of its own (it cannot tell that acme's exists,
+	// nor write into it).
+	resp, body := h.do("POST", "/api/v1/runs", messages.StartRun{Question: "q", SessionID: rc.SessionID, Scenario: scenario(1, 1)}, globex...)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("globex run with acme's session id = %d %s, want 201 in a session of its own", resp.StatusCode, body)
+	}
+	acmeHead, err := h.engine.Head(context.Background(), "acme", rc.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acmeResp, acmeStream := h.sse(context.Background(), "session_id="+string(rc.SessionID), acme...)
+	defer acmeResp.Body.Close()
+	for {
+		f := readUntil(t, acmeStream, func(env *messages.Envelope) bool { return true })
+		if f[0].RunID != rc.RunID {
+			t.Fatalf("acme's stream shows globex's event %s of run %s", f[0].Type, f[0].RunID)
+		}
+		if f[0].Seq == acmeHead {
+			break
+		}
 	}
 	_, body = h.do("GET", "/api/v1/runs", nil, globex...)
 	if strings.Contains(string(body), string(rc.RunID)) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -421,9 +422,20 @@ func TestHandler_ListTasks(t *testing.T) {
 	if r := as("bob", "GetTask", map[string]any{"id": ids[0]}); r.Error == nil || r.Error.Code != a2a.CodeTaskNotFound {
 		t.Fatalf("bob's GetTask of alice's task: %+v", r)
 	}
+	// Context ids are namespaced per tenant: bob using alice's context id
+	// gets a context of his own; neither sees the other's tasks.
 	if r := as("bob", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "contextId": ctxID,
-		"parts": []any{map[string]any{"text": "q"}}}}); r.Error == nil || r.Error.Code != a2a.CodeInvalidParams {
-		t.Fatalf("bob's task in alice's context: %+v", r)
+		"parts": []any{map[string]any{"text": "q"}}}}); r.Error != nil {
+		t.Fatalf("bob's task with alice's context id: %+v", r.Error)
+	}
+	bobs := mustResult[a2a.ListTasksResponse](t, as("bob", "ListTasks", map[string]any{}))
+	if len(bobs.Tasks) != 1 || slices.Contains(ids, bobs.Tasks[0].ID) {
+		t.Fatalf("bob's tasks: %+v", bobs)
+	}
+	for _, task := range mustResult[a2a.ListTasksResponse](t, as("alice", "ListTasks", map[string]any{})).Tasks {
+		if task.ID == bobs.Tasks[0].ID {
+			t.Fatal("alice lists bob's task")
+		}
 	}
 	if r := hs.raw(hs.body("ListTasks", map[string]any{}), nil); r.Status != http.StatusUnauthorized || r.Error == nil {
 		t.Fatalf("no credentials: %d %+v", r.Status, r.Error)

@@ -1,0 +1,104 @@
+package actors_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// TestEngine_IdleHubsStopAndReload: once a session has no live run, no
+// subscriber and no event for HubIdleAfter, its hub stops; the session
+// still answers from the journal, and its next run continues its seq.
+func TestEngine_IdleHubsStopAndReload(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{HubIdleAfter: time.Minute})
+		ctx := context.Background()
+		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", SessionID: "s", Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
+		if h := e.Stats().Hubs; h != 1 {
+			t.Fatalf("hubs = %d while the session is in use", h)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if s := e.Stats(); s.Hubs != 0 || s.LiveRuns != 0 {
+			t.Fatalf("after two idle minutes: %+v, want no hub and no run", s)
+		}
+		head, err := e.Head(ctx, "", "s")
+		if err != nil || head != events[len(events)-1].Seq {
+			t.Fatalf("head of the idle session = %d, %v; want %d", head, err, events[len(events)-1].Seq)
+		}
+		if e.Stats().Hubs != 0 {
+			t.Fatal("Head started a hub")
+		}
+		if _, err := e.Head(ctx, "other", "s"); err == nil {
+			t.Fatal("another tenant sees the session")
+		}
+		replayed, err := testkit.Follow(ctx, e, ref, 0)
+		if err != nil || len(replayed) != len(events) {
+			t.Fatalf("replayed %d events, %v; want %d", len(replayed), err, len(events))
+		}
+		ref2, events2 := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", SessionID: "s", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}})
+		if ref2.SessionID != "s" || events2[head].RunID != ref2.RunID || events2[head].Seq != head+1 {
+			t.Fatalf("the next run starts at seq %d (run %s), want %d", events2[head].Seq, events2[head].RunID, head+1)
+		}
+		testkit.AssertInvariants(t, events2)
+	})
+}
+
+// TestEngine_IdleHubsChurn: with hubs stopping as soon as they are idle,
+// runs and subscriptions on one session race with the hub stopping and
+// starting again; every run is accepted and the session stays gapless.
+func TestEngine_IdleHubsChurn(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{HubIdleAfter: time.Millisecond, Limits: unlimited})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 4 {
+		wg.Go(func() {
+			for range 25 {
+				ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "churn", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1, SynthesisTokens: 1}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := testkit.Follow(ctx, e, ref, 0); err != nil {
+					errs <- err
+					return
+				}
+				if w == 0 {
+					if _, err := e.Head(ctx, "", "churn"); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", "churn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	head, _ := e.Head(ctx, "", "churn")
+	got, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Seq == head })
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.AssertInvariants(t, got)
+	if n := testkit.Count(got, messages.RunStarted); n != 100 {
+		t.Fatalf("%d runs in the session, want 100", n)
+	}
+}

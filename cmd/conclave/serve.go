@@ -33,6 +33,7 @@ type serveCmd struct {
 	retainAge  time.Duration
 	retainN    uint64
 	limits     serveLimits
+	quotas     serveQuotas
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -62,6 +63,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
 	c.limits.flags(fs)
+	c.quotas.flags(fs)
 	return cmd
 }
 
@@ -79,6 +81,10 @@ func (c *serveCmd) run(ctx context.Context) error {
 	if err := c.limits.check(); err != nil {
 		return usageError(err)
 	}
+	tenantLimits, tenantStreams, err := c.quotas.load()
+	if err != nil {
+		return usageError(err)
+	}
 	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
 	tokens, err := transport.LoadTokens(c.tokensFile, os.Getenv("CONCLAVE_TOKENS"))
 	if err != nil {
@@ -88,7 +94,7 @@ func (c *serveCmd) run(ctx context.Context) error {
 	if tokens.Len() == 0 && !transport.IsLoopback(c.addr) { // refuse before touching the disk
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
-	ecfg := actors.Config{Logger: logger}
+	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
 	if !c.memory {
 		dir := filepath.Join(c.dataDir, "journal")
 		durable, err := journal.Open(dir, journal.Options{Logger: logger})
@@ -115,6 +121,7 @@ func (c *serveCmd) run(ctx context.Context) error {
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
 	}
 	c.limits.apply(&tcfg)
+	tcfg.StreamLimit = tenantStreams
 	srv, err := transport.New(tcfg)
 	if err != nil {
 		_ = engine.Shutdown(context.Background())

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
 )
 
@@ -48,4 +51,108 @@ func (l *serveLimits) apply(cfg *transport.Config) {
 	if l.readTimeout != 0 {
 		cfg.ReadHeaderTimeout = min(transport.DefaultReadHeaderTimeout, l.readTimeout)
 	}
+}
+
+// serveQuotas are the flags of conclave serve that bound what a tenant's
+// requests may cost (actors.Limits documents each; docs/api.md "Limits"),
+// and --quotas FILE, per-tenant overrides:
+//
+//	{"default": {"concurrent_runs": 32, ...},
+//	 "tenants": {"acme": {"events_per_run": 5000000, "max_streams": 500}}}
+//
+// A tenant's field that is 0 or absent takes the default's; the default's
+// takes the flag's. -1 means no limit.
+type serveQuotas struct {
+	flagsDefault tenantQuota
+	file         string
+	hubIdleAfter time.Duration
+}
+
+// tenantQuota is one tenant's quotas in the --quotas file.
+type tenantQuota struct {
+	actors.Limits
+	// MaxStreams caps the tenant's open event streams (see
+	// --max-streams-per-tenant).
+	MaxStreams int `json:"max_streams,omitempty"`
+}
+
+// quotaFile is the --quotas file.
+type quotaFile struct {
+	Default tenantQuota                       `json:"default"`
+	Tenants map[messages.TenantID]tenantQuota `json:"tenants"`
+}
+
+func (q *serveQuotas) flags(fs *pflag.FlagSet) {
+	d := &q.flagsDefault
+	fs.IntVar(&d.ConcurrentRuns, "concurrent-runs", actors.DefaultConcurrentRuns, "a tenant's runs that have not ended, over it 429 too_many_runs (-1: no limit)")
+	fs.Float64Var(&d.RunsPerSecond, "runs-per-second", actors.DefaultRunsPerSecond, "a tenant's sustained rate of run creation, over it 429 rate_limited (-1: no limit)")
+	fs.IntVar(&d.RunBurst, "run-burst", actors.DefaultRunBurst, "runs a tenant may create at once above --runs-per-second")
+	fs.Int64Var(&d.EventsPerRun, "events-per-run", actors.DefaultEventsPerRun, "a run's event budget: a larger scenario is refused (422 scenario_too_large), a run that exceeds it ends with run_error budget_exceeded (-1: no limit)")
+	fs.StringVar(&q.file, "quotas", "", "JSON file of per-tenant quotas overriding these flags: {\"default\":{…},\"tenants\":{\"acme\":{…}}}")
+	fs.DurationVar(&q.hubIdleAfter, "hub-idle-after", actors.DefaultHubIdleAfter, "stop a session's hub after this long without runs, subscribers or events (it reloads from the journal on demand; -1s: never)")
+}
+
+// load reads --quotas and returns each tenant's actors.Limits and stream
+// cap (0: the global caps).
+func (q *serveQuotas) load() (limits func(messages.TenantID) actors.Limits, streams func(messages.TenantID) int, err error) {
+	f := quotaFile{}
+	if q.file != "" {
+		data, err := os.ReadFile(q.file)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--quotas: %w", err)
+		}
+		if err := messages.DecodeStrict(data, &f); err != nil {
+			return nil, nil, fmt.Errorf("--quotas %s: %w", q.file, err)
+		}
+	}
+	def := f.Default.or(q.flagsDefault)
+	if err := def.check("default"); err != nil {
+		return nil, nil, err
+	}
+	for t, tq := range f.Tenants {
+		if _, err := messages.NewTenantID(string(t)); err != nil {
+			return nil, nil, fmt.Errorf("--quotas: %w", err)
+		}
+		if err := tq.or(def).check("tenant " + string(t)); err != nil {
+			return nil, nil, err
+		}
+	}
+	of := func(t messages.TenantID) tenantQuota {
+		if tq, ok := f.Tenants[t]; ok {
+			return tq.or(def)
+		}
+		return def
+	}
+	return func(t messages.TenantID) actors.Limits { return of(t).Limits },
+		func(t messages.TenantID) int { return of(t).MaxStreams }, nil
+}
+
+// or fills q's zero fields from d.
+func (q tenantQuota) or(d tenantQuota) tenantQuota {
+	if q.ConcurrentRuns == 0 {
+		q.ConcurrentRuns = d.ConcurrentRuns
+	}
+	if q.RunsPerSecond == 0 {
+		q.RunsPerSecond = d.RunsPerSecond
+	}
+	if q.RunBurst == 0 {
+		q.RunBurst = d.RunBurst
+	}
+	if q.EventsPerRun == 0 {
+		q.EventsPerRun = d.EventsPerRun
+	}
+	if q.MaxStreams == 0 {
+		q.MaxStreams = d.MaxStreams
+	}
+	return q
+}
+
+func (q tenantQuota) check(who string) error {
+	switch {
+	case q.ConcurrentRuns < -1 || q.RunBurst < 0 || q.EventsPerRun < -1 || q.MaxStreams < -1:
+		return fmt.Errorf("quotas of %s: concurrent_runs, events_per_run and max_streams must be >= -1, run_burst >= 0", who)
+	case q.RunsPerSecond < 0 && q.RunsPerSecond != -1:
+		return fmt.Errorf("quotas of %s: runs_per_second must be positive, or -1 for no limit", who)
+	}
+	return nil
 }

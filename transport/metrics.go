@@ -67,8 +67,14 @@ func newMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, s *Serv
 		Name: "conclave_stream_lag_bytes_max",
 		Help: "Largest number of bytes written to a stream and not yet acknowledged by its client (in the write under way or the socket send buffer).",
 	}, func() float64 { _, b := s.streams.maxLag(); return float64(b) })
+	hubs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_hubs", Help: "Session hubs in memory (a session's hub stops after --hub-idle-after without runs, subscribers or events).",
+	}, func() float64 { return float64(s.engine.Stats().Hubs) })
+	liveRuns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_runs_live", Help: "Runs whose supervisor is running (not ended).",
+	}, func() float64 { return float64(s.engine.Stats().LiveRuns) })
 	runs := &runsCollector{s: s, desc: prometheus.NewDesc("conclave_runs", "Runs by status.", []string{"status"}, nil)}
-	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs,
+	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs, hubs, liveRuns,
 		m.connsOpen, m.connEvicted, m.connRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {

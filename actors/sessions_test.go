@@ -3,11 +3,13 @@ package actors_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -100,5 +102,72 @@ func TestEngine_IdleHubsChurn(t *testing.T) {
 	testkit.AssertInvariants(t, got)
 	if n := testkit.Count(got, messages.RunStarted); n != 100 {
 		t.Fatalf("%d runs in the session, want 100", n)
+	}
+}
+
+// holeJournal hides the events with seq in [from, to] from readers, as a
+// repaired journal does with the events it lost.
+type holeJournal struct {
+	journal.Journal
+	from, to atomic.Uint64
+}
+
+func (j *holeJournal) ReadAfter(ctx context.Context, s messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
+	evs, err := j.Journal.ReadAfter(ctx, s, after, limit+int(j.to.Load()-j.from.Load()+1))
+	out := evs[:0:0]
+	for _, e := range evs {
+		if (e.Seq < j.from.Load() || e.Seq > j.to.Load()) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, err
+}
+
+// TestEngine_HolesBecomeReplayTruncated: events lost inside the history
+// or at its end reach a subscriber as one replay_truncated each, never a
+// silent gap, and the subscriber then follows on.
+func TestEngine_HolesBecomeReplayTruncated(t *testing.T) {
+	t.Parallel()
+	j := &holeJournal{Journal: journal.NewMemory()}
+	j.from.Store(1 << 62)
+	j.to.Store(1 << 62)
+	e := testkit.NewEngine(t, actors.Config{Journal: j})
+	ctx := context.Background()
+	_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", SessionID: "h", Scenario: &messages.Scenario{Nodes: 2, Tokens: 3}})
+	head := events[len(events)-1].Seq
+	for _, c := range []struct {
+		name     string
+		from, to uint64
+		after    uint64
+		want     []uint64 // the seqs delivered, 0 standing for replay_truncated
+	}{
+		{"inside", 4, 6, 0, []uint64{1, 2, 3, 0, 7}},
+		{"at the end", head - 2, head, head - 4, []uint64{head - 3, 0}},
+	} {
+		j.from.Store(c.from)
+		j.to.Store(c.to)
+		p, err := testkit.NewProbe(ctx, e, "", "h", c.after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		got, err := p.Until(ctx, func(env *messages.Envelope) bool { n++; return n >= len(c.want) })
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range c.want {
+			env := got[i]
+			if w == 0 {
+				tr, ok := env.Payload.(*messages.ReplayTruncatedPayload)
+				if !ok || tr.FirstRetained != c.to+1 || env.Seq != c.to {
+					t.Fatalf("%s: event %d = %s seq %d %+v, want replay_truncated seq %d first_retained %d", c.name, i, env.Type, env.Seq, env.Payload, c.to, c.to+1)
+				}
+				continue
+			}
+			if env.Seq != w {
+				t.Fatalf("%s: event %d has seq %d, want %d", c.name, i, env.Seq, w)
+			}
+		}
 	}
 }

@@ -12,6 +12,11 @@ import (
 // MaxIdempotencyKey bounds the Idempotency-Key header.
 const MaxIdempotencyKey = 255
 
+// MaxIdempotencyEntries bounds the keys remembered at once (about 200
+// bytes each): past it the oldest are forgotten before their TTL, so a
+// client sending a new key with every request cannot grow the server.
+const MaxIdempotencyEntries = 100_000
+
 // idempotency remembers, per tenant and Idempotency-Key, the run a
 // request created, so a retry gets the same run instead of a second one.
 // Unlike a key-only cache, it also remembers the body: reusing a key with a
@@ -97,7 +102,7 @@ func (s *idempotency) expireLocked() {
 			n++
 			continue
 		}
-		if now.Before(slot.entry.expires) {
+		if now.Before(slot.entry.expires) && len(s.entries) <= MaxIdempotencyEntries {
 			break
 		}
 		select {

@@ -299,3 +299,26 @@ func TestIdempotency_TTLAfterRetriedFailure(t *testing.T) {
 		t.Fatalf("key b after its TTL = %+v replayed=%v err=%v, want a new run (not %+v)", got, replayed, err, b)
 	}
 }
+
+// TestIdempotency_BoundedEntries: a client sending a new key with every
+// request cannot grow the cache past MaxIdempotencyEntries; the oldest
+// keys are forgotten first.
+func TestIdempotency_BoundedEntries(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	idem := newIdempotency(24*time.Hour, clock.now)
+	var c creator
+	for i := range MaxIdempotencyEntries + 100 {
+		if _, _, err := idem.do("t", fmt.Sprint("k", i), []byte("{}"), c.create); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idem.mu.Lock()
+	n := len(idem.entries)
+	_, oldest := idem.entries[idemKey{"t", "k0"}]
+	_, newest := idem.entries[idemKey{"t", fmt.Sprint("k", MaxIdempotencyEntries+99)}]
+	idem.mu.Unlock()
+	if n > MaxIdempotencyEntries+1 || oldest || !newest {
+		t.Fatalf("%d entries (max %d), oldest kept %v, newest kept %v", n, MaxIdempotencyEntries, oldest, newest)
+	}
+}

@@ -124,6 +124,9 @@ func readHWM(fs vfs.FS, dir string) (hwmRead, error) {
 // damage and what is an ignorable tail.
 func parseHWM(b []byte) (hwmRead, error) {
 	r := hwmRead{entries: map[messages.SessionID]*hwmEntry{}, tornAt: -1, size: int64(len(b))}
+	if len(b) == 0 {
+		return r, fmt.Errorf("%w: empty", errHWMDamaged)
+	}
 	bad := -1 // offset of the first bad byte range, -1 if none yet
 	for off := 0; off < len(b); {
 		kind, payload, n, ok := parseFrame(b[off:])

@@ -1,21 +1,27 @@
 package journal
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// Memory is an in-memory Journal for tests and `conclave run`. It keeps
-// every event of every session until Trim or Close.
+// Memory is an in-memory Journal and Catalog for tests and `conclave run`.
+// It keeps every event of every session until Trim or Close, and every
+// run's catalogue entry until Close.
 //
-// Lock order: Memory.mu, then memSession.mu (only Sessions holds both).
+// Lock order: Memory.mu, then memSession.mu (only Sessions holds both);
+// memSession.mu, then memCatalog.mu (Append, Trim).
 type Memory struct {
 	mu       sync.RWMutex // guards sessions and closed
 	sessions map[messages.SessionID]*memSession
 	closed   bool
+
+	cat memCatalog
 }
 
 type memSession struct {
@@ -24,13 +30,36 @@ type memSession struct {
 	events []*messages.Encoded
 	first  uint64 // seq of events[0]; head+1 when every event was trimmed
 	head   uint64
+	// live maps the session's runs that have not ended to the seq of
+	// their run_started (Trim never drops it).
+	live map[messages.RunID]uint64
 }
 
-var _ Journal = (*Memory)(nil)
+// memCatalog is Memory's run catalogue.
+type memCatalog struct {
+	mu     sync.RWMutex // guards the fields below
+	runs   map[messages.RunID]*memRun
+	all    []*memRun            // every run, in append order
+	scopes map[string][]*memRun // the runs of each scope, in append order
+	order  uint64               // of the last run appended
+}
+
+type memRun struct {
+	info  RunInfo
+	order uint64
+}
+
+var (
+	_ Journal = (*Memory)(nil)
+	_ Catalog = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory journal.
 func NewMemory() *Memory {
-	return &Memory{sessions: make(map[messages.SessionID]*memSession)}
+	return &Memory{
+		sessions: make(map[messages.SessionID]*memSession),
+		cat:      memCatalog{runs: make(map[messages.RunID]*memRun), scopes: make(map[string][]*memRun)},
+	}
 }
 
 func (m *Memory) session(id messages.SessionID, create bool) (*memSession, error) {
@@ -74,7 +103,37 @@ func (m *Memory) Append(ctx context.Context, session messages.SessionID, events 
 	}
 	s.events = append(s.events, events...)
 	s.head += uint64(len(events))
+	if changes := runChanges(events); len(changes) > 0 {
+		m.cat.apply(session, s, changes)
+	}
 	return nil
+}
+
+// apply records what an appended batch of session did to its runs. The
+// caller holds s.mu.
+func (c *memCatalog) apply(session messages.SessionID, s *memSession, changes []runChange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range changes {
+		r := c.runs[ch.run]
+		if ch.start != 0 && r == nil {
+			c.order++
+			r = &memRun{info: RunInfo{Run: ch.run, Session: session, FirstSeq: ch.start}, order: c.order}
+			c.runs[ch.run] = r
+			c.all = append(c.all, r)
+			if scope := scopeOf(session); scope != "" {
+				c.scopes[scope] = append(c.scopes[scope], r)
+			}
+			if s.live == nil {
+				s.live = make(map[messages.RunID]uint64)
+			}
+			s.live[ch.run] = ch.start
+		}
+		if ch.end != 0 && r != nil && r.info.Session == session && r.info.LastSeq == 0 && ch.end > r.info.FirstSeq {
+			r.info.LastSeq = ch.end
+			delete(s.live, ch.run)
+		}
+	}
 }
 
 // ReadAfter implements Journal.
@@ -134,6 +193,9 @@ func (m *Memory) Trim(ctx context.Context, session messages.SessionID, before ui
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before = min(before, s.head+1)
+	for _, start := range s.live {
+		before = min(before, start)
+	}
 	if before <= s.first {
 		return nil
 	}
@@ -173,4 +235,111 @@ func (m *Memory) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	return nil
+}
+
+// catalog returns the catalogue, or ErrClosed.
+func (m *Memory) catalog(ctx context.Context) (*memCatalog, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return &m.cat, nil
+}
+
+// LiveRuns implements Catalog.
+func (m *Memory) LiveRuns(ctx context.Context) ([]RunInfo, error) {
+	c, err := m.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []RunInfo
+	for _, r := range c.all {
+		if r.info.LastSeq == 0 {
+			out = append(out, r.info.clone())
+		}
+	}
+	return out, nil
+}
+
+// Run implements Catalog.
+func (m *Memory) Run(ctx context.Context, run messages.RunID) (RunInfo, bool, error) {
+	c, err := m.catalog(ctx)
+	if err != nil {
+		return RunInfo{}, false, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r := c.runs[run]
+	if r == nil {
+		return RunInfo{}, false, nil
+	}
+	return r.info.clone(), true, nil
+}
+
+// ListRuns implements Catalog.
+func (m *Memory) ListRuns(ctx context.Context, scope string, after messages.RunID, limit int) ([]RunInfo, messages.RunID, error) {
+	c, err := m.catalog(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if limit, err = checkListArgs(scope, limit); err != nil || limit <= 0 {
+		return nil, "", err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	list := c.all
+	if scope != "" {
+		list = c.scopes[scope]
+	}
+	i := 0
+	if after != "" {
+		r := c.runs[after]
+		if r == nil {
+			return nil, "", fmt.Errorf("%w: list runs after %q", ErrUnknownRun, after)
+		}
+		i, _ = slices.BinarySearchFunc(list, r.order+1, func(x *memRun, o uint64) int { return cmp.Compare(x.order, o) })
+	}
+	var out []RunInfo
+	for ; i < len(list) && len(out) < limit; i++ {
+		out = append(out, list[i].info.clone())
+	}
+	var next messages.RunID
+	if i < len(list) {
+		next = out[len(out)-1].Run
+	}
+	return out, next, nil
+}
+
+// PutRunSummary implements Catalog.
+func (m *Memory) PutRunSummary(ctx context.Context, run messages.RunID, summary []byte) error {
+	c, err := m.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	if len(summary) > MaxRunSummary {
+		return fmt.Errorf("journal: run %s: summary of %d bytes is larger than %d", run, len(summary), MaxRunSummary)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.runs[run]
+	if r == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownRun, run)
+	}
+	r.info.Summary = slices.Clone(summary)
+	if r.info.Summary == nil {
+		r.info.Summary = []byte{}
+	}
+	return nil
+}
+
+// clone returns i with its own copy of the summary.
+func (i RunInfo) clone() RunInfo {
+	i.Summary = slices.Clone(i.Summary)
+	return i
 }

@@ -27,7 +27,9 @@ const retentionPage = 512
 
 // ApplyRetention trims session in j according to r and returns how many
 // events it dropped. Readers whose cursor falls before the new First get a
-// replay_truncated event from their feed, never a silent gap.
+// replay_truncated event from their feed, never a silent gap. It never
+// drops the start of a run that has not ended (Trim keeps it, see the
+// Journal contract), so a session with a long-running run keeps more.
 func ApplyRetention(ctx context.Context, j Journal, session messages.SessionID, r Retention, now time.Time) (trimmed uint64, err error) {
 	first, err := j.First(ctx, session)
 	if err != nil || first == 0 {
@@ -55,7 +57,12 @@ func ApplyRetention(ctx context.Context, j Journal, session messages.SessionID, 
 	if err := j.Trim(ctx, session, before); err != nil {
 		return 0, err
 	}
-	return before - first, nil
+	// Trim keeps the start of the session's live runs: count what it did.
+	after, err := j.First(ctx, session)
+	if err != nil {
+		return 0, err
+	}
+	return after - first, nil
 }
 
 // firstYoungEvent returns the seq of the first event from seq from on that

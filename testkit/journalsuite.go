@@ -327,6 +327,8 @@ func RunJournalSuite(t *testing.T, newJournal func(t *testing.T) journal.Journal
 		wg.Wait()
 	})
 
+	runCatalogSuite(t, open)
+
 	t.Run("Closed", func(t *testing.T) {
 		j := newJournal(t)
 		if err := j.Close(); err != nil {
@@ -352,6 +354,20 @@ func RunJournalSuite(t *testing.T, newJournal func(t *testing.T) journal.Journal
 		}
 		if _, err := j.Sessions(ctx); !errors.Is(err, journal.ErrClosed) {
 			t.Fatalf("Sessions after Close = %v", err)
+		}
+		if c, ok := j.(journal.Catalog); ok {
+			if _, err := c.LiveRuns(ctx); !errors.Is(err, journal.ErrClosed) {
+				t.Fatalf("LiveRuns after Close = %v", err)
+			}
+			if _, _, err := c.Run(ctx, "r"); !errors.Is(err, journal.ErrClosed) {
+				t.Fatalf("Run after Close = %v", err)
+			}
+			if _, _, err := c.ListRuns(ctx, "", "", 10); !errors.Is(err, journal.ErrClosed) {
+				t.Fatalf("ListRuns after Close = %v", err)
+			}
+			if err := c.PutRunSummary(ctx, "r", nil); !errors.Is(err, journal.ErrClosed) {
+				t.Fatalf("PutRunSummary after Close = %v", err)
+			}
 		}
 	})
 }
@@ -475,6 +491,37 @@ func RunDurableJournalSuite(t *testing.T, open func(t *testing.T, dir string) jo
 		}
 		j = reopen(t, j, dir)
 		checkState(t, j, "all", 8, 8)
+	})
+
+	t.Run("ReopenKeepsCatalog", func(t *testing.T) {
+		j, dir := start(t)
+		if _, ok := j.(journal.Catalog); !ok {
+			t.Skipf("%T has no run catalogue", j)
+		}
+		rb := newRunBatches()
+		mustAppend(t, j, "a/s", rb.next("a/s", runStart("r1"), runDelta("r1"), runFinish("r1"), runStart("r2"), runDelta("r2")))
+		mustAppend(t, j, "b/s", rb.next("b/s", runStart("r3")))
+		if err := j.(journal.Catalog).PutRunSummary(ctx, "r1", []byte(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		j = reopen(t, j, dir)
+		c := j.(journal.Catalog)
+		checkRun(t, c, journal.RunInfo{Run: "r1", Session: "a/s", FirstSeq: 1, LastSeq: 3, Summary: []byte(`{"n":1}`)})
+		checkLive(t, c, "r2", "r3")
+		if err := j.Trim(ctx, "a/s", 100); err != nil { // the live run's start survives a reopen too
+			t.Fatal(err)
+		}
+		checkState(t, j, "a/s", 4, 5)
+		mustAppend(t, j, "a/s", rb.next("a/s", runFinish("r2"), runStart("r4"))) // new runs come after the old ones
+		if got := listAll(t, c, "", 2); fmt.Sprint(got) != "[r1 r2 r3 r4]" {
+			t.Fatalf("ListRuns after reopen = %v", got)
+		}
+		j = reopen(t, j, dir)
+		c = j.(journal.Catalog)
+		checkLive(t, c, "r3", "r4")
+		if got := listAll(t, c, "a", 10); fmt.Sprint(got) != "[r1 r2 r4]" {
+			t.Fatalf("ListRuns(a) after reopen = %v", got)
+		}
 	})
 
 	t.Run("ReopenAfterClose", func(t *testing.T) {

@@ -266,7 +266,7 @@ func TestCouncil_SteerAPI(t *testing.T) {
 	ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc, HITL: messages.HITLPlan},
 		func(p *messages.InterruptRaisedPayload) messages.Resume {
 			ctx := context.Background()
-			runs, _ := e.Runs(runindex.Filter{Tenant: messages.LocalTenant, Limit: 10})
+			runs, _, _ := e.Runs(context.Background(), runindex.Filter{Tenant: messages.LocalTenant, Limit: 10})
 			run := runs[0].RunID
 			diff := &messages.GraphDiff{Ops: []messages.DiffOp{{Op: messages.OpSetRole, NodeID: "n003", Role: "auditor"}}}
 			id, err := e.Steer(ctx, messages.Steer{RunID: run, SteerNote: messages.SteerNote{Note: "n003 audits", Diff: diff}})

@@ -144,6 +144,9 @@ type Engine struct {
 	system     *actor.ActorSystem
 	root       *actor.PID // the engine actor
 	index      *runindex.Index
+	catalog    journal.Catalog // Config.Journal's run catalogue
+	summaries  *summaryWriter
+	store      routine.Group // the summary writer
 	interrupts *interrupts.Registry
 	turns      routine.Group
 	background routine.Group // the idle-hub sweeper
@@ -151,8 +154,9 @@ type Engine struct {
 	// legacy maps the sessions journaled by earlier versions (without a
 	// tenant in their key) to their key. Written by recovery before New
 	// returns, read-only afterwards.
-	legacy  map[sessKey]messages.SessionID
-	closing atomic.Bool
+	legacy       map[sessKey]messages.SessionID
+	legacyTenant map[messages.SessionID]messages.TenantID // the reverse of legacy
+	closing      atomic.Bool
 	// reqMu and actorStopped: see request.
 	reqMu        sync.RWMutex
 	actorStopped bool
@@ -179,13 +183,20 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
 	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now),
-		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}}
+		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
 	if cfg.Journal == nil {
 		// Never closed: a memory journal holds nothing but memory, and
 		// staying readable lets subscriptions that lag behind drain their
 		// tail after Shutdown instead of failing with journal.ErrClosed.
 		e.cfg.Journal = journal.NewMemory()
 	}
+	cat, ok := e.cfg.Journal.(journal.Catalog)
+	if !ok {
+		return nil, fmt.Errorf("%w: the journal (%T) keeps no run catalogue (journal.Catalog)", ErrInvalidRequest, e.cfg.Journal)
+	}
+	e.catalog = cat
+	e.summaries = newSummaryWriter(e, cat, e.index)
+	e.store.Go(e.summaries.run)
 	logger := cfg.Logger.With("component", "protoactor")
 	e.system = actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
@@ -550,24 +561,9 @@ func (e *Engine) PendingInterrupts(ctx context.Context, tenant messages.TenantID
 	return list, next, nil
 }
 
-// Run returns the summary of a run owned by tenant.
-func (e *Engine) Run(tenant messages.TenantID, run messages.RunID) (messages.RunSummary, error) {
-	s, ok := e.index.Get(tenantOr(tenant), run)
-	if !ok {
-		return messages.RunSummary{}, fmt.Errorf("%w: %s", ErrRunNotFound, run)
-	}
-	return s, nil
-}
-
-// Runs lists run summaries (see runindex.Filter), with the cursor of the
-// next page ("" on the last page).
-func (e *Engine) Runs(f runindex.Filter) ([]messages.RunSummary, messages.RunID) {
-	f.Tenant = tenantOr(f.Tenant)
-	return e.index.List(f)
-}
-
-// RunsByStatus counts runs per status, for metrics.
-func (e *Engine) RunsByStatus() map[messages.RunStatus]int { return e.index.CountByStatus() }
+// RunsByStatus counts, for metrics, the live runs by status and the runs
+// that ended since the engine started by terminal status.
+func (e *Engine) RunsByStatus() map[messages.RunStatus]int { return e.index.Counts() }
 
 // Abort stops a run. It still ends with exactly one terminal event:
 // run_error with code "aborted". Aborting an ended run is ErrRunTerminal.
@@ -634,11 +630,14 @@ type Stats struct {
 	Hubs int64
 	// LiveRuns is the number of runs whose supervisor has not stopped.
 	LiveRuns int64
+	// IndexedRuns is the number of run summaries held in memory: live
+	// runs, and ended runs until their summary is stored (runs.go).
+	IndexedRuns int
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load()}
+	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load(), IndexedRuns: e.index.Len()}
 }
 
 // Done is closed when Shutdown has finished.
@@ -682,6 +681,11 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.reqMu.Unlock()
 	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
 		return fmt.Errorf("actors: stop engine actor: %w", err)
+	}
+	// Every hub has flushed: store the summaries of the runs that ended.
+	e.store.Close()
+	if err := e.summaries.close(ctx); err != nil {
+		return err
 	}
 	e.system.Shutdown()
 	select {

@@ -522,7 +522,7 @@ func TestEngine_RunIndexAndTenants(t *testing.T) {
 	if err := e.Abort(ctx, messages.AbortRun{Tenant: "other", RunID: ref.RunID}); !errors.Is(err, actors.ErrRunNotFound) {
 		t.Fatalf("other tenant Abort = %v", err)
 	}
-	if runs, _ := e.Runs(runindex.Filter{Tenant: "other", Limit: 10}); len(runs) != 1 || runs[0].RunID != otherRef.RunID {
+	if runs, _, _ := e.Runs(context.Background(), runindex.Filter{Tenant: "other", Limit: 10}); len(runs) != 1 || runs[0].RunID != otherRef.RunID {
 		t.Fatalf("other tenant lists %+v, want only its own run", runs)
 	}
 	// Pagination.
@@ -532,7 +532,7 @@ func TestEngine_RunIndexAndTenants(t *testing.T) {
 	var all []messages.RunSummary
 	var after messages.RunID
 	for {
-		page, next := e.Runs(runindex.Filter{Tenant: "acme", Session: "s-acme", Limit: 2, After: after})
+		page, next, _ := e.Runs(context.Background(), runindex.Filter{Tenant: "acme", Session: "s-acme", Limit: 2, After: after})
 		all = append(all, page...)
 		if next == "" {
 			break

@@ -304,7 +304,9 @@ func (h *hubActor) flush() {
 	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {
 		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
-			h.e.index.Apply(env)
+			if final, ended := h.e.index.Apply(env); ended {
+				h.e.summaries.ended(env.RunID, final)
+			}
 		}
 	}
 	for sub := range h.s.subs {

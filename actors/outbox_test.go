@@ -45,7 +45,7 @@ func (s countingStream) Recv() (model.Chunk, error) {
 
 // gatedJournal blocks every Append while closed is false, until release.
 type gatedJournal struct {
-	journal.Journal
+	*journal.Memory
 	blocked atomic.Bool
 	release chan struct{}
 }
@@ -54,7 +54,7 @@ func (j *gatedJournal) Append(ctx context.Context, s messages.SessionID, evs []*
 	if j.blocked.Load() {
 		<-j.release
 	}
-	return j.Journal.Append(ctx, s, evs)
+	return j.Memory.Append(ctx, s, evs)
 }
 
 // TestOutbox_ModelWaitsForTheJournal: while the journal appends nothing,
@@ -64,7 +64,7 @@ func TestOutbox_ModelWaitsForTheJournal(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var pulled atomic.Int64
-		j := &gatedJournal{Journal: journal.NewMemory(), release: make(chan struct{})}
+		j := &gatedJournal{Memory: journal.NewMemory(), release: make(chan struct{})}
 		e := testkit.NewEngine(t, actors.Config{Journal: j, Models: func(sc messages.Scenario) (model.Model, error) {
 			m, err := scripted.Factory(sc)
 			return countingModel{m, &pulled}, err
@@ -133,7 +133,7 @@ func TestEngine_ScenarioTooLargeIsRefused(t *testing.T) {
 	if !errors.As(err, &q) || q.Code != actors.QuotaScenarioTooLarge || q.RetryAfter != 0 {
 		t.Fatalf("huge scenario: %v", err)
 	}
-	if runs, _ := e.Runs(runindex.Filter{Limit: 10}); len(runs) != 0 {
+	if runs, _, _ := e.Runs(context.Background(), runindex.Filter{Limit: 10}); len(runs) != 0 {
 		t.Fatalf("a refused run is listed: %+v", runs)
 	}
 	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 10, Tokens: 1000}})

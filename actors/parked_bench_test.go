@@ -176,6 +176,7 @@ type tailJournal struct {
 	size int
 	mu   sync.Mutex
 	s    map[messages.SessionID]*tail
+	runs map[messages.RunID]*journal.RunInfo // the run catalogue, minimal: the engine needs one
 }
 
 type tail struct {
@@ -184,7 +185,7 @@ type tail struct {
 }
 
 func newTailJournal(size int) *tailJournal {
-	return &tailJournal{size: size, s: map[messages.SessionID]*tail{}}
+	return &tailJournal{size: size, s: map[messages.SessionID]*tail{}, runs: map[messages.RunID]*journal.RunInfo{}}
 }
 
 func (j *tailJournal) Append(_ context.Context, session messages.SessionID, events []*messages.Encoded) error {
@@ -201,9 +202,32 @@ func (j *tailJournal) Append(_ context.Context, session messages.SessionID, even
 		}
 		t.head++
 		t.ring[t.head%uint64(j.size)] = e
+		switch r := j.runs[e.RunID]; {
+		case e.Type == messages.RunStarted && r == nil:
+			j.runs[e.RunID] = &journal.RunInfo{Run: e.RunID, Session: session, FirstSeq: e.Seq}
+		case e.Type.Terminal() && r != nil:
+			delete(j.runs, e.RunID) // ended: the benchmark never reads it again
+		}
 	}
 	return nil
 }
+
+func (j *tailJournal) LiveRuns(context.Context) ([]journal.RunInfo, error) { return nil, nil }
+
+func (j *tailJournal) Run(_ context.Context, run messages.RunID) (journal.RunInfo, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r := j.runs[run]; r != nil {
+		return *r, true, nil
+	}
+	return journal.RunInfo{}, false, nil
+}
+
+func (j *tailJournal) ListRuns(context.Context, string, messages.RunID, int) ([]journal.RunInfo, messages.RunID, error) {
+	return nil, "", nil
+}
+
+func (j *tailJournal) PutRunSummary(context.Context, messages.RunID, []byte) error { return nil }
 
 func (j *tailJournal) ReadAfter(_ context.Context, session messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
 	j.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/actors/citations"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -44,75 +45,126 @@ type agentRestore struct {
 	call      int // index of the pending call (tool approval, info request); -1 for a node gate
 }
 
-// journalSessions is what recovery needs beyond journal.Journal.
-type journalSessions interface {
-	Sessions(ctx context.Context) ([]messages.SessionID, error)
-}
-
 // recoverSessions is the engine actor's part: it runs before any new run.
+// It reads only what it needs: the journal's catalogue names the runs that
+// had not ended, and only their sessions' events from their starts on are
+// read (retention never trims those: journal.Journal.Trim). Ended runs
+// stay in the catalogue, not in memory.
 func (a *engineActor) recoverSessions(ctx actor.Context) error {
-	lister, ok := a.e.cfg.Journal.(journalSessions)
-	if !ok {
-		return nil
-	}
 	bg := context.Background()
-	sessions, err := lister.Sessions(bg)
-	if err != nil {
-		return fmt.Errorf("actors: recovery: list sessions: %w", err)
+	if err := a.findLegacySessions(bg); err != nil {
+		return err
 	}
-	for _, session := range sessions {
-		if err := a.recoverSession(ctx, session); err != nil {
+	live, err := a.e.catalog.LiveRuns(bg)
+	if err != nil {
+		return fmt.Errorf("actors: recovery: list the live runs: %w", err)
+	}
+	bySession := map[messages.SessionID][]journal.RunInfo{}
+	var order []messages.SessionID
+	for _, r := range live {
+		if bySession[r.Session] == nil {
+			order = append(order, r.Session)
+		}
+		bySession[r.Session] = append(bySession[r.Session], r)
+	}
+	for _, key := range order {
+		if err := a.recoverSession(ctx, key, bySession[key]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID) error {
-	bg := context.Background()
-	k, scoped := sessKeyOf(jkey)
-	session := k.id
-	if !scoped {
-		session = jkey // legacy: journaled under the bare session id
+// findLegacySessions finds the sessions journaled by versions before
+// tenant-scoped keys (keys without '/') and their tenants, from the
+// first run_started of each (the journal lists keys from memory; one short
+// read per legacy session, and no new one is ever created).
+func (a *engineActor) findLegacySessions(ctx context.Context) error {
+	keys, err := a.e.cfg.Journal.Sessions(ctx)
+	if err != nil {
+		return fmt.Errorf("actors: recovery: list sessions: %w", err)
 	}
-	runs := map[messages.RunID]*replayRun{}
-	var order []*replayRun
-	var envs []*messages.Envelope
-	for after := uint64(0); ; {
-		batch, err := a.e.cfg.Journal.ReadAfter(bg, jkey, after, 4096)
+	for _, key := range keys {
+		if _, scoped := sessKeyOf(key); scoped {
+			continue
+		}
+		tenant, err := a.legacyTenantOf(ctx, key)
 		if err != nil {
-			return fmt.Errorf("actors: recovery: read session %s: %w", session, err)
+			return err
+		}
+		a.e.legacy[sessKey{tenant, key}] = key
+		a.e.legacyTenant[key] = tenant
+	}
+	return nil
+}
+
+// legacyTenantOf reads a legacy session's tenant from its first
+// run_started (runs of those versions carried it); LocalTenant if none.
+func (a *engineActor) legacyTenantOf(ctx context.Context, key messages.SessionID) (messages.TenantID, error) {
+	for after, read := uint64(0), 0; read < 4096; {
+		batch, err := a.e.cfg.Journal.ReadAfter(ctx, key, after, 256)
+		if err != nil {
+			return "", fmt.Errorf("actors: recovery: read session %s: %w", key, err)
 		}
 		if len(batch) == 0 {
 			break
 		}
 		for _, enc := range batch {
+			if enc.Type != messages.RunStarted {
+				continue
+			}
 			env, err := enc.Envelope()
 			if err != nil {
-				return fmt.Errorf("actors: recovery: session %s seq %d: %w", session, enc.Seq, err)
+				return "", fmt.Errorf("actors: recovery: session %s seq %d: %w", key, enc.Seq, err)
 			}
-			r := runs[env.RunID]
+			if p, ok := env.Payload.(*messages.RunStartedPayload); ok && p.Tenant != "" {
+				return p.Tenant, nil
+			}
+			return messages.LocalTenant, nil
+		}
+		after, read = batch[len(batch)-1].Seq, read+len(batch)
+	}
+	return messages.LocalTenant, nil
+}
+
+// recoverSession rebuilds the live runs of one session from their events.
+func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID, live []journal.RunInfo) error {
+	bg := context.Background()
+	k, scoped := sessKeyOf(jkey)
+	if !scoped {
+		k = sessKey{a.e.legacyTenant[jkey], jkey}
+	}
+	runs := map[messages.RunID]*replayRun{}
+	order := make([]*replayRun, 0, len(live))
+	from := live[0].FirstSeq
+	for _, info := range live {
+		r := newReplayRun(info.Run, k.id)
+		runs[info.Run] = r
+		order = append(order, r)
+		from = min(from, info.FirstSeq)
+	}
+	var envs []*messages.Envelope
+	for after := from - 1; ; {
+		batch, err := a.e.cfg.Journal.ReadAfter(bg, jkey, after, 4096)
+		if err != nil {
+			return fmt.Errorf("actors: recovery: read session %s: %w", k.id, err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for _, enc := range batch {
+			r := runs[enc.RunID]
 			if r == nil {
-				r = newReplayRun(env.RunID, session)
-				runs[env.RunID] = r
-				order = append(order, r)
+				continue // an ended run's event, or the session's own
+			}
+			env, err := enc.Envelope()
+			if err != nil {
+				return fmt.Errorf("actors: recovery: session %s seq %d: %w", k.id, enc.Seq, err)
 			}
 			r.apply(env)
 			envs = append(envs, env)
 		}
 		after = batch[len(batch)-1].Seq
-	}
-	if len(order) == 0 {
-		return nil
-	}
-	tenant := k.tenant
-	if !scoped {
-		tenant = order[0].tenant
-		if tenant == "" {
-			tenant = messages.LocalTenant
-		}
-		k = sessKey{tenant, session}
-		a.e.legacy[k] = jkey
 	}
 	s, err := a.openSession(ctx, k)
 	if err != nil {
@@ -123,16 +175,16 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID)
 		if r.started != nil {
 			q = r.started.Question
 		}
-		a.e.index.Register(tenant, r.runID, session, q, r.startedAt)
+		a.e.index.Register(k.tenant, r.runID, k.id, q, r.startedAt)
 	}
 	for _, env := range envs {
-		a.e.index.Apply(env)
+		a.e.index.Apply(env) // no terminal among them: the runs are live
 	}
 	for _, r := range order {
 		if r.ended || r.started == nil {
 			continue
 		}
-		if err := a.resumeRun(ctx, s, tenant, r); err != nil {
+		if err := a.resumeRun(ctx, s, k.tenant, r); err != nil {
 			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.runID, "err", err)
 		}
 	}

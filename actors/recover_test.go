@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/journal"
@@ -312,5 +313,79 @@ func TestRecover_TeamAndDebateNodesEndTheRun(t *testing.T) {
 				t.Fatalf("terminal %+v", testkit.Terminal(events, ref.RunID).Payload)
 			}
 		})
+	}
+}
+
+// TestRecover_RetentionKeepsLiveRuns: retention trims a session hard
+// (keep 5 events) while one run is parked on a node approval and another
+// is working; after a restart both are back (the parked one on the same
+// interrupt) and end normally: retention never strands a run.
+func TestRecover_RetentionKeepsLiveRuns(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	done, _ := testkit.RunCouncil(t, r.e, messages.StartRun{Question: "old", SessionID: "ret", Scenario: &messages.Scenario{Nodes: 2, Tokens: 5}})
+	parked, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLNode, SessionID: "ret", Scenario: &messages.Scenario{Nodes: 2, Waves: 1, Tokens: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "ret", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodeGate string
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		switch {
+		case !ok || env.RunID != parked.RunID:
+		case pl.Kind == messages.InterruptPlanApproval:
+			if _, err := r.e.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+		case pl.Kind == messages.InterruptNodeApproval:
+			nodeGate = pl.InterruptID
+			return true
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	key := actors.JournalKey("", "ret")
+	trimmed, err := journal.ApplyRetention(ctx, r.j, key, journal.Retention{MaxEvents: 5}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trimmed == 0 {
+		t.Fatal("retention trimmed nothing: the ended run's events should go")
+	}
+	r.restart()
+	list, _, err := r.e.PendingInterrupts(ctx, "", "ret", "", 10)
+	if err != nil || len(list) != 2 || !slices.ContainsFunc(list, func(in messages.Interrupt) bool { return in.InterruptID == nodeGate }) {
+		t.Fatalf("after retention and a restart: pending %+v, %v; want the two node gates, %s among them", list, err, nodeGate)
+	}
+	if sum, err := r.e.Run("", done.RunID); err != nil || sum.Status != messages.StatusFinished {
+		t.Fatalf("the trimmed, ended run reads %+v, %v", sum, err)
+	}
+	p, err = testkit.NewProbe(ctx, r.e, "", "ret", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, in := range list {
+		if _, err := r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Until(ctx, testkit.TerminalOf(parked.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	if v := testkit.CheckPartial(r.all("ret")); len(v) != 0 { // the session's start was trimmed
+		t.Fatalf("invariants: %v", v)
+	}
+	fin, err := r.e.Run("", parked.RunID)
+	if err != nil || fin.Status != messages.StatusFinished {
+		t.Fatalf("the parked run ended %+v, %v; want finished", fin, err)
 	}
 }

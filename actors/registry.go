@@ -78,7 +78,6 @@ type engineActor struct {
 	hubGen   uint64                   // makes hub names unique (sessions.go)
 	runs     map[messages.RunID]*runEntry
 	byPID    map[string]messages.RunID // run supervisor PID id → run
-	ended    map[messages.RunID]bool   // runs that ended (for Abort's 409)
 	shutdown *actor.PID                // who asked for shutdown; answered when all stopped
 	quotas   *admission                // concurrent runs and creation rate per tenant
 }
@@ -86,7 +85,7 @@ type engineActor struct {
 func newEngineActor(e *Engine) *engineActor {
 	return &engineActor{
 		e: e, sessions: map[sessKey]*sessionEntry{}, hubs: map[string]*sessionEntry{},
-		runs: map[messages.RunID]*runEntry{}, byPID: map[string]messages.RunID{}, ended: map[messages.RunID]bool{},
+		runs: map[messages.RunID]*runEntry{}, byPID: map[string]messages.RunID{},
 		quotas: newAdmission(),
 	}
 }
@@ -128,10 +127,10 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			}
 			ctx.Send(r.pid, m.msg)
 			ctx.Respond(true)
-		case a.ended[m.runID]:
-			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
 		default:
-			ctx.Respond(fmt.Errorf("%w: %s", ErrRunNotFound, m.runID))
+			// The caller found the run (Engine.Run) before asking: it is
+			// not live, so it has ended.
+			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
 		}
 	case *shutdownReq:
 		a.shutdown = ctx.Sender()
@@ -257,7 +256,6 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		delete(a.byPID, who.Id)
 		delete(a.runs, id)
 		a.e.runCount.Add(-1)
-		a.ended[id] = true
 		a.e.interrupts.ForgetRun(id)
 		if s := a.sessions[sessKey{r.spec.tenant, r.spec.session}]; s != nil {
 			s.runs--

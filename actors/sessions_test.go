@@ -108,12 +108,12 @@ func TestEngine_IdleHubsChurn(t *testing.T) {
 // holeJournal hides the events with seq in [from, to] from readers, as a
 // repaired journal does with the events it lost.
 type holeJournal struct {
-	journal.Journal
+	*journal.Memory
 	from, to atomic.Uint64
 }
 
 func (j *holeJournal) ReadAfter(ctx context.Context, s messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
-	evs, err := j.Journal.ReadAfter(ctx, s, after, limit+int(j.to.Load()-j.from.Load()+1))
+	evs, err := j.Memory.ReadAfter(ctx, s, after, limit+int(j.to.Load()-j.from.Load()+1))
 	out := evs[:0:0]
 	for _, e := range evs {
 		if (e.Seq < j.from.Load() || e.Seq > j.to.Load()) && len(out) < limit {
@@ -128,7 +128,7 @@ func (j *holeJournal) ReadAfter(ctx context.Context, s messages.SessionID, after
 // silent gap, and the subscriber then follows on.
 func TestEngine_HolesBecomeReplayTruncated(t *testing.T) {
 	t.Parallel()
-	j := &holeJournal{Journal: journal.NewMemory()}
+	j := &holeJournal{Memory: journal.NewMemory()}
 	j.from.Store(1 << 62)
 	j.to.Store(1 << 62)
 	e := testkit.NewEngine(t, actors.Config{Journal: j})

@@ -25,6 +25,20 @@ import (
 // a synctest bubble and virtual time inside one.
 const Watchdog = 2 * time.Minute
 
+// Eventually polls cond until it holds, failing t after Watchdog. It is
+// for conditions nothing signals (a background store, a counter); prefer
+// waiting on an event when there is one.
+func Eventually(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Watchdog)
+	for wait := time.Millisecond; !cond(); wait = min(2*wait, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testkit: condition not met within %v", Watchdog)
+		}
+		time.Sleep(wait) // polling with a deadline, not synchronising: nothing signals cond
+	}
+}
+
 // NewEngine starts an engine for t and shuts it down (checking the error)
 // when the test ends.
 //

@@ -121,7 +121,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant message
 		}
 		f.After = id
 	}
-	runs, next := s.engine.Runs(f)
+	runs, next, err := s.engine.Runs(r.Context(), f)
+	if err != nil {
+		writeError(w, engineError(err))
+		return
+	}
 	if runs == nil {
 		runs = []messages.RunSummary{}
 	}

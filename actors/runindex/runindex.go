@@ -1,6 +1,10 @@
-// Package runindex keeps a summary of every run, folded from the run's
-// events, for the runs API (status, node counts, outcome). The same fold
-// rebuilds the index from a journal after a restart.
+// Package runindex keeps the summary of every run that is live in this
+// process, folded from the run's events as the journal acknowledges them,
+// for the runs API (status, node counts, outcome). Ended runs leave it
+// once their final summary is stored with the journal's run catalogue
+// (see actors: the engine reads ended runs from there), so it does not
+// grow with the number of runs ever served. Fold is the one definition of
+// how events change a summary; recovery folds the journal through it.
 package runindex
 
 import (
@@ -11,24 +15,26 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// Index holds the summaries. Hubs apply events as the journal acknowledges
-// them; API handlers read. All methods are safe for concurrent use.
+// Index holds the summaries of live runs. Hubs apply events as the
+// journal acknowledges them; API handlers read. All methods are safe for
+// concurrent use.
 type Index struct {
-	mu     sync.RWMutex // guards everything below
-	runs   map[messages.RunID]*entry
-	order  []messages.RunID // registration order, for stable pagination
-	active map[messages.RunStatus]int
+	mu   sync.RWMutex // guards everything below
+	runs map[messages.RunID]*entry
+	// live counts the runs in the index by status; ended counts the runs
+	// that ended in this process since it started, by terminal status.
+	live  map[messages.RunStatus]int
+	ended map[messages.RunStatus]int
 }
 
 type entry struct {
 	tenant messages.TenantID
-	pos    int // in order
 	sum    messages.RunSummary
 }
 
 // New returns an empty index.
 func New() *Index {
-	return &Index{runs: map[messages.RunID]*entry{}, active: map[messages.RunStatus]int{}}
+	return &Index{runs: map[messages.RunID]*entry{}, live: map[messages.RunStatus]int{}, ended: map[messages.RunStatus]int{}}
 }
 
 // Register records a new run before its first event.
@@ -38,29 +44,45 @@ func (x *Index) Register(tenant messages.TenantID, run messages.RunID, session m
 	if _, ok := x.runs[run]; ok {
 		return
 	}
-	x.runs[run] = &entry{tenant: tenant, pos: len(x.order), sum: messages.RunSummary{
+	x.runs[run] = &entry{tenant: tenant, sum: messages.RunSummary{
 		RunID: run, SessionID: session, Question: question, Status: messages.StatusPlanning,
 		CreatedAt: at.UTC(), UpdatedAt: at.UTC(), Wave: -1,
 	}}
-	x.order = append(x.order, run)
-	x.active[messages.StatusPlanning]++
+	x.live[messages.StatusPlanning]++
 }
 
-// Apply folds one event into its run's summary. Events of unregistered runs
-// are ignored.
-func (x *Index) Apply(env *messages.Envelope) {
+// Apply folds one event into its run's summary. Events of runs not in the
+// index are ignored. When env is the run's terminal event it returns the
+// run's final summary (ended is true): the caller stores it and then
+// calls Remove.
+func (x *Index) Apply(env *messages.Envelope) (final messages.RunSummary, ended bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.runs[env.RunID]
 	if e == nil {
-		return
+		return messages.RunSummary{}, false
 	}
 	s := &e.sum
 	before := s.Status
 	Fold(s, env)
 	if s.Status != before {
-		x.active[before]--
-		x.active[s.Status]++
+		x.live[before]--
+		x.live[s.Status]++
+	}
+	if !env.Type.Terminal() {
+		return messages.RunSummary{}, false
+	}
+	x.ended[s.Status]++
+	return *s, true
+}
+
+// Remove drops an ended run whose summary is stored elsewhere.
+func (x *Index) Remove(run messages.RunID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e := x.runs[run]; e != nil {
+		x.live[e.sum.Status]--
+		delete(x.runs, run)
 	}
 }
 
@@ -118,7 +140,7 @@ func Fold(s *messages.RunSummary, env *messages.Envelope) {
 	}
 }
 
-// Get returns the summary of run if tenant owns it.
+// Get returns the summary of a run of tenant that is in the index.
 func (x *Index) Get(tenant messages.TenantID, run messages.RunID) (messages.RunSummary, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -129,49 +151,42 @@ func (x *Index) Get(tenant messages.TenantID, run messages.RunID) (messages.RunS
 	return e.sum, true
 }
 
-// Filter selects runs for List.
+// Len is the number of runs in the index.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.runs)
+}
+
+// Filter selects runs for listing.
 type Filter struct {
 	Tenant  messages.TenantID
 	Session messages.SessionID // empty: any
 	Status  messages.RunStatus // empty: any
-	// After is the run id the previous page ended with (empty: first page).
+	// After is the cursor: the last run of the previous page ("" for the first page).
 	After messages.RunID
 	Limit int
 }
 
-// List returns up to f.Limit summaries in registration order after f.After,
-// and the cursor of the next page ("" when there is none).
-func (x *Index) List(f Filter) ([]messages.RunSummary, messages.RunID) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	start := 0
-	if f.After != "" {
-		e, ok := x.runs[f.After]
-		if !ok {
-			return nil, ""
-		}
-		start = e.pos + 1
-	}
-	var out []messages.RunSummary
-	for i := start; i < len(x.order); i++ {
-		e := x.runs[x.order[i]]
-		if e.tenant != f.Tenant || (f.Session != "" && e.sum.SessionID != f.Session) || (f.Status != "" && e.sum.Status != f.Status) {
-			continue
-		}
-		if len(out) == f.Limit {
-			return out, out[len(out)-1].RunID
-		}
-		out = append(out, e.sum)
-	}
-	return out, ""
+// Match reports whether a summary of tenant's passes f's session and
+// status filters.
+func (f Filter) Match(s messages.RunSummary) bool {
+	return (f.Session == "" || s.SessionID == f.Session) && (f.Status == "" || s.Status == f.Status)
 }
 
-// CountByStatus returns how many runs are in each status.
-func (x *Index) CountByStatus() map[messages.RunStatus]int {
+// Counts returns, by status, the runs live in the index (non-terminal
+// statuses) and the runs that ended since the process started (terminal
+// statuses), for metrics.
+func (x *Index) Counts() map[messages.RunStatus]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make(map[messages.RunStatus]int, len(x.active))
-	for st, n := range x.active {
+	out := make(map[messages.RunStatus]int, len(allStatuses))
+	for st, n := range x.live {
+		if !st.Terminal() {
+			out[st] = n
+		}
+	}
+	for st, n := range x.ended {
 		out[st] = n
 	}
 	return out

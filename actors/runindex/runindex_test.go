@@ -26,53 +26,64 @@ func TestIndex_FoldLifecycle(t *testing.T) {
 		{&messages.NodeStartedPayload{NodeID: "a"}, messages.StatusRunning},
 		{&messages.NodeCompletedPayload{NodeID: "a"}, messages.StatusRunning},
 		{&messages.NodeSkippedPayload{NodeID: "b"}, messages.StatusRunning},
-		{&messages.RunErrorPayload{Code: messages.ErrCodeAborted, Message: "stop", Nodes: messages.NodeCounts{Total: 2, Completed: 1, Skipped: 1}}, messages.StatusAborted},
 	}
 	for i, st := range steps {
-		x.Apply(env(uint64(i+1), "r1", st.p))
+		if _, ended := x.Apply(env(uint64(i+1), "r1", st.p)); ended {
+			t.Fatalf("%s ended the run", st.p.EventType())
+		}
 		got, ok := x.Get("t1", "r1")
 		if !ok || got.Status != st.want {
 			t.Fatalf("after %s: status %q, want %q", st.p.EventType(), got.Status, st.want)
 		}
 	}
-	got, _ := x.Get("t1", "r1")
-	if got.Nodes.Total != 2 || got.Nodes.Completed != 1 || got.Nodes.Skipped != 1 || got.ErrorCode != messages.ErrCodeAborted || got.EndedAt == nil || got.LastSeq != 7 || got.Waves != 2 {
-		t.Fatalf("summary = %+v", got)
+	if c := x.Counts(); c[messages.StatusRunning] != 1 || c[messages.StatusPlanning] != 0 {
+		t.Fatalf("counts while running = %v", c)
+	}
+	final, ended := x.Apply(env(7, "r1", &messages.RunErrorPayload{Code: messages.ErrCodeAborted, Message: "stop", Nodes: messages.NodeCounts{Total: 2, Completed: 1, Skipped: 1}}))
+	if !ended || final.Status != messages.StatusAborted || final.Nodes.Total != 2 || final.Nodes.Completed != 1 || final.Nodes.Skipped != 1 ||
+		final.ErrorCode != messages.ErrCodeAborted || final.EndedAt == nil || final.LastSeq != 7 || final.Waves != 2 || final.Question != "why" {
+		t.Fatalf("final summary = %+v (ended %v)", final, ended)
 	}
 	if _, ok := x.Get("t2", "r1"); ok {
 		t.Fatal("another tenant can read the run")
 	}
-	if c := x.CountByStatus(); c[messages.StatusAborted] != 1 || c[messages.StatusPlanning] != 0 || c[messages.StatusRunning] != 0 {
+	x.Remove("r1")
+	if _, ok := x.Get("t1", "r1"); ok || x.Len() != 0 {
+		t.Fatal("a removed run is still in the index")
+	}
+	// The ended count outlives the run's removal; no live status is left.
+	if c := x.Counts(); c[messages.StatusAborted] != 1 || c[messages.StatusRunning] != 0 || c[messages.StatusPlanning] != 0 {
 		t.Fatalf("counts = %v", c)
 	}
 }
 
-func TestIndex_ListFiltersAndPages(t *testing.T) {
+func TestIndex_UnknownRunsAreIgnored(t *testing.T) {
 	t.Parallel()
 	x := runindex.New()
-	for i, r := range []messages.RunID{"r1", "r2", "r3", "r4", "r5"} {
-		tenant, session := messages.TenantID("t1"), messages.SessionID("s1")
-		if i == 2 {
-			tenant = "t2"
+	if _, ended := x.Apply(env(1, "nobody", &messages.RunFinishedPayload{})); ended {
+		t.Fatal("an unregistered run ended")
+	}
+	x.Remove("nobody")
+	if x.Len() != 0 || len(x.Counts()) != 0 {
+		t.Fatal("state for an unknown run")
+	}
+}
+
+func TestFilter_Match(t *testing.T) {
+	t.Parallel()
+	s := messages.RunSummary{SessionID: "s1", Status: messages.StatusFinished}
+	for _, c := range []struct {
+		f    runindex.Filter
+		want bool
+	}{
+		{runindex.Filter{}, true},
+		{runindex.Filter{Session: "s1"}, true},
+		{runindex.Filter{Session: "s2"}, false},
+		{runindex.Filter{Status: messages.StatusFinished}, true},
+		{runindex.Filter{Session: "s1", Status: messages.StatusFailed}, false},
+	} {
+		if got := c.f.Match(s); got != c.want {
+			t.Errorf("%+v.Match = %v, want %v", c.f, got, c.want)
 		}
-		if i == 4 {
-			session = "s2"
-		}
-		x.Register(tenant, r, session, "q", time.Unix(int64(i), 0))
-	}
-	x.Apply(env(1, "r2", &messages.RunFinishedPayload{}))
-	page, next := x.List(runindex.Filter{Tenant: "t1", Limit: 2})
-	if len(page) != 2 || page[0].RunID != "r1" || page[1].RunID != "r2" || next != "r2" {
-		t.Fatalf("page 1 = %v next %q", page, next)
-	}
-	page, next = x.List(runindex.Filter{Tenant: "t1", Limit: 2, After: next})
-	if len(page) != 2 || page[0].RunID != "r4" || page[1].RunID != "r5" || next != "" {
-		t.Fatalf("page 2 = %v next %q", page, next)
-	}
-	if page, _ := x.List(runindex.Filter{Tenant: "t1", Session: "s2", Limit: 10}); len(page) != 1 || page[0].RunID != "r5" {
-		t.Fatalf("session filter = %v", page)
-	}
-	if page, _ := x.List(runindex.Filter{Tenant: "t1", Status: messages.StatusFinished, Limit: 10}); len(page) != 1 || page[0].RunID != "r2" {
-		t.Fatalf("status filter = %v", page)
 	}
 }

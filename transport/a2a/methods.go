@@ -405,7 +405,10 @@ func (c *call) listTasks(params json.RawMessage) (any, *RPCError) {
 	var rows []row
 	waiting := map[messages.SessionID]map[messages.RunID]bool{} // open interrupts per session, fetched once
 	for {
-		page, next := c.h.engine.Runs(f)
+		page, next, err := c.h.engine.Runs(c.ctx, f)
+		if err != nil {
+			return nil, engineError(err)
+		}
 		for _, sum := range page {
 			w := false
 			if !sum.Status.Terminal() {

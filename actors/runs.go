@@ -1,0 +1,249 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Runs: where a run's summary lives.
+//
+// A run that is live in this process is in the in-memory run index
+// (runindex), folded from its events as the hub journals them. When its
+// terminal event is journaled, its final summary is stored with the
+// journal's run catalogue (journal.Catalog.PutRunSummary) by the summary
+// writer, off the hub's mailbox, and the run leaves the index: memory does
+// not grow with the runs served. An ended run is read from the catalogue;
+// one whose summary was lost (a crash between its end and the summary's
+// store) is folded again from its events, and stored.
+
+// runReadTimeout bounds reading an ended run from the journal.
+const runReadTimeout = 30 * time.Second
+
+// Run returns the summary of a run owned by tenant.
+func (e *Engine) Run(tenant messages.TenantID, run messages.RunID) (messages.RunSummary, error) {
+	tenant = tenantOr(tenant)
+	if s, ok := e.index.Get(tenant, run); ok {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runReadTimeout)
+	defer cancel()
+	info, ok, err := e.catalog.Run(ctx, run)
+	if err != nil {
+		return messages.RunSummary{}, fmt.Errorf("actors: run %s: %w", run, err)
+	}
+	if !ok || e.ownerOf(ctx, info) != tenant {
+		return messages.RunSummary{}, fmt.Errorf("%w: %s", ErrRunNotFound, run)
+	}
+	if s, ok := e.index.Get(tenant, run); ok { // registered since: it is live after all
+		return s, nil
+	}
+	return e.storedSummary(ctx, info)
+}
+
+// Runs lists tenant's runs in the order they started (see runindex.Filter),
+// with the cursor of the next page ("" on the last page). A page may hold
+// fewer than f.Limit runs when the filters skip many: the cursor then
+// continues where the search stopped.
+func (e *Engine) Runs(ctx context.Context, f runindex.Filter) ([]messages.RunSummary, messages.RunID, error) {
+	f.Tenant = tenantOr(f.Tenant)
+	var out []messages.RunSummary
+	after := f.After
+	// Each call reads at most this many catalogue entries, so a filter
+	// that matches little cannot make one request scan every run.
+	budget := max(10*f.Limit, journal.MaxListRuns)
+	for budget > 0 {
+		page, next, err := e.catalog.ListRuns(ctx, string(f.Tenant), after, min(budget, journal.MaxListRuns))
+		if err != nil {
+			return nil, "", fmt.Errorf("actors: list runs: %w", err)
+		}
+		budget -= len(page)
+		for _, info := range page {
+			after = info.Run
+			s, ok := e.index.Get(f.Tenant, info.Run)
+			if !ok {
+				if s, err = e.storedSummary(ctx, info); err != nil {
+					return nil, "", err
+				}
+			}
+			if !f.Match(s) {
+				continue
+			}
+			if len(out) == f.Limit {
+				return out, out[len(out)-1].RunID, nil
+			}
+			out = append(out, s)
+		}
+		if next == "" {
+			return out, "", nil
+		}
+	}
+	return out, after, nil
+}
+
+// ownerOf is the tenant of a run from the catalogue: the scope of its
+// session's key, or for a legacy session the tenant recovery found.
+func (e *Engine) ownerOf(ctx context.Context, info journal.RunInfo) messages.TenantID {
+	if k, ok := sessKeyOf(info.Session); ok {
+		return k.tenant
+	}
+	return e.legacyTenant[info.Session]
+}
+
+// storedSummary decodes a run's stored summary, or folds it again from
+// the run's events (and stores it) when it was lost or never stored.
+func (e *Engine) storedSummary(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
+	var s messages.RunSummary
+	if len(info.Summary) > 0 {
+		if err := json.Unmarshal(info.Summary, &s); err == nil {
+			return s, nil
+		}
+		e.cfg.Logger.Warn("run summary unreadable; folding it again from the journal", "run", info.Run)
+	}
+	s, err := e.foldRun(ctx, info)
+	if err != nil {
+		return messages.RunSummary{}, err
+	}
+	if info.LastSeq != 0 {
+		if b, err := json.Marshal(s); err == nil {
+			if err := e.catalog.PutRunSummary(ctx, info.Run, b); err != nil {
+				e.cfg.Logger.Warn("store a refolded run summary", "run", info.Run, "err", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// foldRun folds a run's summary from its events in the journal.
+func (e *Engine) foldRun(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
+	s := messages.RunSummary{RunID: info.Run, Wave: -1, Status: messages.StatusPlanning}
+	if k, ok := sessKeyOf(info.Session); ok {
+		s.SessionID = k.id
+	} else {
+		s.SessionID = info.Session
+	}
+	for after := info.FirstSeq - 1; ; {
+		batch, err := e.cfg.Journal.ReadAfter(ctx, info.Session, after, 4096)
+		if err != nil {
+			return messages.RunSummary{}, fmt.Errorf("actors: run %s: read its events: %w", info.Run, err)
+		}
+		if len(batch) == 0 {
+			return s, nil
+		}
+		for _, enc := range batch {
+			if info.LastSeq != 0 && enc.Seq > info.LastSeq {
+				return s, nil
+			}
+			if enc.RunID != info.Run {
+				continue
+			}
+			env, err := enc.Envelope()
+			if err != nil {
+				return messages.RunSummary{}, fmt.Errorf("actors: run %s: seq %d: %w", info.Run, enc.Seq, err)
+			}
+			if p, ok := env.Payload.(*messages.RunStartedPayload); ok {
+				s.Question, s.CreatedAt = p.Question, env.Timestamp
+			}
+			runindex.Fold(&s, env)
+		}
+		after = batch[len(batch)-1].Seq
+	}
+}
+
+// summaryWriter stores the final summaries of ended runs with the
+// journal's catalogue, off the hubs' mailboxes (a store waits for a group
+// commit), then drops the runs from the in-memory index. Its queue holds
+// what the index held before: summaries of runs that just ended.
+type summaryWriter struct {
+	catalog journal.Catalog
+	index   *runindex.Index
+	e       *Engine
+
+	mu      sync.Mutex // guards queue and closed
+	queue   []endedRun
+	closed  bool
+	wake    chan struct{} // capacity 1
+	stopped chan struct{} // closed when run returns
+}
+
+type endedRun struct {
+	run     messages.RunID
+	summary messages.RunSummary
+}
+
+func newSummaryWriter(e *Engine, catalog journal.Catalog, index *runindex.Index) *summaryWriter {
+	return &summaryWriter{e: e, catalog: catalog, index: index, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// ended queues a run's final summary. It never blocks (hubs call it).
+func (w *summaryWriter) ended(run messages.RunID, s messages.RunSummary) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return // the run stays in the index: the engine is gone anyway
+	}
+	w.queue = append(w.queue, endedRun{run, s})
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run stores queued summaries until close, then what is left.
+func (w *summaryWriter) run() {
+	defer close(w.stopped)
+	for {
+		w.mu.Lock()
+		batch, closed := w.queue, w.closed
+		w.queue = nil
+		w.mu.Unlock()
+		for _, r := range batch {
+			w.store(r)
+		}
+		if closed && len(batch) == 0 {
+			return
+		}
+		if len(batch) == 0 {
+			<-w.wake
+		}
+	}
+}
+
+func (w *summaryWriter) store(r endedRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), runReadTimeout)
+	defer cancel()
+	b, err := json.Marshal(r.summary)
+	if err == nil {
+		err = w.catalog.PutRunSummary(ctx, r.run, b)
+	}
+	if err != nil {
+		// The run leaves memory anyway: Run folds its summary again from
+		// its events when it is next read.
+		w.e.cfg.Logger.Warn("store the summary of an ended run", "run", r.run, "err", err)
+	}
+	w.index.Remove(r.run)
+}
+
+// close stores what is queued, then stops; it waits for that or ctx.
+func (w *summaryWriter) close(ctx context.Context) error {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

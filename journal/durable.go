@@ -875,9 +875,9 @@ func (d *Durable) ReadAfter(ctx context.Context, session messages.SessionID, aft
 	var prevSeq uint64 // seq of the last record verified, 0 if none
 	var prevSum uint32
 	corrupt := func(seq uint64, detail string) error {
-		last := prevSeq
-		if last == 0 || last < after {
-			last = seq - 1
+		last := seq - 1
+		if prevSeq != 0 {
+			last = prevSeq
 		}
 		return storeError("read", d.dir, &CorruptError{Session: session, Seq: seq, LastIntact: last, Detail: detail})
 	}
@@ -892,6 +892,9 @@ func (d *Durable) ReadAfter(ctx context.Context, session messages.SessionID, aft
 			return nil, storeError("read", d.dir, err)
 		}
 		rec, err := decodeRecord(k, v)
+		if err != nil && seq < from {
+			continue // a damaged seed: the first record goes unchained, not unread
+		}
 		if err != nil {
 			return nil, corrupt(seq, err.Error())
 		}

@@ -133,7 +133,7 @@ func TestOpen_DamagedWAL(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"GarbageInTheLastBlock", func(t *testing.T, wal string) { garbleAt(t, wal, 0.9) }}, // the store stops there silently
+		{"GarbageInTheLastBlock", func(t *testing.T, wal string) { garbleAt(t, wal, 0.9) }},      // the store stops there silently
 		{"GarbageBeforeSyncedRecords", func(t *testing.T, wal string) { garbleAt(t, wal, 0.3) }}, // the store refuses to open
 		{"Deleted", func(t *testing.T, wal string) {
 			if err := os.Remove(wal); err != nil {

@@ -451,3 +451,33 @@ func TestOpen_Locked(t *testing.T) {
 		t.Fatalf("second Open = %v; want ErrLocked", err)
 	}
 }
+
+// TestOpen_LostTailOfTrimmedSession: a trimmed session's record keeps its
+// head, so only the check of the stored events finds a lost tail.
+func TestOpen_LostTailOfTrimmedSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d := openDurable(t, dir, journal.Options{})
+	if err := d.Append(ctx, "s", events(1, 30)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Trim(ctx, "s", 10); err != nil {
+		t.Fatal(err)
+	}
+	for q := uint64(28); q <= 30; q++ {
+		if err := journal.DeleteRaw(d, "s", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := journal.Open(dir, journal.Options{})
+	var de *journal.DamageError
+	if !errors.As(err, &de) || len(de.Sessions) != 1 || de.Sessions[0].LastIntact != 27 || de.Sessions[0].Acknowledged != 30 {
+		t.Fatalf("Open = %v; want session s damaged after seq 27", err)
+	}
+	d = openDurable(t, dir, journal.Options{Repair: true})
+	checkState(t, d, "s", 10, 30+1<<16)
+}

@@ -591,8 +591,8 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 	if len(events) == 0 {
 		return nil
 	}
-	if len(session) > maxSessionKey || session == "" {
-		return fmt.Errorf("journal: session key of %d bytes: want 1..%d", len(session), maxSessionKey)
+	if len(session) > maxSessionKey {
+		return fmt.Errorf("journal: session key of %d bytes: longer than %d", len(session), maxSessionKey)
 	}
 	s := d.lookup(session, true)
 	s.mu.Lock()

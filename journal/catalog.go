@@ -260,41 +260,50 @@ func (d *Durable) Run(ctx context.Context, run messages.RunID) (RunInfo, bool, e
 		return RunInfo{}, false, err
 	}
 	defer d.closeMu.RUnlock()
-	info, _, ok, err := d.readRun(run)
-	if err != nil || !ok {
+	info, _, state, err := d.readRun(run)
+	if err != nil || state != runFound {
 		return RunInfo{}, false, err
 	}
 	return info, true, d.withSummary(&info)
 }
 
+// runState says what readRun found.
+type runState int
+
+const (
+	runMissing runState = iota // no record
+	runPending                 // recorded by a batch whose Append has not returned yet
+	runFound
+)
+
 // readRun reads a run's record and hides what is not acknowledged yet (a
 // batch is in the store a moment before its Append returns).
-func (d *Durable) readRun(run messages.RunID) (RunInfo, uint64, bool, error) {
+func (d *Durable) readRun(run messages.RunID) (RunInfo, uint64, runState, error) {
 	d.catMu.RLock()
 	lr := d.live[run]
 	d.catMu.RUnlock()
 	if lr != nil {
-		return lr.info, lr.order, true, nil
+		return lr.info, lr.order, runFound, nil
 	}
 	v, ok, err := d.get(runKey(run))
 	if err != nil || !ok {
-		return RunInfo{}, 0, false, err
+		return RunInfo{}, 0, runMissing, err
 	}
 	info, order, err := decodeRun(run, v)
 	if err != nil {
-		return RunInfo{}, 0, false, storeError("read", d.dir, err)
+		return RunInfo{}, 0, runMissing, storeError("read", d.dir, err)
 	}
 	var head uint64
 	if s := d.lookup(info.Session, false); s != nil {
 		head = s.head.Load()
 	}
 	if info.FirstSeq > head {
-		return RunInfo{}, 0, false, nil
+		return RunInfo{}, 0, runPending, nil
 	}
 	if info.LastSeq > head {
 		info.LastSeq = 0
 	}
-	return info, order, true, nil
+	return info, order, runFound, nil
 }
 
 func (d *Durable) withSummary(info *RunInfo) error {
@@ -328,11 +337,11 @@ func (d *Durable) ListRuns(ctx context.Context, scope string, after messages.Run
 	}
 	var from uint64 = 1
 	if after != "" {
-		_, order, ok, err := d.readRun(after)
+		_, order, state, err := d.readRun(after)
 		if err != nil {
 			return nil, "", err
 		}
-		if !ok {
+		if state != runFound {
 			return nil, "", fmt.Errorf("%w: list runs after %q", ErrUnknownRun, after)
 		}
 		from = order + 1
@@ -352,11 +361,14 @@ func (d *Durable) ListRuns(ctx context.Context, scope string, after messages.Run
 		if err != nil || len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
 			return nil, "", storeError("read", d.dir, corruptf("run index entry %x: %v", k, err))
 		}
-		info, _, ok, err := d.readRun(messages.RunID(body))
+		info, _, state, err := d.readRun(messages.RunID(body))
 		if err != nil {
 			return nil, "", err
 		}
-		if !ok {
+		if state == runMissing {
+			return nil, "", storeError("read", d.dir, corruptf("run index entry %x: run %s has no record", k, body))
+		}
+		if state == runPending {
 			break // not acknowledged yet, and neither is any later run
 		}
 		if len(out) == limit {
@@ -383,7 +395,7 @@ func (d *Durable) PutRunSummary(ctx context.Context, run messages.RunID, summary
 	if len(summary) > MaxRunSummary {
 		return fmt.Errorf("journal: run %s: summary of %d bytes is larger than %d", run, len(summary), MaxRunSummary)
 	}
-	if _, _, ok, err := d.readRun(run); err != nil || !ok {
+	if _, _, state, err := d.readRun(run); err != nil || state != runFound {
 		if err == nil {
 			err = fmt.Errorf("%w: %s", ErrUnknownRun, run)
 		}

@@ -423,14 +423,15 @@ func (d *Durable) loadSessions(hw map[messages.SessionID]*hwmEntry, mig *migrati
 	}
 	for _, c := range checks {
 		s := c.s
-		s.head.Store(max(s.head.Load(), c.last))
+		head := max(s.head.Load(), c.last)
+		s.head.Store(head)
 		first, gaps := normalizeGaps(s.first.Load(), c.gaps)
-		if c.last == 0 && first <= s.head.Load() && c.problem == "" {
-			if !skippable(first, gaps, first, s.head.Load()) {
-				c.problem, c.intact = fmt.Sprintf("events %d..%d are missing", first, s.head.Load()), first-1
-			}
+		// The trim record's head may be above the last stored event: only
+		// over a range lost to a repair, or when everything was trimmed.
+		if last := max(c.last, first-1); c.problem == "" && last < head && !skippable(first, gaps, last+1, head) {
+			c.problem, c.intact = fmt.Sprintf("events %d..%d are missing", last+1, head), last
 		}
-		first = min(first, s.head.Load()+1)
+		first = min(first, head+1)
 		s.first.Store(first)
 		s.gaps.Store(&gaps)
 	}

@@ -158,6 +158,8 @@ type crashTest struct {
 
 	srv  *crashChild // the current server process
 	iter int
+	// serveArgs are added to the command line of the servers it starts.
+	serveArgs []string
 
 	sessions  []*crashSession
 	bySession map[messages.SessionID]*crashSession
@@ -400,7 +402,7 @@ func (l *crashLog) problems() []string {
 func (h *crashTest) startServer() {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(h.exe, "serve", "--addr", "127.0.0.1:0", "--data", h.dir, "--log-level", "info")
+	cmd := exec.Command(h.exe, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", h.dir, "--log-level", "info"}, h.serveArgs...)...)
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
 	// The child watches its stdin: it ends when we do, even if we die.
 	if _, err := cmd.StdinPipe(); err != nil {

@@ -34,6 +34,7 @@ type serveCmd struct {
 	retainN    uint64
 	limits     serveLimits
 	quotas     serveQuotas
+	repair     bool
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -62,12 +63,13 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
+	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
 	return cmd
 }
 
-func (c *serveCmd) run(ctx context.Context) error {
+func (c *serveCmd) run(ctx context.Context) (err error) {
 	level, err := parseLevel(c.logLevel)
 	if err != nil {
 		return usageError(err)
@@ -95,15 +97,21 @@ func (c *serveCmd) run(ctx context.Context) error {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
+	// What SIGTERM does to live runs depends on the journal.
+	stopping := "shutting down: ending live runs with run_error interrupted (the in-memory journal keeps nothing), closing streams"
 	if !c.memory {
 		dir := filepath.Join(c.dataDir, "journal")
-		durable, err := journal.Open(dir, journal.Options{Logger: logger})
-		if err != nil {
+		durable, err := journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair})
+		switch {
+		case errors.Is(err, journal.ErrLocked):
+			return failure(fmt.Errorf("data directory %s is in use by another conclave server", c.dataDir))
+		case err != nil:
 			return failure(fmt.Errorf("open the journal: %w", err))
 		}
 		// Runs outlive the process: Shutdown freezes them and the next
 		// start resumes them (parked ones still parked).
 		ecfg.Journal, ecfg.KeepRunsOnShutdown = durable, true
+		stopping = "shutting down: freezing live runs in the journal (the next start resumes them), closing streams"
 		logger.Info("durable journal", "dir", dir)
 	} else {
 		ecfg.Journal = journal.NewMemory()
@@ -111,7 +119,7 @@ func (c *serveCmd) run(ctx context.Context) error {
 	}
 	// Closed last (defers run in reverse): after the engine and the
 	// server, so streams still catching up from the journal drain first.
-	defer ecfg.Journal.Close()
+	defer closeJournal(ecfg.Journal, logger, &err)
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
@@ -158,11 +166,12 @@ func (c *serveCmd) run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
-	logger.Info("shutting down: ending live runs, closing streams")
+	logger.Info(stopping)
 	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownGrace)
 	defer cancel()
-	// The engine first: live runs end with run_error{code:"interrupted"}
-	// and every stream delivers it before its final frame.
+	// The engine first: live runs are frozen (durable journal) or end with
+	// run_error{code:"interrupted"} (memory), and every stream delivers
+	// what was journaled before its final frame.
 	eerr := engine.Shutdown(sctx)
 	serr := srv.Shutdown(sctx)
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) && serr == nil {
@@ -173,6 +182,20 @@ func (c *serveCmd) run(ctx context.Context) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// closeJournal closes j and, if that fails, logs it and makes the command
+// fail (unless it already failed): a journal that could not be closed may
+// not have written everything it acknowledged to its own records.
+func closeJournal(j journal.Journal, logger *slog.Logger, err *error) {
+	cerr := j.Close()
+	if cerr == nil {
+		return
+	}
+	logger.Error("close the journal", "err", cerr)
+	if *err == nil {
+		*err = failure(fmt.Errorf("close the journal: %w", cerr))
+	}
 }
 
 // retention trims every session's history per --retention-age and

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -79,5 +82,54 @@ func TestServe_RefusesOpenAddressWithoutTokens(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "without tokens") {
 		t.Fatalf("stderr = %q", stderr.String())
+	}
+}
+
+// closeFailing is a journal whose Close fails.
+type closeFailing struct{ *journal.Memory }
+
+func (closeFailing) Close() error { return errors.New("disk gone") }
+
+func TestServe_CloseJournalFailureFails(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	var err error
+	closeJournal(closeFailing{journal.NewMemory()}, logger, &err)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitFailed || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("closeJournal = %v; want an exit-1 failure", err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "disk gone") {
+		t.Fatalf("not logged: %s", logs.String())
+	}
+	earlier := failure(errors.New("first"))
+	err = earlier
+	closeJournal(closeFailing{journal.NewMemory()}, logger, &err)
+	if err != earlier {
+		t.Fatalf("closeJournal replaced the earlier error with %v", err)
+	}
+	err = nil
+	closeJournal(journal.NewMemory(), logger, &err)
+	if err != nil {
+		t.Fatalf("closeJournal of a healthy journal = %v", err)
+	}
+}
+
+func TestServe_MemoryShutdownLog(t *testing.T) {
+	t.Parallel()
+	var stderr lockedBuffer
+	a := &app{stdout: &bytes.Buffer{}, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "info", memory: true, ready: func(string) { cancel() }}
+		done <- sc.run(ctx)
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "ending live runs with run_error interrupted") {
+		t.Fatalf("the in-memory server's shutdown log does not say that runs end:\n%s", stderr.String())
 	}
 }

@@ -544,9 +544,14 @@ func TestHarden_HostileScenarioMemory(t *testing.T) {
 			rss := watchRSS(t, srv, window)
 			c := newHardenAPI(t, srv, "")
 
-			code, _, b := c.call(t, http.MethodPost, "/api/v1/runs", hostile)
-			if code != http.StatusUnprocessableEntity || errCode(b) != string(actors.QuotaScenarioTooLarge) {
-				t.Errorf("POST %s = %d %s, want 422 %s", hostile, code, b, actors.QuotaScenarioTooLarge)
+			// With a human in the loop too: a run parked on its plan gate
+			// would hold its whole 100,000-node plan.
+			for _, body := range []string{hostile, strings.Replace(hostile, `"question":"q"`, `"question":"q","hitl":"plan"`, 1),
+				strings.Replace(hostile, `"question":"q"`, `"question":"q","hitl":"tools"`, 1)} {
+				code, _, b := c.call(t, http.MethodPost, "/api/v1/runs", body)
+				if code != http.StatusUnprocessableEntity || errCode(b) != string(actors.QuotaScenarioTooLarge) {
+					t.Errorf("POST %s = %d %s, want 422 %s", body, code, b, actors.QuotaScenarioTooLarge)
+				}
 			}
 			for _, run := range overBudget {
 				c.overBudget(t, run.name, run.body, budget)

@@ -29,7 +29,7 @@ func newBenchCmd(a *app) *cobra.Command {
 			return usageError(errors.New("a benchmark is required (see conclave bench --help)"))
 		},
 	}
-	cmd.AddCommand(newBenchFanoutCmd(a), newBenchFanoutServerCmd(a))
+	cmd.AddCommand(newBenchFanoutCmd(a), newBenchFanoutServerCmd(a), newBenchSoakCmd(a))
 	return cmd
 }
 

@@ -113,7 +113,8 @@ func WriteReport(w io.Writer, res *Result) error {
 	}
 
 	var notes []string
-	if settle := settleTime(res); res.WarmupTook < settle {
+	// Only a new session per run piles hubs up; reused sessions keep theirs.
+	if settle := settleTime(res); res.Sessions == 0 && res.WarmupTook < settle {
 		notes = append(notes, fmt.Sprintf("the warm-up took %s, less than the %s a finished session's hub may stay in memory "+
 			"(1.5 × hub-idle-after, plus two heartbeats while the server has not noticed that a client left): "+
 			"hubs were still piling up when it ended, so hubs, RSS and goroutines may grow after it without a leak; "+

@@ -135,6 +135,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
 	}
 	shared.touch()
+	shared.load(a.e.cfg.Logger)
 	a.hubGen++ // a new hub may start while the idle one it replaces is still stopping
 	name := hubNamePrefix + string(k.tenant) + "." + string(k.id) + "." + strconv.FormatUint(a.hubGen, 10)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }), name)

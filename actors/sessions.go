@@ -130,6 +130,10 @@ func (a *engineActor) openSession(ctx actor.Context, k sessKey) (*sessionEntry, 
 }
 
 func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, error) {
+	if a.closing {
+		// Its hub would never be stopped, nor its subscriptions closed.
+		return nil, ErrShuttingDown
+	}
 	shared := &hubShared{
 		session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
@@ -154,7 +158,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 // A stopping hub first handles what is queued (Poison), flushing it.
 func (a *engineActor) sweepIdleHubs(ctx actor.Context) {
 	after := a.e.cfg.HubIdleAfter
-	if after <= 0 || a.shutdown != nil {
+	if after <= 0 || a.closing {
 		return
 	}
 	now := a.e.cfg.Now()

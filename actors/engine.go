@@ -375,7 +375,10 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
-	if budget := e.limits(tenant).EventsPerRun; hitl == messages.HITLNone && budget > 0 {
+	// Checked whatever the hitl mode: a human who could reject nodes could
+	// also approve them all, and a run parked on its plan gate already
+	// holds its whole plan.
+	if budget := e.limits(tenant).EventsPerRun; budget > 0 {
 		if n := sc.MinEvents(); n > budget {
 			return nil, &QuotaError{Code: QuotaScenarioTooLarge, Tenant: tenant,
 				Message: fmt.Sprintf("the scenario needs at least %d events, over the run's budget of %d (events_per_run quota)", n, budget)}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,6 @@ type hubShared struct {
 	lastActive atomic.Int64
 	nsubs      atomic.Int32
 
-	loaded  bool
 	nextSeq uint64 // last seq stamped (>= head; the difference is pending)
 	pending []*messages.Encoded
 	// credits are the outbox credits of the pending events (and of events
@@ -186,7 +186,6 @@ type hubActor struct {
 func (h *hubActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		h.load()
 		if len(h.s.pending) > 0 { // restarted with a batch in hand
 			ctx.Send(ctx.Self(), &hubFlush{})
 		}
@@ -222,18 +221,17 @@ func (h *hubActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (h *hubActor) load() {
-	if h.s.loaded {
-		return
-	}
-	head, err := h.s.journal.Head(context.Background(), h.s.key)
+// load reads the session's head from the journal, before the hub actor
+// starts (sessions.go): a subscription checked against the head at once
+// (ErrCursorAhead) must see it. journal.Head is an in-memory lookup.
+func (h *hubShared) load(log *slog.Logger) {
+	head, err := h.journal.Head(context.Background(), h.key)
 	if err != nil {
-		h.e.cfg.Logger.Error("hub: read journal head", "session", h.s.session, "err", err)
-		h.s.fail(err)
+		log.Error("hub: read journal head", "session", h.session, "err", err)
+		h.fail(err)
 	}
-	h.s.head.Store(head)
-	h.s.nextSeq = head
-	h.s.loaded = true
+	h.head.Store(head)
+	h.nextSeq = head
 }
 
 // stamp numbers m and queues it for the next flush; false if it was dropped.

@@ -121,8 +121,8 @@ func TestEngine_BudgetExceededEndsTheRun(t *testing.T) {
 }
 
 // TestEngine_ScenarioTooLargeIsRefused: a run whose scenario can never
-// fit the budget is refused before anything starts; with a human in the
-// loop (who may reject nodes) the estimate does not apply.
+// fit the budget is refused before anything starts, with a human in the
+// loop too (a run parked on its plan gate holds its whole plan).
 func TestEngine_ScenarioTooLargeIsRefused(t *testing.T) {
 	t.Parallel()
 	e := testkit.NewEngine(t, actors.Config{Limits: budget(1000)})
@@ -136,12 +136,10 @@ func TestEngine_ScenarioTooLargeIsRefused(t *testing.T) {
 	if runs, _, _ := e.Runs(context.Background(), runindex.Filter{Limit: 10}); len(runs) != 0 {
 		t.Fatalf("a refused run is listed: %+v", runs)
 	}
-	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 10, Tokens: 1000}})
-	if err != nil {
-		t.Fatalf("with hitl plan: %v", err)
-	}
-	if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID}); err != nil {
-		t.Fatal(err)
+	for _, hitl := range []messages.HITLMode{messages.HITLPlan, messages.HITLNode, messages.HITLTools} {
+		if _, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: hitl, Scenario: huge}); !errors.As(err, &q) || q.Code != actors.QuotaScenarioTooLarge {
+			t.Fatalf("huge scenario with hitl %s: %v", hitl, err)
+		}
 	}
 }
 

@@ -79,6 +79,7 @@ type engineActor struct {
 	runs     map[messages.RunID]*runEntry
 	byPID    map[string]messages.RunID // run supervisor PID id → run
 	shutdown *actor.PID                // who asked for shutdown; answered when all stopped
+	closing  bool                      // shutdown began: no hub starts any more
 	quotas   *admission                // concurrent runs and creation rate per tenant
 }
 
@@ -133,7 +134,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
 		}
 	case *shutdownReq:
-		a.shutdown = ctx.Sender()
+		a.shutdown, a.closing = ctx.Sender(), true
 		if a.e.cfg.KeepRunsOnShutdown {
 			// Freeze: stop every run without a word, so that it resumes
 			// where it was at the next start (recover.go).

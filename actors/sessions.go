@@ -130,11 +130,16 @@ func (a *engineActor) openSession(ctx actor.Context, k sessKey) (*sessionEntry, 
 }
 
 func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, error) {
+	if a.closing {
+		// Its hub would never be stopped, nor its subscriptions closed.
+		return nil, ErrShuttingDown
+	}
 	shared := &hubShared{
 		session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
 	}
 	shared.touch()
+	shared.load(a.e.cfg.Logger)
 	a.hubGen++ // a new hub may start while the idle one it replaces is still stopping
 	name := hubNamePrefix + string(k.tenant) + "." + string(k.id) + "." + strconv.FormatUint(a.hubGen, 10)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }), name)
@@ -153,7 +158,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 // A stopping hub first handles what is queued (Poison), flushing it.
 func (a *engineActor) sweepIdleHubs(ctx actor.Context) {
 	after := a.e.cfg.HubIdleAfter
-	if after <= 0 || a.shutdown != nil {
+	if after <= 0 || a.closing {
 		return
 	}
 	now := a.e.cfg.Now()

@@ -41,6 +41,14 @@ func TestEngine_IdleHubsStopAndReload(t *testing.T) {
 		if _, err := e.Head(ctx, "other", "s"); err == nil {
 			t.Fatal("another tenant sees the session")
 		}
+		// A cursor checked against a hub that has just started again from
+		// the journal (it must know the head before anything else).
+		resumed, err := testkit.Follow(ctx, e, ref, 5)
+		if err != nil || len(resumed) != len(events)-5 || resumed[0].Seq != 6 {
+			t.Fatalf("resumed after seq 5 on a reloaded hub: %d events, %v", len(resumed), err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
 		replayed, err := testkit.Follow(ctx, e, ref, 0)
 		if err != nil || len(replayed) != len(events) {
 			t.Fatalf("replayed %d events, %v; want %d", len(replayed), err, len(events))

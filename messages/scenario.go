@@ -249,8 +249,8 @@ func (s Scenario) Validate() error {
 }
 
 // MinEvents is a lower bound of the events a run of this scenario (after
-// WithDefaults) publishes when no human intervenes: the streamed tokens of
-// every worker node, team member and the synthesiser. The engine refuses a
+// WithDefaults) publishes if every node runs (no human rejects one): the
+// streamed tokens of every worker node, team member and the synthesiser. The engine refuses a
 // run whose lower bound is over its event budget at once, since it can
 // never fit. It is 0 when the scenario can end or shrink the run early (a
 // failing node, an advisor halt or malformed answer, a steering note that

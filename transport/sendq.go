@@ -11,12 +11,18 @@ type sendQueue interface {
 	// Queued returns the byte count, or false when the platform or the
 	// connection cannot tell (then callers count those bytes as delivered).
 	Queued() (int, bool)
+	// PeerClosed reports, without reading anything, whether the peer
+	// closed its side or the connection failed. An SSE stream has nobody
+	// reading its socket, so this is how an idle one learns that its
+	// client left before a heartbeat write would.
+	PeerClosed() bool
 }
 
 // noSendQueue is the portable fallback: it cannot tell.
 type noSendQueue struct{}
 
 func (noSendQueue) Queued() (int, bool) { return 0, false }
+func (noSendQueue) PeerClosed() bool    { return false }
 
 var _ sendQueue = noSendQueue{}
 
@@ -85,6 +91,9 @@ func (f *flight) done(n int) {
 // already took is counted in both, so the figure can be high by at most
 // that write (one batch). Without a send-queue probe, bytes the kernel
 // took count as received.
+// peerClosed: see sendQueue.PeerClosed.
+func (f *flight) peerClosed() bool { return f.q.PeerClosed() }
+
 func (f *flight) lag() (events, bytes uint64) {
 	queued, _ := f.q.Queued()
 	f.mu.Lock()

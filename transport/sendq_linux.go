@@ -29,6 +29,19 @@ func newSendQueue(c net.Conn) sendQueue {
 	return outq{rc: rc}
 }
 
+// PeerClosed peeks at the socket without waiting and without consuming:
+// end of stream (a FIN) or an error (a reset) means the peer is gone;
+// nothing to read (EAGAIN), or bytes, means it is still there.
+func (q outq) PeerClosed() bool {
+	var buf [1]byte
+	closed := false
+	err := q.rc.Control(func(fd uintptr) {
+		n, _, rerr := unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		closed = (n == 0 && rerr == nil) || (rerr != nil && rerr != unix.EAGAIN && rerr != unix.EINTR)
+	})
+	return err == nil && closed
+}
+
 func (q outq) Queued() (int, bool) {
 	n, ierr := 0, error(nil)
 	// Control holds a reference on the descriptor, not its read or write

@@ -97,6 +97,66 @@ func TestSendQueue_PeerNotReading(t *testing.T) {
 type fixedQueue struct{ n int }
 
 func (q *fixedQueue) Queued() (int, bool) { return q.n, true }
+func (q *fixedQueue) PeerClosed() bool    { return false }
+
+// TestSendQueue_PeerClosed: the probe tells an open peer (silent, or with
+// bytes waiting) from one that closed or reset, without consuming.
+func TestSendQueue_PeerClosed(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the peek is Linux only; elsewhere the fallback reports false")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pair := func() (net.Conn, sendQueue, net.Conn) {
+		peer, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := newConnTracker(0, newTestMetrics(t)).admit(raw)
+		return conn, newSendQueue(conn), peer
+	}
+	waitFor := func(q sendQueue, want bool) {
+		t.Helper()
+		deadline := time.Now().Add(testkit.Watchdog)
+		for q.PeerClosed() != want { // the FIN or RST crosses loopback asynchronously
+			if time.Now().After(deadline) {
+				t.Fatalf("PeerClosed never became %v", want)
+			}
+			runtime.Gosched()
+		}
+	}
+	conn, q, peer := pair()
+	defer conn.Close()
+	if q.PeerClosed() {
+		t.Fatal("a silent, open peer is reported closed")
+	}
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if q.PeerClosed() {
+		t.Fatal("a peer with a byte waiting is reported closed")
+	}
+	_ = peer.Close() // FIN after the byte: still reported open while the byte is unread
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(conn, buf); err != nil { // the byte was not consumed by the peeks
+		t.Fatal(err)
+	}
+	waitFor(q, true)
+
+	conn2, q2, peer2 := pair()
+	defer conn2.Close()
+	_ = peer2.(*net.TCPConn).SetLinger(0) // RST
+	_ = peer2.Close()
+	waitFor(q2, true)
+}
 
 func TestFlight_Lag(t *testing.T) {
 	t.Parallel()

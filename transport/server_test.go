@@ -688,3 +688,31 @@ func TestAPI_Steer(t *testing.T) {
 		t.Errorf("steer ended run = %d %s", resp.StatusCode, out)
 	}
 }
+
+// TestSSE_ClientGoneIsNoticedWhileIdle: an idle SSE stream whose client
+// disconnects gives its slot back within a fraction of the heartbeat, not
+// after heartbeat writes fail (nothing reads an SSE socket).
+func TestSSE_ClientGoneIsNoticedWhileIdle(t *testing.T) {
+	t.Parallel()
+	const heartbeat = 2 * time.Second
+	h := newHarness(t, transport.Config{Heartbeat: heartbeat})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(1, 1)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	readUntil(t, r, terminalOf(rc.RunID)) // now idle
+	open := func() bool {
+		_, body := h.do("GET", "/metrics", nil)
+		return !strings.Contains(string(body), `conclave_stream_connections{transport="sse"} 0`)
+	}
+	if !open() {
+		t.Fatal("the stream is not counted while open")
+	}
+	_ = resp.Body.Close()
+	gone := time.Now()
+	for open() {
+		if time.Since(gone) > heartbeat {
+			t.Fatalf("the stream of a client that left is still open after %v", time.Since(gone))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the metric with a deadline
+	}
+	t.Logf("noticed %v after the client left", time.Since(gone).Round(time.Millisecond))
+}

@@ -486,6 +486,14 @@ func (s *Server) heartbeatLoop() {
 		now := s.cfg.Now().UnixNano()
 		for _, c := range s.streams.snapshot() {
 			s.checkLag(c)
+			if c.f.transport() == "sse" && now-c.lastWrite.Load() >= int64(s.cfg.Heartbeat/4) && c.fl.peerClosed() {
+				// An idle SSE stream whose client left: nothing reads its
+				// socket, so without this it would hold its slot (and its
+				// session's hub) until a heartbeat write failed.
+				c.setEnd(endClientGone)
+				c.end()
+				continue
+			}
 			last := c.lastWrite.Load()
 			if c.pingBusy {
 				last = c.lastPing.Load()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/conclave-ai/conclave/internal/benchkit"
 	"github.com/conclave-ai/conclave/internal/fanout"
 )
 
@@ -28,7 +29,7 @@ func newBenchCmd(a *app) *cobra.Command {
 			return usageError(errors.New("a benchmark is required (see conclave bench --help)"))
 		},
 	}
-	cmd.AddCommand(newBenchFanoutCmd(a), newBenchFanoutServerCmd(a))
+	cmd.AddCommand(newBenchFanoutCmd(a), newBenchFanoutServerCmd(a), newBenchSoakCmd(a))
 	return cmd
 }
 
@@ -103,7 +104,7 @@ func (c *benchFanoutCmd) run(cmd *cobra.Command) error {
 	if err := fanout.ValidPayloadSize(c.payload); err != nil {
 		return usageError(fmt.Errorf("--payload: %w", err))
 	}
-	if _, err := fanout.RaiseFileLimit(uint64(c.clients) + 1024); err != nil {
+	if _, err := benchkit.RaiseFileLimit(uint64(c.clients) + 1024); err != nil {
 		return failure(fmt.Errorf("raise the open-file limit: %w", err))
 	}
 	opts := fanout.Options{
@@ -156,7 +157,7 @@ func newBenchFanoutServerCmd(a *app) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := fanout.RaiseFileLimit(math.MaxUint64); err != nil {
+			if _, err := benchkit.RaiseFileLimit(math.MaxUint64); err != nil {
 				return failure(fmt.Errorf("raise the open-file limit: %w", err))
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -30,19 +30,17 @@ import (
 // hardenToken is the one tenant's token of the servers that need tokens.
 const hardenToken = "token-aaaaaaaaaaaaaaaa"
 
-// startServe starts `conclave serve --memory` with args and waits until it
-// listens. With ulimit > 0 it runs under `ulimit -n ulimit`. The process
-// is stopped (SIGTERM, then SIGKILL) when the test ends.
+// startServe starts `conclave serve --memory` with args (without --memory
+// when args name a --data directory) and waits until it listens. With
+// ulimit > 0 it runs under `ulimit -n ulimit`. The process is stopped
+// (SIGTERM, then SIGKILL) when the test ends. With CONCLAVE_TEST_SERVE_BIN
+// set it runs that binary instead (see serveArgv in hardening_test.go).
 func startServe(t *testing.T, ulimit int, env []string, args ...string) *crashChild {
 	t.Helper()
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
 		t.Skip("needs a POSIX shell and signals")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := append([]string{exe, "serve", "--addr", "127.0.0.1:0", "--memory", "--log-level", "info"}, args...)
+	argv := serveArgv(t, args)
 	var cmd *exec.Cmd
 	if ulimit > 0 {
 		// Both limits: the Go runtime raises the soft one to the hard one.

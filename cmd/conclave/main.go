@@ -3,6 +3,7 @@
 //	conclave run "why is the sky blue" [flags]   run one council in-process and show it live
 //	conclave serve [--addr 127.0.0.1:8080]      serve the HTTP API, SSE and WebSocket streams
 //	conclave bench fanout [--transport sse|ws]  measure stream fan-out against a naive baseline
+//	conclave bench soak [--runs 20000]          soak one serve --data process: do RSS and goroutines stay flat?
 //
 // Exit status: 0 when the run finished, 1 when it ended with run_error (or
 // the CLI itself failed), 2 for bad usage, 130 when interrupted.

@@ -1,21 +1,18 @@
 package fanout
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/conclave-ai/conclave/internal/benchkit"
 	"github.com/conclave-ai/conclave/internal/routine"
 )
 
@@ -38,7 +35,7 @@ type streamClient struct {
 	dups      int64  // events at or below the last seq
 	unstamped int64  // events without a payload stamp
 	lastAt    time.Time
-	hist      Histogram
+	hist      benchkit.Histogram
 	err       error // why the stream ended before the harness closed it
 }
 
@@ -79,7 +76,7 @@ type clientTotals struct {
 	disconnected                    int
 	firstErr                        error
 	lastAt                          time.Time
-	hist                            Histogram
+	hist                            benchkit.Histogram
 }
 
 // connectClients opens n streams of kind tr to the server described by r.
@@ -131,7 +128,7 @@ func (p *clientPool) open(ctx context.Context, c *streamClient, tr Transport, r 
 	)
 	switch tr {
 	case TransportSSE:
-		nc, body, err := dialSSE(ctx, r.Stream, r.SSEPath)
+		nc, body, err := benchkit.DialSSE(ctx, r.Stream, r.SSEPath, nil)
 		if err != nil {
 			return err
 		}
@@ -165,37 +162,10 @@ func (p *clientPool) ended(c *streamClient, err error) {
 	}
 }
 
-// dialSSE sends a GET for an event stream and returns the connection and
-// its body, once the response headers said 200 text/event-stream.
-func dialSSE(ctx context.Context, addr, path string) (net.Conn, io.Reader, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	dl, _ := ctx.Deadline()
-	_ = conn.SetDeadline(dl)
-	fail := func(err error) (net.Conn, io.Reader, error) { _ = conn.Close(); return nil, nil, err }
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", path, addr); err != nil {
-		return fail(err)
-	}
-	br := bufio.NewReaderSize(conn, clientReadBuffer/2)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		return fail(err)
-	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fail(fmt.Errorf("stream refused: %s: %s", resp.Status, strings.TrimSpace(string(msg))))
-	}
-	_ = conn.SetDeadline(time.Time{})
-	return conn, resp.Body, nil
-}
-
 // readSSE tallies SSE frames until the stream ends. The seq is the frame's
 // id; frames without one (heartbeats, the final frame) are not events.
 func readSSE(c *streamClient, body io.Reader, now func() time.Time) error {
-	sc := NewSSEScanner(body, clientReadBuffer, clientFrameLimit, now)
+	sc := benchkit.NewSSEScanner(body, clientReadBuffer, clientFrameLimit, now)
 	for {
 		f, err := sc.Next()
 		if err != nil {
@@ -226,7 +196,7 @@ func readWS(c *streamClient, ws *websocket.Conn, now func() time.Time) error {
 		for {
 			if len(buf) == cap(buf) {
 				if cap(buf) >= clientFrameLimit {
-					return ErrFrameTooLong
+					return benchkit.ErrFrameTooLong
 				}
 				buf = append(buf, 0)[:len(buf)]
 			}

@@ -15,12 +15,13 @@
 //   - The clients (in the measuring process) hold N loopback SSE or
 //     WebSocket streams, check that every event arrives once and in order,
 //     and record each event's latency from the send timestamp written at the
-//     start of its payload (Stamp) into a log-linear Histogram.
+//     start of its payload (Stamp) into a log-linear histogram.
 //   - Run ties them together: launch the server, measure it before and
 //     after the clients connected (memory per idle subscriber), publish for
 //     a duration, drain, and collect a ModeResult per server mode.
 //
 // The small mechanisms have their own types and tests: Stamp (payload
-// timestamps), Histogram (percentiles), Pacer (rate arithmetic) and
-// SSEScanner (frame splitting).
+// timestamps) and Pacer (rate arithmetic). The measuring tools other
+// benchmarks use too (the histogram, the SSE scanner and dialer, process
+// CPU and RSS, tables) are in internal/benchkit.
 package fanout

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"runtime"
 	"time"
+
+	"github.com/conclave-ai/conclave/internal/benchkit"
 )
 
 // Options configures Run. Launch, Clients, Rate and Duration are required.
@@ -173,7 +175,7 @@ type LatencySummary struct {
 	Mean  time.Duration `json:"mean_ns"`
 }
 
-func summarize(h *Histogram) LatencySummary {
+func summarize(h *benchkit.Histogram) LatencySummary {
 	return LatencySummary{Count: h.Count(), P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99),
 		P999: h.Quantile(0.999), Max: h.Max(), Mean: h.Mean()}
 }
@@ -250,7 +252,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	if err != nil {
 		return nil, false, err
 	}
-	startAt, clientCPU, machineCPU := o.Now(), cpuSeconds(), machineBusySeconds()
+	startAt, clientCPU, machineCPU := o.Now(), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
 	// The delivery rate is measured over the run after a warm-up, from
 	// the clients' counts: in a steady state it equals the offered rate
 	// when the server keeps up, and the server's capacity when it does not.
@@ -289,8 +291,8 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	if mr.End, err = ctl.stats(ctx, false); err != nil {
 		return nil, false, err
 	}
-	mr.ClientCPUSeconds = cpuSeconds() - clientCPU
-	machine := machineBusySeconds() - machineCPU
+	mr.ClientCPUSeconds = benchkit.SelfCPUSeconds() - clientCPU
+	machine := benchkit.MachineBusySeconds() - machineCPU
 	pool.close()
 	t := pool.totals(srv.Ready.After + uint64(stopped.Published))
 

@@ -3,6 +3,8 @@ package fanout
 import (
 	"runtime"
 	"runtime/debug"
+
+	"github.com/conclave-ai/conclave/internal/benchkit"
 )
 
 // Stats is what the server under test reports about itself
@@ -42,6 +44,6 @@ func readProcStats(st *Stats, gc bool) {
 	runtime.ReadMemStats(&ms)
 	st.HeapInuse, st.StackInuse = ms.HeapInuse, ms.StackInuse
 	st.Goroutines = runtime.NumGoroutine()
-	st.CPUSeconds = cpuSeconds()
-	st.RSSBytes = rssBytes()
+	st.CPUSeconds = benchkit.SelfCPUSeconds()
+	st.RSSBytes = benchkit.SelfRSS()
 }

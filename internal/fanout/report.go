@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/internal/benchkit"
 )
 
 // Target is a goal the Conclave server should meet, checked on its result.
@@ -48,7 +49,7 @@ var Targets = []Target{
 // WriteTable prints res as a table, one column per mode.
 func WriteTable(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "fan-out over %s: %d clients, %s events/s (%s deliveries/s offered), %v, payload %d B, flush delay %v, %d CPUs\n",
-		strings.ToUpper(string(res.Transport)), res.Clients, group(res.Rate, 0), group(res.Offered, 0),
+		strings.ToUpper(string(res.Transport)), res.Clients, benchkit.Group(res.Rate, 0), benchkit.Group(res.Offered, 0),
 		res.Duration, res.Payload, res.FlushDelay, res.CPUs)
 	if res.SharedProc {
 		fmt.Fprintln(w, "note: the server ran inside the client process; its CPU and memory figures include the clients'")
@@ -66,13 +67,13 @@ func WriteTable(w io.Writer, res *Result) error {
 		return func(m ModeResult) string { return strconv.FormatFloat(v(m), 'f', prec, 64) }
 	}
 	row("", func(m ModeResult) string { return string(m.Mode) })
-	row("delivered/s (steady state)", func(m ModeResult) string { return group(m.DeliveredPerSec, 0) })
-	row("delivered", func(m ModeResult) string { return group(float64(m.Delivered), 0) })
-	row("expected", func(m ModeResult) string { return group(float64(m.Expected), 0) })
-	row("lost", func(m ModeResult) string { return group(float64(m.Lost), 0) })
-	row("server-side drops", func(m ModeResult) string { return group(float64(m.ServerDropped), 0) })
+	row("delivered/s (steady state)", func(m ModeResult) string { return benchkit.Group(m.DeliveredPerSec, 0) })
+	row("delivered", func(m ModeResult) string { return benchkit.Group(float64(m.Delivered), 0) })
+	row("expected", func(m ModeResult) string { return benchkit.Group(float64(m.Expected), 0) })
+	row("lost", func(m ModeResult) string { return benchkit.Group(float64(m.Lost), 0) })
+	row("server-side drops", func(m ModeResult) string { return benchkit.Group(float64(m.ServerDropped), 0) })
 	row("disconnected", func(m ModeResult) string { return strconv.Itoa(m.Disconnected) })
-	row("published/s", func(m ModeResult) string { return group(m.PublishRate, 0) })
+	row("published/s", func(m ModeResult) string { return benchkit.Group(m.PublishRate, 0) })
 	row("latency p50 (ms)", func(m ModeResult) string { return ms(m.Latency.P50) })
 	row("latency p99 (ms)", func(m ModeResult) string { return ms(m.Latency.P99) })
 	row("latency p99.9 (ms)", func(m ModeResult) string { return ms(m.Latency.P999) })
@@ -88,7 +89,7 @@ func WriteTable(w io.Writer, res *Result) error {
 	row("goroutines idle / load", func(m ModeResult) string {
 		return fmt.Sprintf("%d / %d", m.GoroutinesIdle, m.GoroutinesLoad)
 	})
-	writeColumns(w, rows)
+	benchkit.WriteColumns(w, rows)
 	for _, m := range res.Modes {
 		if budget := float64(res.CPUs) * m.Elapsed.Seconds(); m.OtherCPUSeconds > 0.1*budget {
 			fmt.Fprintf(w, "warning: %s: other processes used %.1f of the machine's %.1f CPU seconds; the figures are skewed\n",
@@ -118,55 +119,6 @@ func WriteTable(w io.Writer, res *Result) error {
 	}
 	_, err := fmt.Fprintln(w)
 	return err
-}
-
-// writeColumns prints rows with the first column left-aligned and the
-// others right-aligned, two spaces apart.
-func writeColumns(w io.Writer, rows [][]string) {
-	var widths []int
-	for _, r := range rows {
-		for i, c := range r {
-			if i == len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	for _, r := range rows {
-		var b strings.Builder
-		for i, c := range r {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i == 0 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString("  " + pad + c)
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
-}
-
-// group formats v rounded to prec decimals with thousands separators.
-func group(v float64, prec int) string {
-	s := strconv.FormatFloat(v, 'f', prec, 64)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, c := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	out := b.String()
-	if frac != "" {
-		out += "." + frac
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
 }
 
 func ms(d time.Duration) string {

@@ -7,22 +7,6 @@ import (
 	"time"
 )
 
-func TestGroup(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		v    float64
-		prec int
-		want string
-	}{
-		{0, 0, "0"}, {999, 0, "999"}, {1000, 0, "1,000"}, {1499812.4, 0, "1,499,812"},
-		{-12345.678, 1, "-12,345.7"}, {100000, 2, "100,000.00"},
-	} {
-		if got := group(tc.v, tc.prec); got != tc.want {
-			t.Errorf("group(%v, %d) = %q, want %q", tc.v, tc.prec, got, tc.want)
-		}
-	}
-}
-
 func TestWriteTable(t *testing.T) {
 	t.Parallel()
 	res := &Result{Transport: TransportSSE, Clients: 1000, Rate: 1500, Offered: 1.5e6, Duration: 10 * time.Second,

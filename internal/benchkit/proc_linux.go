@@ -1,4 +1,4 @@
-package fanout
+package benchkit
 
 import (
 	"bytes"
@@ -7,9 +7,13 @@ import (
 	"syscall"
 )
 
-// cpuSeconds is the process's user + system time. getrusage has
+// userHZ is the unit of the tick counts in /proc (USER_HZ): 100 on every
+// Linux ABI Go supports.
+const userHZ = 100
+
+// SelfCPUSeconds is this process's user + system time. getrusage has
 // microsecond resolution, where /proc/self/stat counts 10 ms ticks.
-func cpuSeconds() float64 {
+func SelfCPUSeconds() float64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -18,9 +22,50 @@ func cpuSeconds() float64 {
 	return tv(ru.Utime) + tv(ru.Stime)
 }
 
-// rssBytes reads VmRSS from /proc/self/status (0 if unavailable).
-func rssBytes() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
+// ProcessCPUSeconds is the user + system time of process pid, from
+// /proc/<pid>/stat (10 ms ticks), or 0 if unavailable.
+func ProcessCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	return parseProcPIDStatCPU(b, userHZ)
+}
+
+// parseProcPIDStatCPU sums utime and stime (fields 14 and 15) of the
+// contents of /proc/<pid>/stat, in ticks of hz per second. The command
+// name (field 2) is in parentheses and may hold spaces and parentheses
+// itself, so the fields are counted from the last ')'.
+func parseProcPIDStatCPU(stat []byte, hz float64) float64 {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := bytes.Fields(stat[i+1:]) // fields[0] is field 3, the state
+	if len(fields) < 13 {
+		return 0
+	}
+	var ticks uint64
+	for _, f := range fields[11:13] {
+		v, err := strconv.ParseUint(string(f), 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += v
+	}
+	return float64(ticks) / hz
+}
+
+// SelfRSS is this process's resident set size (VmRSS), or 0 if
+// unavailable.
+func SelfRSS() uint64 { return rssOf("/proc/self/status") }
+
+// ProcessRSS is the resident set size (VmRSS) of process pid, or 0 if
+// unavailable.
+func ProcessRSS(pid int) uint64 { return rssOf("/proc/" + strconv.Itoa(pid) + "/status") }
+
+func rssOf(path string) uint64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -65,15 +110,15 @@ func RaiseFileLimit(n uint64) (uint64, error) {
 	return rl.Cur, nil
 }
 
-// machineBusySeconds is the CPU time all processes of the machine have
+// MachineBusySeconds is the CPU time all processes of the machine have
 // used since boot (the busy columns of the "cpu" line of /proc/stat), or 0
 // if unavailable.
-func machineBusySeconds() float64 {
+func MachineBusySeconds() float64 {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0
 	}
-	return parseProcStatBusy(b, 100) // USER_HZ is 100 on every Linux ABI Go supports
+	return parseProcStatBusy(b, userHZ)
 }
 
 // parseProcStatBusy sums user, nice, system, irq, softirq and steal of the

@@ -1,9 +1,15 @@
-package fanout
+package benchkit
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"strings"
 	"time"
 )
 
@@ -21,7 +27,7 @@ type SSEFrame struct {
 
 // ErrFrameTooLong is returned by SSEScanner.Next for a frame larger than
 // the scanner's limit.
-var ErrFrameTooLong = errors.New("fanout: SSE frame too long")
+var ErrFrameTooLong = errors.New("benchkit: SSE frame too long")
 
 // SSEScanner splits an SSE stream into frames with little copying: it reads
 // large chunks into one buffer and hands out frames as slices of it. Lines
@@ -42,6 +48,11 @@ type SSEScanner struct {
 // limit for a larger frame. now is the clock stamped on each read.
 func NewSSEScanner(r io.Reader, size, limit int, now func() time.Time) *SSEScanner {
 	return &SSEScanner{r: r, now: now, buf: make([]byte, size), limit: max(size, limit)}
+}
+
+// Reset makes s read r from the start, keeping its buffer.
+func (s *SSEScanner) Reset(r io.Reader) {
+	s.r, s.start, s.end, s.err = r, 0, 0, nil
 }
 
 var frameEnd = []byte("\n\n")
@@ -138,4 +149,57 @@ func (s *SSEScanner) parse(block []byte) SSEFrame {
 		}
 	}
 	return f
+}
+
+// DialSSE sends a GET for the event stream at path (with the extra header
+// lines, if any) over a new connection to addr, and returns the
+// connection and its body once the response headers said 200
+// text/event-stream. A refusal is an *SSERefusedError. ctx bounds the dial
+// and the response headers, not the stream; the caller closes the
+// connection.
+func DialSSE(ctx context.Context, addr, path string, header http.Header) (net.Conn, io.Reader, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	fail := func(err error) (net.Conn, io.Reader, error) { _ = conn.Close(); return nil, nil, err }
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n", path, addr)
+	if err := header.Write(&req); err != nil {
+		return fail(err)
+	}
+	req.WriteString("\r\n")
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(conn, dialReadBuffer)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return fail(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fail(&SSERefusedError{Status: resp.StatusCode, Body: strings.TrimSpace(string(msg))})
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, resp.Body, nil
+}
+
+// dialReadBuffer is the buffer of a dialled stream's body: large reads
+// keep a client's share of the CPU small.
+const dialReadBuffer = 16 << 10
+
+// SSERefusedError is a stream request answered with something other than
+// an event stream.
+type SSERefusedError struct {
+	Status int
+	// Body is the start of the answer (a JSON error body from Conclave).
+	Body string
+}
+
+func (e *SSERefusedError) Error() string {
+	return fmt.Sprintf("stream refused: %d %s: %s", e.Status, http.StatusText(e.Status), e.Body)
 }

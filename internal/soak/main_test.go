@@ -1,0 +1,10 @@
+package soak
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any goroutine outlives its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

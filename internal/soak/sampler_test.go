@@ -1,0 +1,94 @@
+package soak
+
+import (
+	"testing"
+	"time"
+)
+
+// rss builds a sample with RSS r MiB and g goroutines.
+func smp(phase Phase, r uint64, g int) Sample {
+	return Sample{Phase: phase, RSS: r << 20, Goroutines: g}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	warm := smp(PhaseDrive, 100, 200)
+	warm.WarmupEnd = true
+	failed := smp(PhaseDrive, 130, 999)
+	failed.Err = "GET /metrics: refused"
+	s := Summarize([]Sample{
+		smp(PhaseStart, 20, 10),
+		smp(PhaseDrive, 60, 150), // in the warm-up: not in the window
+		smp(PhaseDrive, 300, 900),
+		warm,
+		smp(PhaseDrive, 95, 210),
+		failed, // RSS counts, goroutines do not
+		smp(PhaseDrive, 104, 190),
+		smp(PhaseIdle, 104, 60),
+		smp(PhaseIdle, 99, 12),
+	})
+	rss, g := s.RSS, s.Goroutines
+	if rss.Start != 20<<20 || rss.WarmupEnd != 100<<20 || rss.Min != 95<<20 || rss.Max != 130<<20 || rss.Last != 104<<20 {
+		t.Errorf("RSS %+v", rss)
+	}
+	if rss.MaxRatio != 1.3 || rss.Samples != 4 || !rss.HasIdle || rss.Idle != 99<<20 || rss.IdleRatio != 0.99 {
+		t.Errorf("RSS ratios %+v", rss)
+	}
+	if rss.Held(Bound) || !rss.IdleHeld(Bound) {
+		t.Errorf("RSS held %v, idle held %v; want false, true", rss.Held(Bound), rss.IdleHeld(Bound))
+	}
+	if g.Start != 10 || g.WarmupEnd != 200 || g.Min != 190 || g.Max != 210 || g.Last != 190 || g.Samples != 3 || g.Idle != 12 {
+		t.Errorf("goroutines %+v", g)
+	}
+	if g.MaxRatio != 1.05 || !g.Held(Bound) || !g.IdleHeld(Bound) {
+		t.Errorf("goroutines ratio %v held %v", g.MaxRatio, g.Held(Bound))
+	}
+}
+
+// A warm-up sample without metrics: the reference is the next one with them.
+func TestSummarize_WarmupSampleWithoutMetrics(t *testing.T) {
+	t.Parallel()
+	warm := smp(PhaseDrive, 100, 0)
+	warm.WarmupEnd, warm.Err = true, "timeout"
+	g := Summarize([]Sample{warm, smp(PhaseDrive, 100, 50), smp(PhaseDrive, 100, 56)}).Goroutines
+	if g.WarmupEnd != 50 || g.Max != 56 || g.Samples != 2 || g.MaxRatio != 1.12 || g.Held(Bound) {
+		t.Errorf("goroutines %+v", g)
+	}
+}
+
+func TestSummarize_NoWarmupEnd(t *testing.T) {
+	t.Parallel()
+	s := Summarize([]Sample{smp(PhaseStart, 10, 10), smp(PhaseDrive, 50, 50)})
+	if s.RSS.Samples != 0 || s.RSS.MaxRatio != 0 || s.RSS.Held(Bound) || s.RSS.IdleHeld(Bound) {
+		t.Errorf("no window, yet %+v (held %v)", s.RSS, s.RSS.Held(Bound))
+	}
+}
+
+// A figure that is 0 at the warm-up's end (no hub) has no ratio.
+func TestSummarize_ZeroReference(t *testing.T) {
+	t.Parallel()
+	warm := smp(PhaseDrive, 1, 1)
+	warm.WarmupEnd = true
+	later := smp(PhaseDrive, 1, 1)
+	later.Hubs = 5
+	h := Summarize([]Sample{warm, later, smp(PhaseIdle, 1, 1)}).Hubs
+	if h.WarmupEnd != 0 || h.Max != 5 || h.MaxRatio != 0 || h.IdleRatio != 0 || !h.HasIdle {
+		t.Errorf("hubs %+v", h)
+	}
+}
+
+func TestSampler_Take(t *testing.T) {
+	t.Parallel()
+	// No server: the sample keeps the process figures and says why the
+	// metrics are missing.
+	now := time.Unix(100, 0)
+	s := &sampler{pid: -1, base: "http://127.0.0.1:1", hc: newTestHTTPClient(), start: now.Add(-time.Second),
+		now: func() time.Time { return now }, runsEnded: func() int { return 7 }}
+	got := s.take(t.Context(), PhaseDrive, true)
+	if got.Err == "" || got.RunsEnded != 7 || got.Elapsed != time.Second || !got.WarmupEnd || got.Phase != PhaseDrive {
+		t.Errorf("sample %+v", got)
+	}
+	if all := s.all(); len(all) != 1 || all[0] != got {
+		t.Errorf("kept %+v", all)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -74,7 +75,8 @@ func TestServe_DamagedJournal(t *testing.T) {
 			if code != exitFailed {
 				t.Fatalf("serve on a damaged journal exited %d, want %d:\n%s", code, exitFailed, out)
 			}
-			for _, want := range []string{"session " + string(session) + " is damaged", "last intact seq", fmt.Sprintf("..%d were acknowledged", acked), "--repair"} {
+			key := actors.JournalKey("", session) // sessions are journaled under tenant/session
+			for _, want := range []string{"session " + string(key) + " is damaged", "last intact seq", fmt.Sprintf("..%d were acknowledged", acked), "--repair"} {
 				if !strings.Contains(out, want) {
 					t.Fatalf("serve's refusal does not say %q:\n%s", want, out)
 				}
@@ -83,7 +85,7 @@ func TestServe_DamagedJournal(t *testing.T) {
 
 			h.serveArgs = []string{"--repair"}
 			h.startServer()
-			if log := h.srv.log.tail(64 << 10); !strings.Contains(log, "journal: repair: truncated a damaged session") || !strings.Contains(log, "session="+string(session)) {
+			if log := h.srv.log.tail(64 << 10); !strings.Contains(log, "journal: repair: truncated a damaged session") || !strings.Contains(log, "session="+string(key)) {
 				t.Fatalf("the repair was not logged:\n%s", log)
 			}
 			// A new run in the session: its events come after everything
@@ -98,6 +100,28 @@ func TestServe_DamagedJournal(t *testing.T) {
 			if sum.LastSeq <= acked {
 				t.Fatalf("the new run's latest event has seq %d; seqs up to %d were acknowledged before the damage", sum.LastSeq, acked)
 			}
+			// A client reading the session from its start sees the events
+			// that survived, then one replay_truncated for the lost ones,
+			// then the new run: never a silent gap.
+			var prevSeq uint64
+			var truncated int
+			ctx, cancel := context.WithTimeout(h.ctx, crashWait)
+			err := h.stream(ctx, h.srv.base, session, 0, func(fr crashFrame) bool {
+				if fr.err != nil || fr.env == nil {
+					return false
+				}
+				if fr.env.Type == messages.ReplayTruncated {
+					truncated++
+				} else if fr.seq != prevSeq+1 {
+					t.Errorf("SSE after the repair: seq %d after %d without a replay_truncated", fr.seq, prevSeq)
+				}
+				prevSeq = fr.seq
+				return fr.env.RunID != rc.RunID // until the new run's first event
+			})
+			cancel()
+			if err != nil || truncated != 1 || prevSeq <= acked {
+				t.Fatalf("SSE from seq 0 after the repair: %d replay_truncated, reached seq %d, %v; want one, then the new run above %d", truncated, prevSeq, err, acked)
+			}
 			h.stopServer()
 
 			// The journal, read directly: the session keeps seqs 1..intact,
@@ -111,7 +135,7 @@ func TestServe_DamagedJournal(t *testing.T) {
 			var prev uint64
 			var jumped bool
 			for {
-				evs, err := j.ReadAfter(context.Background(), session, prev, 512)
+				evs, err := j.ReadAfter(context.Background(), key, prev, 512)
 				if err != nil {
 					t.Fatal(err)
 				}

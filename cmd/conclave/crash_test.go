@@ -404,7 +404,19 @@ func (h *crashTest) startServer() {
 	t.Helper()
 	cmd := exec.Command(h.exe, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", h.dir, "--log-level", "info"}, h.serveArgs...)...)
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
-	// The child watches its stdin: it ends when we do, even if we die.
+	c := startChild(t, cmd, fmt.Sprintf("iteration %d: ", h.iter))
+	c.base = "http://" + c.base
+	h.srv = c
+	h.out = make(chan crashFrame)
+	h.live, h.killed, h.handled = 0, false, map[string]bool{}
+}
+
+// startChild starts cmd (a `conclave serve` child), logs its stderr into
+// the crashChild and waits until it says where it listens (c.base is that
+// host:port). The child watches its stdin, so it ends when we do, even if
+// we die. what prefixes failure messages.
+func startChild(t *testing.T, cmd *exec.Cmd, what string) *crashChild {
+	t.Helper()
 	if _, err := cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +428,6 @@ func (h *crashTest) startServer() {
 		t.Fatal(err)
 	}
 	c := &crashChild{t: t, cmd: cmd, log: &crashLog{}, done: make(chan struct{})}
-	h.srv = c
 	addr := make(chan string, 1)
 	// The stderr reader ends at EOF, when the process is gone; reap waits
 	// for it before cmd.Wait (which closes the pipe).
@@ -441,17 +452,16 @@ func (h *crashTest) startServer() {
 	defer wait.Stop()
 	select {
 	case a := <-addr:
-		c.base = "http://" + a
+		c.base = a
 	case <-c.done:
 		c.reap()
-		t.Fatalf("iteration %d: the server exited before listening: %v\n%s", h.iter, c.cmd.ProcessState, c.log.tail(8<<10))
+		t.Fatalf("%sthe server exited before listening: %v\n%s", what, c.cmd.ProcessState, c.log.tail(8<<10))
 	case <-wait.C:
 		_ = cmd.Process.Kill()
 		c.reap()
-		t.Fatalf("iteration %d: the server did not listen within %v\n%s", h.iter, crashWait, c.log.tail(8<<10))
+		t.Fatalf("%sthe server did not listen within %v\n%s", what, crashWait, c.log.tail(8<<10))
 	}
-	h.out = make(chan crashFrame)
-	h.live, h.killed, h.handled = 0, false, map[string]bool{}
+	return c
 }
 
 // reap waits for the stderr reader and the process (which must be exiting).

@@ -49,35 +49,7 @@ func startServe(t *testing.T, ulimit int, env []string, args ...string) *crashCh
 		cmd = exec.Command(argv[0], argv[1:]...)
 	}
 	cmd.Env = append(append(os.Environ(), crashChildEnv+"=1"), env...)
-	if _, err := cmd.StdinPipe(); err != nil { // the child ends when we do
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &crashChild{t: t, cmd: cmd, log: &crashLog{}, done: make(chan struct{})}
-	addr := make(chan string, 1)
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		found := false
-		for sc.Scan() {
-			line := sc.Text()
-			c.log.add(line)
-			if !found && strings.Contains(line, `msg="conclave listening"`) {
-				if a := logField(line, "addr"); a != "" {
-					addr <- a
-					found = true
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
+	c := startChild(t, cmd, "")
 	t.Cleanup(func() {
 		if !c.exited {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -87,19 +59,6 @@ func startServe(t *testing.T, ulimit int, env []string, args ...string) *crashCh
 			t.Errorf("server log: %s", line)
 		}
 	})
-	wait := time.NewTimer(crashWait)
-	defer wait.Stop()
-	select {
-	case a := <-addr:
-		c.base = a // host:port
-	case <-c.done:
-		c.reap()
-		t.Fatalf("the server exited before listening: %v\n%s", cmd.ProcessState, c.log.tail(8<<10))
-	case <-wait.C:
-		_ = cmd.Process.Kill()
-		c.reap()
-		t.Fatalf("the server did not listen within %v\n%s", crashWait, c.log.tail(8<<10))
-	}
 	return c
 }
 

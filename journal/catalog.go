@@ -216,6 +216,9 @@ func (d *Durable) applyCatalog(s *durSession, u catalogUpdate) {
 		delete(d.live, run)
 		delete(s.live, run)
 	}
+	if len(s.live) == 0 {
+		s.live = nil // an empty map keeps its buckets: one per session ever, otherwise
+	}
 }
 
 // catalogOpen checks ctx and Close; the caller must release closeMu.

@@ -94,6 +94,7 @@ func WriteReport(w io.Writer, res *Result) error {
 			continue
 		}
 		verdict(f.g.Held(res.Bound), f.name, fmt.Sprintf("max %.3f× while driving (%d samples)", f.g.MaxRatio, f.g.Samples))
+		verdict(f.g.TrendHeld(res.Bound), f.name, fmt.Sprintf("trend %.3f× (median of the window's second half over its first half)", f.g.Trend))
 		if f.g.HasIdle {
 			verdict(f.g.IdleHeld(res.Bound), f.name, fmt.Sprintf("%.3f× after the hubs went idle", f.g.IdleRatio))
 		}
@@ -108,6 +109,8 @@ func WriteReport(w io.Writer, res *Result) error {
 		fmt.Fprintln(w, "  => the 10 % bound held")
 	case res.Held():
 		fmt.Fprintln(w, "  => the 10 % bound held while driving, not after the hubs went idle")
+	case res.TrendHeld():
+		fmt.Fprintln(w, "  => no growth: the trend held within 10 %, but single samples went over the bound (peaks, or caches still filling)")
 	default:
 		fmt.Fprintln(w, "  => the 10 % bound did NOT hold")
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,6 +153,10 @@ type Growth struct {
 	// hubs went idle; IdleRatio is Idle / WarmupEnd.
 	Idle      float64 `json:"idle"`
 	IdleRatio float64 `json:"idle_ratio"`
+	// Trend is the median of the window's second half over the median of
+	// its first half: growth over time, which single peaks (a burst of
+	// stream writers, a GC cycle) do not move. 0 with fewer than 4 samples.
+	Trend float64 `json:"trend"`
 	// Samples is how many drive samples the figures come from.
 	Samples int `json:"samples"`
 	// HasIdle reports whether there is an idle sample.
@@ -161,6 +166,10 @@ type Growth struct {
 // Held reports whether the figure stayed within bound of its value at the
 // end of the warm-up while the driver ran.
 func (g Growth) Held(bound float64) bool { return g.Samples > 0 && g.MaxRatio <= bound }
+
+// TrendHeld reports whether the figure did not grow by more than bound
+// over the window (see Trend).
+func (g Growth) TrendHeld(bound float64) bool { return g.Trend > 0 && g.Trend <= bound }
 
 // IdleHeld reports whether the figure was within bound once idle.
 func (g Growth) IdleHeld(bound float64) bool { return g.HasIdle && g.IdleRatio <= bound }
@@ -202,6 +211,7 @@ func Summarize(samples []Sample) Summary {
 // growth follows one figure; value reports false for a sample without it.
 func growth(samples []Sample, value func(Sample) (float64, bool)) Growth {
 	var g Growth
+	var window []float64
 	inWindow, haveRef := false, false
 	for _, s := range samples {
 		if s.Phase == PhaseDrive && s.WarmupEnd {
@@ -224,8 +234,14 @@ func growth(samples []Sample, value func(Sample) (float64, bool)) Growth {
 			}
 			g.Min, g.Max, g.Last = min(g.Min, v), max(g.Max, v), v
 			g.Samples++
+			window = append(window, v)
 		case PhaseIdle:
 			g.Idle, g.HasIdle = v, true
+		}
+	}
+	if half := len(window) / 2; half >= 2 {
+		if first := median(window[:half]); first > 0 {
+			g.Trend = median(window[len(window)-half:]) / first
 		}
 	}
 	if g.WarmupEnd > 0 {
@@ -235,4 +251,15 @@ func growth(samples []Sample, value func(Sample) (float64, bool)) Growth {
 		}
 	}
 	return g
+}
+
+// median of vs (which it does not change).
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 }

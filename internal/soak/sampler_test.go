@@ -92,3 +92,27 @@ func TestSampler_Take(t *testing.T) {
 		t.Errorf("kept %+v", all)
 	}
 }
+
+// The trend compares medians of the window's halves: a single peak does
+// not move it, a steady climb does.
+func TestSummarize_Trend(t *testing.T) {
+	t.Parallel()
+	window := func(rss ...uint64) Growth {
+		var ss []Sample
+		for i, r := range rss {
+			s := smp(PhaseDrive, r, 100)
+			s.WarmupEnd = i == 0
+			ss = append(ss, s)
+		}
+		return Summarize(ss).RSS
+	}
+	if g := window(100, 101, 400, 99, 100, 102, 100, 101); g.Trend < 0.99 || g.Trend > 1.02 || !g.TrendHeld(Bound) || g.Held(Bound) {
+		t.Errorf("a peak: trend %v (held %v), max ratio %v (held %v)", g.Trend, g.TrendHeld(Bound), g.MaxRatio, g.Held(Bound))
+	}
+	if g := window(100, 110, 120, 130, 140, 150, 160, 170); g.Trend < 1.3 || g.TrendHeld(Bound) {
+		t.Errorf("a climb: trend %v held %v", g.Trend, g.TrendHeld(Bound))
+	}
+	if g := window(100, 200, 300); g.Trend != 0 || g.TrendHeld(Bound) {
+		t.Errorf("too few samples: trend %v", g.Trend)
+	}
+}

@@ -78,6 +78,12 @@ func (r *Result) Held() bool {
 	return r.Summary.RSS.Held(r.Bound) && r.Summary.Goroutines.Held(r.Bound)
 }
 
+// TrendHeld reports whether neither grew by more than Bound over the
+// window (Growth.Trend).
+func (r *Result) TrendHeld() bool {
+	return r.Summary.RSS.TrendHeld(r.Bound) && r.Summary.Goroutines.TrendHeld(r.Bound)
+}
+
 // IdleHeld reports whether they were within Bound once the hubs went idle.
 func (r *Result) IdleHeld() bool {
 	return r.Summary.RSS.IdleHeld(r.Bound) && r.Summary.Goroutines.IdleHeld(r.Bound)

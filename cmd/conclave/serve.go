@@ -32,6 +32,7 @@ type serveCmd struct {
 	memory     bool
 	retainAge  time.Duration
 	retainN    uint64
+	retainTick time.Duration
 	limits     serveLimits
 	quotas     serveQuotas
 	repair     bool
@@ -63,6 +64,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
+	fs.DurationVar(&c.retainTick, "retention-interval", time.Minute, "how often retention trims the sessions")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
@@ -76,6 +78,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}
 	if c.heartbeat < 100*time.Millisecond {
 		return usageError(fmt.Errorf("--heartbeat must be at least 100ms, got %v", c.heartbeat))
+	}
+	if c.retainTick < 0 || (c.retainTick > 0 && c.retainTick < 10*time.Millisecond) {
+		return usageError(fmt.Errorf("--retention-interval must be at least 10ms, got %v", c.retainTick))
 	}
 	if c.flushDelay < 0 || c.flushDelay > time.Second {
 		return usageError(fmt.Errorf("--flush-delay must be in 0..1s, got %v", c.flushDelay))
@@ -199,7 +204,8 @@ func closeJournal(j journal.Journal, logger *slog.Logger, err *error) {
 }
 
 // retention trims every session's history per --retention-age and
-// --retention-events once a minute, on a goroutine the returned func stops.
+// --retention-events every --retention-interval, on a goroutine the
+// returned func stops.
 func (c *serveCmd) retention(j journal.Journal, logger *slog.Logger) (stop func()) {
 	r := journal.Retention{MaxAge: c.retainAge, MaxEvents: c.retainN}
 	if j == nil || (r.MaxAge == 0 && r.MaxEvents == 0) {
@@ -209,7 +215,11 @@ func (c *serveCmd) retention(j journal.Journal, logger *slog.Logger) (stop func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(time.Minute)
+		every := c.retainTick
+		if every <= 0 {
+			every = time.Minute // a serveCmd built without flags (tests)
+		}
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			sessions, err := j.Sessions(ctx)

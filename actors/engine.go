@@ -66,8 +66,10 @@ type Config struct {
 	Now func() time.Time
 	// NewID makes event, run and session ids. Default: uuid.New.
 	NewID func() uuid.UUID
-	// Journal stores events; the caller closes it after Shutdown. Default: a
-	// new in-memory journal, left open so lagging subscriptions can drain.
+	// Journal stores events; the caller closes it after Shutdown. It must
+	// keep a run catalogue too (journal.Catalog, as journal.Memory and
+	// journal.Durable do): ended runs are read from there. Default: a new
+	// in-memory journal, left open so lagging subscriptions can drain.
 	Journal journal.Journal
 	// Models builds the model of each run. Default: the scripted model.
 	Models model.Factory
@@ -167,6 +169,7 @@ type Engine struct {
 	runCount     atomic.Int64 // run supervisors alive (Stats)
 	done         chan struct{}
 	shutdownMu   sync.Mutex
+	shutStage    int // under shutdownMu: how far Shutdown got (see there)
 }
 
 // RunRef names a started run.
@@ -357,6 +360,8 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	tenant := cmd.Tenant
 	if tenant == "" {
 		tenant = messages.LocalTenant
+	} else if _, err := messages.NewTenantID(string(tenant)); err != nil {
+		return nil, bad("%v", err) // a tenant is part of the session's journal key (tenant/session)
 	}
 	session := cmd.SessionID
 	if session == "" {
@@ -447,12 +452,8 @@ func (e *Engine) Head(ctx context.Context, tenant messages.TenantID, session mes
 // other. It is for simulations and benchmarks; agents publish through
 // their hub directly.
 func (e *Engine) Publish(ctx context.Context, tenant messages.TenantID, session messages.SessionID, emit *messages.Emit) error {
-	res, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}, hub: true})
-	if err != nil {
-		return err
-	}
-	e.system.Root.Send(res.(*sessionEntry).pid, emit)
-	return nil
+	_, err := e.request(ctx, &publishReq{key: sessKey{tenantOr(tenant), session}, emit: emit})
+	return err
 }
 
 // ErrRunNotEnded is returned by Rewind for a run that has not ended.
@@ -478,24 +479,13 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 		return RunRef{}, fmt.Errorf("%w: note is longer than %d bytes", ErrInvalidRequest, messages.MaxQuestionBytes)
 	}
 	rp := newReplayRun(cmd.RunID, sum.SessionID)
-	for after := uint64(0); ; {
-		batch, err := e.cfg.Journal.ReadAfter(ctx, e.journalKeyOf(sessKey{tenant, sum.SessionID}), after, 4096)
-		if err != nil {
-			return RunRef{}, fmt.Errorf("actors: rewind: read the run: %w", err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for _, enc := range batch {
-			if enc.RunID == cmd.RunID {
-				env, err := enc.Envelope()
-				if err != nil {
-					return RunRef{}, fmt.Errorf("actors: rewind: seq %d: %w", enc.Seq, err)
-				}
-				rp.apply(env)
-			}
-		}
-		after = batch[len(batch)-1].Seq
+	info, _, err := e.catalog.Run(ctx, cmd.RunID) // found by Run: its events are in [FirstSeq, LastSeq]
+	if err != nil {
+		return RunRef{}, fmt.Errorf("actors: rewind: %w", err)
+	}
+	if err := e.scanRuns(ctx, info.Session, info.FirstSeq, info.LastSeq, map[messages.RunID]bool{cmd.RunID: true},
+		func(env *messages.Envelope) bool { rp.apply(env); return true }); err != nil {
+		return RunRef{}, fmt.Errorf("actors: rewind: %w", err)
 	}
 	if rp.plan == nil || rp.started == nil {
 		return RunRef{}, fmt.Errorf("%w: run %s has no plan to rewind (or its start was trimmed by retention)", ErrInvalidRequest, cmd.RunID)
@@ -662,32 +652,40 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		default:
 		}
 	}
-	e.background.Close()
-	select {
-	case <-e.stopSweep:
-	default:
-		close(e.stopSweep)
+	// The stages below are done once each: a call that returned ctx.Err()
+	// part way is finished by the next call (shutStage, under shutdownMu).
+	if e.shutStage < 1 {
+		e.background.Close()
+		select {
+		case <-e.stopSweep:
+		default:
+			close(e.stopSweep)
+		}
+		if err := e.background.Wait(ctx); err != nil {
+			return err
+		}
+		if _, err := e.request(ctx, &shutdownReq{}); err != nil {
+			return err
+		}
+		e.shutStage = 1
 	}
-	if err := e.background.Wait(ctx); err != nil {
-		return err
-	}
-	if _, err := e.request(ctx, &shutdownReq{}); err != nil {
-		return err
-	}
-	e.turns.Close()
-	if err := e.turns.Wait(ctx); err != nil {
-		return err
-	}
-	e.interrupts.Close() // frozen runs' interrupts: no timer may fire now
-	e.reqMu.Lock()       // waits for requests in flight (the engine actor answers them)
-	e.actorStopped = true
-	e.reqMu.Unlock()
-	if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
-		return fmt.Errorf("actors: stop engine actor: %w", err)
+	if e.shutStage < 2 {
+		e.turns.Close()
+		if err := e.turns.Wait(ctx); err != nil {
+			return err
+		}
+		e.interrupts.Close() // frozen runs' interrupts: no timer may fire now
+		e.reqMu.Lock()       // waits for requests in flight (the engine actor answers them)
+		e.actorStopped = true
+		e.reqMu.Unlock()
+		if err := e.system.Root.StopFuture(e.root).Wait(); err != nil {
+			return fmt.Errorf("actors: stop engine actor: %w", err)
+		}
+		e.shutStage = 2
 	}
 	// Every hub has flushed: store the summaries of the runs that ended.
-	e.store.Close()
-	if err := e.summaries.close(ctx); err != nil {
+	e.summaries.close()
+	if err := e.store.Wait(ctx); err != nil {
 		return err
 	}
 	e.system.Shutdown()

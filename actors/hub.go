@@ -24,6 +24,7 @@ const maxHubBatch = 4096
 // (protoactor builds a fresh actor instance on restart). Only the hub actor
 // touches it, except head, which subscriptions read through Source.
 type hubShared struct {
+	tenant  messages.TenantID
 	session messages.SessionID // as clients know it (envelopes)
 	key     messages.SessionID // in the journal (sessions.go)
 	journal journal.Journal
@@ -160,6 +161,9 @@ func (h *hubShared) ReadAfter(ctx context.Context, after uint64, limit int) ([]*
 	if err != nil {
 		return nil, err
 	}
+	if len(evs) >= limit { // the marker counts: at most limit events in all
+		evs = evs[:max(limit-1, 0)]
+	}
 	return append([]*messages.Encoded{enc}, evs...), nil
 }
 
@@ -211,6 +215,12 @@ func (h *hubActor) Receive(ctx actor.Context) {
 		delete(h.s.subs, m.sub)
 		h.s.nsubs.Store(int32(len(h.s.subs)))
 		h.s.touch()
+	case *hubIdleStop:
+		if len(h.s.subs) > 0 || len(h.s.pending) > 0 {
+			ctx.Request(ctx.Parent(), &hubStayedMsg{}) // Request: the engine identifies the hub by Sender()
+			return
+		}
+		ctx.Stop(ctx.Self())
 	case *actor.Stopping:
 		h.flush()
 		for sub := range h.s.subs {
@@ -302,7 +312,7 @@ func (h *hubActor) flush() {
 	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {
 		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
-			if final, ended := h.e.index.Apply(env); ended {
+			if final, ended := h.e.index.Apply(h.s.tenant, env); ended {
 				h.e.summaries.ended(env.RunID, final)
 			}
 		}

@@ -39,8 +39,8 @@ const outboxWindow = 1024
 // there are only a bounded number of them.
 type outbox struct {
 	e       *Engine
-	hub     *actor.PID
-	credits chan struct{} // one token per streamed event in flight
+	hub     atomic.Pointer[actor.PID] // the session's hub (replaced if it fails: sessions.go)
+	credits chan struct{}             // one token per streamed event in flight
 	sent    atomic.Int64
 	budget  int64 // <= 0: none
 	over    atomic.Bool
@@ -50,7 +50,9 @@ type outbox struct {
 }
 
 func newOutbox(e *Engine, hub *actor.PID, budget int64) *outbox {
-	return &outbox{e: e, hub: hub, credits: make(chan struct{}, outboxWindow), budget: budget}
+	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: budget}
+	o.hub.Store(hub)
+	return o
 }
 
 // onOver sets how the run is ended once it exceeds its budget; it runs at
@@ -68,7 +70,7 @@ func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
 		return
 	}
 	o.count()
-	ctx.Send(o.hub, em)
+	ctx.Send(o.hub.Load(), em)
 }
 
 // send sends a model stream's event to the hub once it has a credit. It
@@ -84,7 +86,7 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 		return ctx.Err()
 	}
 	o.count()
-	root.Send(o.hub, &creditedEmit{Emit: *em, credit: o.credits})
+	root.Send(o.hub.Load(), &creditedEmit{Emit: *em, credit: o.credits})
 	return nil
 }
 

@@ -135,36 +135,22 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID,
 		k = sessKey{a.e.legacyTenant[jkey], jkey}
 	}
 	runs := map[messages.RunID]*replayRun{}
+	ids := map[messages.RunID]bool{}
 	order := make([]*replayRun, 0, len(live))
 	from := live[0].FirstSeq
 	for _, info := range live {
 		r := newReplayRun(info.Run, k.id)
-		runs[info.Run] = r
+		runs[info.Run], ids[info.Run] = r, true
 		order = append(order, r)
 		from = min(from, info.FirstSeq)
 	}
 	var envs []*messages.Envelope
-	for after := from - 1; ; {
-		batch, err := a.e.cfg.Journal.ReadAfter(bg, jkey, after, 4096)
-		if err != nil {
-			return fmt.Errorf("actors: recovery: read session %s: %w", k.id, err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for _, enc := range batch {
-			r := runs[enc.RunID]
-			if r == nil {
-				continue // an ended run's event, or the session's own
-			}
-			env, err := enc.Envelope()
-			if err != nil {
-				return fmt.Errorf("actors: recovery: session %s seq %d: %w", k.id, enc.Seq, err)
-			}
-			r.apply(env)
-			envs = append(envs, env)
-		}
-		after = batch[len(batch)-1].Seq
+	if err := a.e.scanRuns(bg, jkey, from, 0, ids, func(env *messages.Envelope) bool {
+		runs[env.RunID].apply(env)
+		envs = append(envs, env)
+		return true
+	}); err != nil {
+		return fmt.Errorf("actors: recovery: %w", err)
 	}
 	s, err := a.openSession(ctx, k)
 	if err != nil {
@@ -178,7 +164,7 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID,
 		a.e.index.Register(k.tenant, r.runID, k.id, q, r.startedAt)
 	}
 	for _, env := range envs {
-		a.e.index.Apply(env) // no terminal among them: the runs are live
+		a.e.index.Apply(k.tenant, env) // no terminal among them: the runs are live
 	}
 	for _, r := range order {
 		if r.ended || r.started == nil {
@@ -201,10 +187,13 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 	}
 	m, err := a.e.cfg.Models(sc)
 	if err != nil {
-		return err
+		// It cannot go on (its model cannot be built any more): it ends
+		// now, its open lanes closed, instead of staying live for ever.
+		r.failing, r.unresumable = true, "cannot resume after a restart: "+err.Error()
+		r.failMsg = r.unresumable
 	}
 	spec := &runSpec{
-		tenant: tenant, runID: r.runID, session: r.session, hub: s.pid, question: st.Question, hitl: st.HITL,
+		tenant: tenant, runID: r.runID, session: r.session, question: st.Question, hitl: st.HITL,
 		scenario: st.Scenario, concurrency: st.Concurrency, model: m,
 		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
 		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
@@ -218,7 +207,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 	if spec.timeoutAction == "" {
 		spec.timeoutAction = messages.DecisionReject
 	}
-	spec.out = a.newOutbox(spec, r.events)
+	spec.out = a.newOutbox(spec, s.pid, r.events)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	// Team and debate nodes are not resumed: the lanes open inside them
 	// close (deepest first), and the run ends as interrupted (below, with
@@ -308,8 +297,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messa
 			delete(r.lanes, id)
 		}
 	}
-	a.spawnRun(ctx, spec, r)
-	return nil
+	return a.spawnRun(ctx, spec, r)
 }
 
 // resume is the run supervisor's start after a restart.
@@ -329,7 +317,7 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.fail(ctx, code, rp.laneFailed)
 		return
 	}
-	if rp.plan == nil { // still planning: the director starts again
+	if rp.plan == nil && rp.unresumable == "" { // still planning: the director starts again
 		r.phase = phasePlanning
 		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rp.lanes[messages.DirectorStream])
 		return
@@ -342,10 +330,14 @@ func (r *runActor) resume(ctx actor.Context) {
 	switch {
 	case rp.failing:
 		code := messages.ErrCodeInterrupted
-		if r.counts.Failed > 0 {
+		switch {
+		case rp.unresumable != "":
+			code = messages.ErrCodeInternal
+		case r.counts.Failed > 0:
 			code = messages.ErrCodeNodeFailed
 		}
-		r.failCode, r.failMsg = code, rp.failMsg
+		d, _ := r.spec.outcome.claim(decision{code: code, msg: rp.failMsg}) // an abort that came first stands
+		r.failCode, r.failMsg = d.code, d.msg
 		r.phase = phaseExecuting
 		r.maybeEndFailure(ctx)
 	case !rp.gateDecided:

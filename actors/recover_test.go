@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/testkit"
 )
 
@@ -387,5 +389,48 @@ func TestRecover_RetentionKeepsLiveRuns(t *testing.T) {
 	fin, err := r.e.Run("", parked.RunID)
 	if err != nil || fin.Status != messages.StatusFinished {
 		t.Fatalf("the parked run ended %+v, %v; want finished", fin, err)
+	}
+}
+
+// TestRecover_UnresumableRunEnds: a run whose model cannot be built after
+// a restart ends with run_error{internal} instead of staying live forever.
+func TestRecover_UnresumableRunEnds(t *testing.T) {
+	t.Parallel()
+	j := &sessionsJournal{Memory: journal.NewMemory()}
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	e1, err := actors.New(actors.Config{Journal: j, KeepRunsOnShutdown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := e1.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "u", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e1, "", "u", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if err := e1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e2 := testkit.NewEngine(t, actors.Config{Journal: j, KeepRunsOnShutdown: true, Models: func(messages.Scenario) (model.Model, error) {
+		return nil, errors.New("the model's endpoint is gone")
+	}})
+	events, err := testkit.Follow(ctx, e2, ref, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeInternal || !strings.Contains(runErr.Message, "endpoint is gone") {
+		t.Fatalf("run_error = %+v", runErr)
+	}
+	if live, _ := j.LiveRuns(ctx); len(live) != 0 {
+		t.Fatalf("still live in the catalogue: %+v", live)
 	}
 }

@@ -20,15 +20,17 @@ const (
 // in package messages because nothing but the Engine sends them.
 type (
 	startRunReq struct{ spec *runSpec }
-	// sessionReq asks for an existing session: its head, and with hub
-	// set its hub (started if needed) in a *sessionEntry; without hub, a
-	// session not in memory is answered from the journal, as a
-	// sessionHead, without starting a hub.
-	sessionReq struct {
-		key sessKey
-		hub bool
-	}
+	// sessionReq asks for an existing session's head (a sessionHead);
+	// a session not in memory is answered from the journal, without
+	// starting a hub.
+	sessionReq struct{ key sessKey }
 	sessionHead uint64
+	// publishReq sends an event to an existing session's hub (Engine.Publish),
+	// from the engine actor, so it is ordered with the hub's idle stop.
+	publishReq struct {
+		key  sessKey
+		emit *messages.Emit
+	}
 	// subscribeReq attaches a new feed to a session's hub. The engine
 	// actor sends the hubSubscribe itself: it is also the one that poisons
 	// hubs at shutdown, so (per-sender FIFO) the subscription is attached,
@@ -102,14 +104,32 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(a.startRun(ctx, m.spec))
 	case *sessionReq:
-		ctx.Respond(a.sessionInfo(ctx, m))
+		ctx.Respond(a.sessionInfo(m))
+	case *publishReq:
+		s, err := a.existingSession(ctx, m.key)
+		if err != nil {
+			ctx.Respond(err)
+			return
+		}
+		ctx.Send(s.pid, m.emit)
+		ctx.Respond(true)
 	case *sweepIdle:
 		a.sweepIdleHubs(ctx)
+	case *hubStayedMsg:
+		if s := a.hubs[ctx.Sender().Id]; s != nil {
+			a.hubStayed(s)
+		}
 	case *subscribeReq:
 		ctx.Respond(a.subscribe(ctx, m))
 	case *stopRunReq:
 		r, ok := a.runs[m.runID]
 		switch {
+		case a.closing:
+			// Shutting down: a frozen run would ignore it, and an ended
+			// one is ending anyway; a refusal is the only true answer.
+			ctx.Respond(ErrShuttingDown)
+		case ok && r.ended.Load():
+			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
 		case ok:
 			if stop, isStop := m.msg.(*messages.StopRun); isStop {
 				// The run's end is decided here, once: a stop that comes
@@ -159,6 +179,12 @@ func (a *engineActor) Receive(ctx actor.Context) {
 }
 
 func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
+	// The session first: a start that must wait for a stopping hub is
+	// asked again, and must not spend a rate token each time.
+	s, err := a.openSession(ctx, sessKey{spec.tenant, spec.session})
+	if err != nil {
+		return err
+	}
 	limits, live := a.e.limits(spec.tenant), 0
 	if limits.ConcurrentRuns > 0 {
 		live = a.liveRuns(spec.tenant)
@@ -166,12 +192,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
 		return err
 	}
-	s, err := a.openSession(ctx, sessKey{spec.tenant, spec.session})
-	if err != nil {
-		return err
-	}
-	spec.hub = s.pid
-	spec.out = a.newOutbox(spec, 0)
+	spec.out = a.newOutbox(spec, s.pid, 0)
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	acked := s.shared.ackOf(spec.runID)
@@ -194,23 +215,16 @@ func (a *engineActor) liveRuns(tenant messages.TenantID) int {
 	return n
 }
 
-// newOutbox makes the outbox of a run whose session hub is spec.hub; sent
+// newOutbox makes the outbox of a run whose session hub is hub; sent
 // counts the events it already has (a run resumed after a restart).
-func (a *engineActor) newOutbox(spec *runSpec, sent int64) *outbox {
-	o := newOutbox(a.e, spec.hub, a.e.limits(spec.tenant).EventsPerRun)
+func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64) *outbox {
+	o := newOutbox(a.e, hub, a.e.limits(spec.tenant).EventsPerRun)
 	o.sent.Store(sent)
 	return o
 }
 
 // sessionInfo answers a sessionReq.
-func (a *engineActor) sessionInfo(ctx actor.Context, m *sessionReq) any {
-	if m.hub {
-		s, err := a.existingSession(ctx, m.key)
-		if err != nil {
-			return err
-		}
-		return s
-	}
+func (a *engineActor) sessionInfo(m *sessionReq) any {
 	if s, err := a.session(m.key); err != nil {
 		return err
 	} else if s != nil {
@@ -277,7 +291,7 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	if s, ok := a.hubs[who.Id]; ok {
-		a.hubTerminated(s)
+		a.hubTerminated(ctx, s)
 		a.maybeStopHubs(ctx)
 	}
 }

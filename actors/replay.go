@@ -33,6 +33,7 @@ type replayRun struct {
 	laneFailed  string  // planning_failed or synthesis_failed seen: its error
 	failing     bool    // a node failed or was cancelled: the run was ending
 	failMsg     string
+	unresumable string // set by recovery: why the run cannot go on (it ends with run_error internal)
 
 	nodes         map[string]*replayNode
 	lanes         map[messages.StreamID]*replayLane // lanes opened and not closed

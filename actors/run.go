@@ -27,7 +27,6 @@ type runSpec struct {
 	tenant      messages.TenantID
 	runID       messages.RunID
 	session     messages.SessionID
-	hub         *actor.PID
 	question    string
 	hitl        messages.HITLMode
 	scenario    *messages.Scenario // for run_started; the model already embodies it

@@ -96,22 +96,48 @@ func (e *Engine) ownerOf(ctx context.Context, info journal.RunInfo) messages.Ten
 	return e.legacyTenant[info.Session]
 }
 
+// storedRun is what the engine stores with the catalogue for an ended
+// run: its final summary, without its answer when that would make it too
+// large for the catalogue (journal.MaxRunSummary): the answer is then
+// read from the run's terminal event (RunInfo.LastSeq) when asked for.
+type storedRun struct {
+	Summary         messages.RunSummary `json:"summary"`
+	AnswerInJournal bool                `json:"answer_in_journal,omitempty"`
+}
+
+// encodeStoredRun encodes an ended run's summary for the catalogue.
+func encodeStoredRun(s messages.RunSummary) ([]byte, error) {
+	b, err := json.Marshal(storedRun{Summary: s})
+	if err != nil || len(b) <= journal.MaxRunSummary {
+		return b, err
+	}
+	s.Answer = ""
+	return json.Marshal(storedRun{Summary: s, AnswerInJournal: true})
+}
+
 // storedSummary decodes a run's stored summary, or folds it again from
 // the run's events (and stores it) when it was lost or never stored.
 func (e *Engine) storedSummary(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
-	var s messages.RunSummary
 	if len(info.Summary) > 0 {
-		if err := json.Unmarshal(info.Summary, &s); err == nil {
-			return s, nil
+		var st storedRun
+		if err := json.Unmarshal(info.Summary, &st); err == nil && st.Summary.RunID == info.Run {
+			if st.AnswerInJournal {
+				if env, err := e.eventAt(ctx, info.Session, info.LastSeq); err == nil && env != nil {
+					if p, ok := env.Payload.(*messages.RunFinishedPayload); ok {
+						st.Summary.Answer = p.Answer
+					}
+				}
+			}
+			return st.Summary, nil
 		}
 		e.cfg.Logger.Warn("run summary unreadable; folding it again from the journal", "run", info.Run)
 	}
-	s, err := e.foldRun(ctx, info)
+	s, complete, err := e.foldRun(ctx, info)
 	if err != nil {
 		return messages.RunSummary{}, err
 	}
-	if info.LastSeq != 0 {
-		if b, err := json.Marshal(s); err == nil {
+	if complete { // never store what a trimmed journal left of the run
+		if b, err := encodeStoredRun(s); err == nil {
 			if err := e.catalog.PutRunSummary(ctx, info.Run, b); err != nil {
 				e.cfg.Logger.Warn("store a refolded run summary", "run", info.Run, "err", err)
 			}
@@ -120,40 +146,48 @@ func (e *Engine) storedSummary(ctx context.Context, info journal.RunInfo) (messa
 	return s, nil
 }
 
-// foldRun folds a run's summary from its events in the journal.
-func (e *Engine) foldRun(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
+// eventAt reads the event with seq of a session (nil if it is not kept).
+func (e *Engine) eventAt(ctx context.Context, key messages.SessionID, seq uint64) (*messages.Envelope, error) {
+	if seq == 0 {
+		return nil, nil
+	}
+	evs, err := e.cfg.Journal.ReadAfter(ctx, key, seq-1, 1)
+	if err != nil || len(evs) == 0 || evs[0].Seq != seq {
+		return nil, err
+	}
+	return evs[0].Envelope()
+}
+
+// foldRun folds an ended run's summary from its events in the journal.
+// complete is false when the journal no longer holds its terminal event
+// (retention trimmed it): the summary then says the run ended, and what
+// is left of it.
+func (e *Engine) foldRun(ctx context.Context, info journal.RunInfo) (s messages.RunSummary, complete bool, err error) {
+	s, err = e.foldEvents(ctx, info)
+	if err != nil || info.LastSeq == 0 || s.Status.Terminal() {
+		return s, err == nil && s.Status.Terminal(), err
+	}
+	s.Status, s.ErrorCode = messages.StatusFailed, messages.ErrCodeInternal
+	s.Error = "the run has ended, but retention trimmed its events before its summary was stored"
+	return s, false, nil
+}
+
+// foldEvents folds what the journal keeps of a run's events.
+func (e *Engine) foldEvents(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
 	s := messages.RunSummary{RunID: info.Run, Wave: -1, Status: messages.StatusPlanning}
 	if k, ok := sessKeyOf(info.Session); ok {
 		s.SessionID = k.id
 	} else {
 		s.SessionID = info.Session
 	}
-	for after := info.FirstSeq - 1; ; {
-		batch, err := e.cfg.Journal.ReadAfter(ctx, info.Session, after, 4096)
-		if err != nil {
-			return messages.RunSummary{}, fmt.Errorf("actors: run %s: read its events: %w", info.Run, err)
+	err := e.scanRuns(ctx, info.Session, info.FirstSeq, info.LastSeq, map[messages.RunID]bool{info.Run: true}, func(env *messages.Envelope) bool {
+		if p, ok := env.Payload.(*messages.RunStartedPayload); ok {
+			s.Question, s.CreatedAt = p.Question, env.Timestamp
 		}
-		if len(batch) == 0 {
-			return s, nil
-		}
-		for _, enc := range batch {
-			if info.LastSeq != 0 && enc.Seq > info.LastSeq {
-				return s, nil
-			}
-			if enc.RunID != info.Run {
-				continue
-			}
-			env, err := enc.Envelope()
-			if err != nil {
-				return messages.RunSummary{}, fmt.Errorf("actors: run %s: seq %d: %w", info.Run, enc.Seq, err)
-			}
-			if p, ok := env.Payload.(*messages.RunStartedPayload); ok {
-				s.Question, s.CreatedAt = p.Question, env.Timestamp
-			}
-			runindex.Fold(&s, env)
-		}
-		after = batch[len(batch)-1].Seq
-	}
+		runindex.Fold(&s, env)
+		return true
+	})
+	return s, err
 }
 
 // summaryWriter stores the final summaries of ended runs with the
@@ -165,11 +199,10 @@ type summaryWriter struct {
 	index   *runindex.Index
 	e       *Engine
 
-	mu      sync.Mutex // guards queue and closed
-	queue   []endedRun
-	closed  bool
-	wake    chan struct{} // capacity 1
-	stopped chan struct{} // closed when run returns
+	mu     sync.Mutex // guards queue and closed
+	queue  []endedRun
+	closed bool
+	wake   chan struct{} // capacity 1
 }
 
 type endedRun struct {
@@ -178,7 +211,7 @@ type endedRun struct {
 }
 
 func newSummaryWriter(e *Engine, catalog journal.Catalog, index *runindex.Index) *summaryWriter {
-	return &summaryWriter{e: e, catalog: catalog, index: index, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	return &summaryWriter{e: e, catalog: catalog, index: index, wake: make(chan struct{}, 1)}
 }
 
 // ended queues a run's final summary. It never blocks (hubs call it).
@@ -196,9 +229,9 @@ func (w *summaryWriter) ended(run messages.RunID, s messages.RunSummary) {
 	}
 }
 
-// run stores queued summaries until close, then what is left.
+// run stores queued summaries until close, then what is left. The
+// engine's store group owns it (Shutdown waits for it).
 func (w *summaryWriter) run() {
-	defer close(w.stopped)
 	for {
 		w.mu.Lock()
 		batch, closed := w.queue, w.closed
@@ -219,7 +252,7 @@ func (w *summaryWriter) run() {
 func (w *summaryWriter) store(r endedRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), runReadTimeout)
 	defer cancel()
-	b, err := json.Marshal(r.summary)
+	b, err := encodeStoredRun(r.summary)
 	if err == nil {
 		err = w.catalog.PutRunSummary(ctx, r.run, b)
 	}
@@ -231,8 +264,8 @@ func (w *summaryWriter) store(r endedRun) {
 	w.index.Remove(r.run)
 }
 
-// close stores what is queued, then stops; it waits for that or ctx.
-func (w *summaryWriter) close(ctx context.Context) error {
+// close makes run store what is queued and return. Idempotent.
+func (w *summaryWriter) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
@@ -240,10 +273,37 @@ func (w *summaryWriter) close(ctx context.Context) error {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case <-w.stopped:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+// scanRuns reads a session's events from seq from (1 for the start) up to
+// through (0: to the end) and hands fn, decoded, those of runs (nil: of
+// every run). fn returns false to stop. It is the one loop that reads a
+// session: recovery, rewind, refolding a summary and finding a legacy
+// session's tenant use it.
+func (e *Engine) scanRuns(ctx context.Context, key messages.SessionID, from, through uint64, runs map[messages.RunID]bool, fn func(*messages.Envelope) bool) error {
+	for after := max(from, 1) - 1; ; {
+		batch, err := e.cfg.Journal.ReadAfter(ctx, key, after, 4096)
+		if err != nil {
+			return fmt.Errorf("actors: read session %s: %w", key, err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, enc := range batch {
+			if through != 0 && enc.Seq > through {
+				return nil
+			}
+			if runs != nil && !runs[enc.RunID] {
+				continue
+			}
+			env, err := enc.Envelope()
+			if err != nil {
+				return fmt.Errorf("actors: session %s seq %d: %w", key, enc.Seq, err)
+			}
+			if !fn(env) {
+				return nil
+			}
+		}
+		after = batch[len(batch)-1].Seq
 	}
 }

@@ -100,6 +100,10 @@ func (a *engineActor) session(k sessKey) (*sessionEntry, error) {
 	case s.poisoned:
 		return nil, ErrShuttingDown
 	}
+	// Handed out: whatever the caller does next (subscribe, publish,
+	// start a run) reaches the hub after this, so the sweep, which runs on
+	// this actor too, must not judge the hub idle in between.
+	s.shared.touch()
 	return s, nil
 }
 
@@ -135,7 +139,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 		return nil, ErrShuttingDown
 	}
 	shared := &hubShared{
-		session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
+		tenant: k.tenant, session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
 	}
 	shared.touch()
@@ -153,9 +157,12 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 	return s, nil
 }
 
-// sweepIdleHubs stops the hubs of sessions idle for HubIdleAfter: no live
-// run, no subscriber, nothing pending and no event or subscription since.
-// A stopping hub first handles what is queued (Poison), flushing it.
+// sweepIdleHubs asks the hubs of sessions that look idle (no live run,
+// and no subscriber and no activity for HubIdleAfter) to stop. From then
+// on requests for the session wait (errHubStopping). The hub has the last
+// word: everything the engine sent it before is in its mailbox ahead of
+// the request, so it stops only if it still has no subscriber and nothing
+// pending, and otherwise answers hubStayed.
 func (a *engineActor) sweepIdleHubs(ctx actor.Context) {
 	after := a.e.cfg.HubIdleAfter
 	if after <= 0 || a.closing {
@@ -167,12 +174,29 @@ func (a *engineActor) sweepIdleHubs(ctx actor.Context) {
 			continue
 		}
 		s.idle, s.stopped = true, make(chan struct{})
-		ctx.Poison(s.pid)
+		ctx.Send(s.pid, &hubIdleStop{})
 	}
 }
 
+// hubStayed: a hub asked to stop for idleness found work and goes on.
+func (a *engineActor) hubStayed(s *sessionEntry) {
+	if !s.idle {
+		return
+	}
+	s.idle = false
+	close(s.stopped) // the requests that waited go on with this hub
+	s.stopped = nil
+	s.shared.touch()
+}
+
+// Messages between the engine actor and a hub about idleness.
+type (
+	hubIdleStop struct{}
+	hubStayedMsg struct{}
+)
+
 // hubTerminated forgets a hub that stopped.
-func (a *engineActor) hubTerminated(s *sessionEntry) {
+func (a *engineActor) hubTerminated(ctx actor.Context, s *sessionEntry) {
 	a.e.hubCount.Add(-1)
 	delete(a.hubs, s.pid.Id)
 	if a.sessions[s.key] == s {
@@ -180,6 +204,34 @@ func (a *engineActor) hubTerminated(s *sessionEntry) {
 	}
 	if s.stopped != nil {
 		close(s.stopped)
+	}
+	if !s.idle && !s.poisoned && s.runs > 0 {
+		a.replaceHub(ctx, s)
+	}
+}
+
+// replaceHub handles a hub its supervisor stopped (it kept panicking)
+// while runs of its session were live: they cannot go on without one. A
+// new hub takes the session over from the journal (what the old one had
+// not journaled was never acknowledged), the runs send to it, and they
+// end with run_error{code:"internal"}.
+func (a *engineActor) replaceHub(ctx actor.Context, old *sessionEntry) {
+	a.e.cfg.Logger.Error("session hub failed; ending the session's live runs", "session", old.key.id, "tenant", old.key.tenant, "runs", old.runs)
+	s, err := a.spawnHub(ctx, old.key)
+	if err != nil {
+		a.e.cfg.Logger.Error("session hub failed and cannot be replaced; its runs are stranded until shutdown", "session", old.key.id, "err", err)
+		return
+	}
+	const why = "the session's hub failed"
+	for id, r := range a.runs {
+		if (sessKey{r.spec.tenant, r.spec.session}) != old.key {
+			continue
+		}
+		r.spec.out.hub.Store(s.pid)
+		s.runs++
+		r.spec.outcome.claim(decision{code: messages.ErrCodeInternal, msg: why})
+		a.e.interrupts.CancelRun(id)
+		ctx.Send(r.pid, &messages.StopRun{Code: messages.ErrCodeInternal, Reason: why})
 	}
 }
 

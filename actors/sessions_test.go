@@ -2,6 +2,8 @@ package actors_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,5 +179,47 @@ func TestEngine_HolesBecomeReplayTruncated(t *testing.T) {
 				t.Fatalf("%s: event %d has seq %d, want %d", c.name, i, env.Seq, w)
 			}
 		}
+	}
+}
+
+// panickyJournal panics on the next n appends.
+type panickyJournal struct {
+	*journal.Memory
+	n atomic.Int32
+}
+
+func (j *panickyJournal) Append(ctx context.Context, s messages.SessionID, evs []*messages.Encoded) error {
+	if j.n.Add(-1) >= 0 {
+		panic("disk driver bug")
+	}
+	return j.Memory.Append(ctx, s, evs)
+}
+
+// TestEngine_FailedHubIsReplaced: a hub that keeps panicking is stopped
+// by its supervisor; the live runs of its session are not stranded: a new
+// hub takes the session over and they end with run_error{internal}.
+func TestEngine_FailedHubIsReplaced(t *testing.T) {
+	t.Parallel()
+	j := &panickyJournal{Memory: journal.NewMemory()}
+	e := testkit.NewEngine(t, actors.Config{Journal: j, Logger: testkit.TestLogger(t, slog.LevelError+1)})
+	ctx := context.Background()
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "p", Scenario: &messages.Scenario{Nodes: 2, Tokens: 200, TokenDelayMS: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.n.Store(11) // more than the hub's restart limit (10 in 10 s)
+	sum, err := func() (messages.RunSummary, error) {
+		var sum messages.RunSummary
+		testkit.Eventually(t, func() bool {
+			sum, err = e.Run("", ref.RunID)
+			return err != nil || sum.Status.Terminal()
+		})
+		return sum, err
+	}()
+	if err != nil || sum.Status != messages.StatusFailed || sum.ErrorCode != messages.ErrCodeInternal || !strings.Contains(sum.Error, "hub failed") {
+		t.Fatalf("run after its hub failed: %+v, %v", sum, err)
+	}
+	if _, err := testkit.Follow(ctx, e, ref, sum.LastSeq-1); err != nil {
+		t.Fatalf("the session after its hub was replaced: %v", err)
 	}
 }

@@ -132,6 +132,8 @@ func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, cr
 	e.info.ExpiresAt = expires.UTC()
 	r.mu.Lock()
 	if _, stopped := r.stopped[info.RunID]; stopped {
+		e.info.Status = messages.InterruptCancelled
+		r.tombstoneLocked(e) // a resume of it is told it was cancelled, like any other
 		r.mu.Unlock()
 		deliver(&messages.Resolution{Resume: messages.Resume{InterruptID: info.InterruptID, Decision: messages.DecisionCancel}, Kind: info.Kind, Cancelled: true})
 		return
@@ -296,6 +298,13 @@ func (r *Registry) endLocked(e *entry) {
 	} else {
 		r.bySession[k] = list
 	}
+	r.tombstoneLocked(e)
+}
+
+// tombstoneLocked remembers an ended interrupt (see TombstoneTTL) and
+// forgets the oldest beyond the bounds. Must be called with r.mu held.
+func (r *Registry) tombstoneLocked(e *entry) {
+	id := e.info.InterruptID
 	now := r.now()
 	ts := tombstone{tenant: e.tenant, status: e.info.Status}
 	if e.info.Status == messages.InterruptTimedOut {

@@ -272,3 +272,25 @@ func TestRegistry_TombstonesExpire(t *testing.T) {
 		}
 	})
 }
+
+// TestRegistry_RaisedAfterCancelRun: an interrupt a stopped run raises is
+// cancelled at once, and a resume of it is told so (not "not found").
+func TestRegistry_RaisedAfterCancelRun(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	defer reg.Close()
+	reg.CancelRun("r")
+	var rec recorder
+	reg.Raise("t", raised("late", messages.InterruptPlanApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	if got := rec.all(); len(got) != 1 || !got[0].Cancelled {
+		t.Fatalf("deliveries %+v, want one cancellation", got)
+	}
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "late", Decision: messages.DecisionApprove}); !errors.Is(err, interrupts.ErrResolved) {
+		t.Fatalf("resume of it = %v, want ErrResolved", err)
+	}
+	reg.ForgetRun("r")
+	reg.Raise("t", raised("after", messages.InterruptPlanApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	if len(rec.all()) != 1 {
+		t.Fatal("an interrupt raised after ForgetRun was cancelled")
+	}
+}

@@ -51,15 +51,15 @@ func (x *Index) Register(tenant messages.TenantID, run messages.RunID, session m
 	x.live[messages.StatusPlanning]++
 }
 
-// Apply folds one event into its run's summary. Events of runs not in the
-// index are ignored. When env is the run's terminal event it returns the
-// run's final summary (ended is true): the caller stores it and then
-// calls Remove.
-func (x *Index) Apply(env *messages.Envelope) (final messages.RunSummary, ended bool) {
+// Apply folds one event of a session of tenant into its run's summary.
+// Events of runs not in the index, or not of that tenant and session, are
+// ignored. When env is the run's terminal event it returns the run's final
+// summary (ended is true): the caller stores it and then calls Remove.
+func (x *Index) Apply(tenant messages.TenantID, env *messages.Envelope) (final messages.RunSummary, ended bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.runs[env.RunID]
-	if e == nil {
+	if e == nil || e.tenant != tenant || e.sum.SessionID != env.SessionID {
 		return messages.RunSummary{}, false
 	}
 	s := &e.sum

@@ -9,7 +9,7 @@ import (
 )
 
 func env(seq uint64, run messages.RunID, p messages.Payload) *messages.Envelope {
-	return &messages.Envelope{Seq: seq, Type: p.EventType(), RunID: run, Timestamp: time.Unix(int64(seq), 0).UTC(), Payload: p}
+	return &messages.Envelope{Seq: seq, Type: p.EventType(), RunID: run, SessionID: "s1", Timestamp: time.Unix(int64(seq), 0).UTC(), Payload: p}
 }
 
 func TestIndex_FoldLifecycle(t *testing.T) {
@@ -28,7 +28,7 @@ func TestIndex_FoldLifecycle(t *testing.T) {
 		{&messages.NodeSkippedPayload{NodeID: "b"}, messages.StatusRunning},
 	}
 	for i, st := range steps {
-		if _, ended := x.Apply(env(uint64(i+1), "r1", st.p)); ended {
+		if _, ended := x.Apply("t1", env(uint64(i+1), "r1", st.p)); ended {
 			t.Fatalf("%s ended the run", st.p.EventType())
 		}
 		got, ok := x.Get("t1", "r1")
@@ -39,7 +39,7 @@ func TestIndex_FoldLifecycle(t *testing.T) {
 	if c := x.Counts(); c[messages.StatusRunning] != 1 || c[messages.StatusPlanning] != 0 {
 		t.Fatalf("counts while running = %v", c)
 	}
-	final, ended := x.Apply(env(7, "r1", &messages.RunErrorPayload{Code: messages.ErrCodeAborted, Message: "stop", Nodes: messages.NodeCounts{Total: 2, Completed: 1, Skipped: 1}}))
+	final, ended := x.Apply("t1", env(7, "r1", &messages.RunErrorPayload{Code: messages.ErrCodeAborted, Message: "stop", Nodes: messages.NodeCounts{Total: 2, Completed: 1, Skipped: 1}}))
 	if !ended || final.Status != messages.StatusAborted || final.Nodes.Total != 2 || final.Nodes.Completed != 1 || final.Nodes.Skipped != 1 ||
 		final.ErrorCode != messages.ErrCodeAborted || final.EndedAt == nil || final.LastSeq != 7 || final.Waves != 2 || final.Question != "why" {
 		t.Fatalf("final summary = %+v (ended %v)", final, ended)
@@ -60,7 +60,7 @@ func TestIndex_FoldLifecycle(t *testing.T) {
 func TestIndex_UnknownRunsAreIgnored(t *testing.T) {
 	t.Parallel()
 	x := runindex.New()
-	if _, ended := x.Apply(env(1, "nobody", &messages.RunFinishedPayload{})); ended {
+	if _, ended := x.Apply("t1", env(1, "nobody", &messages.RunFinishedPayload{})); ended {
 		t.Fatal("an unregistered run ended")
 	}
 	x.Remove("nobody")
@@ -85,5 +85,24 @@ func TestFilter_Match(t *testing.T) {
 		if got := c.f.Match(s); got != c.want {
 			t.Errorf("%+v.Match = %v, want %v", c.f, got, c.want)
 		}
+	}
+}
+
+// TestIndex_ApplyChecksTenantAndSession: an event that names a run of
+// another tenant or session does not touch it.
+func TestIndex_ApplyChecksTenantAndSession(t *testing.T) {
+	t.Parallel()
+	x := runindex.New()
+	x.Register("t1", "r1", "s1", "q", time.Unix(0, 0))
+	if _, ended := x.Apply("t2", env(1, "r1", &messages.RunFinishedPayload{})); ended {
+		t.Fatal("another tenant's event ended the run")
+	}
+	other := env(1, "r1", &messages.RunFinishedPayload{})
+	other.SessionID = "s2"
+	if _, ended := x.Apply("t1", other); ended {
+		t.Fatal("another session's event ended the run")
+	}
+	if s, _ := x.Get("t1", "r1"); s.Status != messages.StatusPlanning {
+		t.Fatalf("status %s", s.Status)
 	}
 }

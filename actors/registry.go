@@ -23,7 +23,7 @@ type (
 	// sessionReq asks for an existing session's head (a sessionHead);
 	// a session not in memory is answered from the journal, without
 	// starting a hub.
-	sessionReq struct{ key sessKey }
+	sessionReq  struct{ key sessKey }
 	sessionHead uint64
 	// publishReq sends an event to an existing session's hub (Engine.Publish),
 	// from the engine actor, so it is ordered with the hub's idle stop.

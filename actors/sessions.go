@@ -191,7 +191,7 @@ func (a *engineActor) hubStayed(s *sessionEntry) {
 
 // Messages between the engine actor and a hub about idleness.
 type (
-	hubIdleStop struct{}
+	hubIdleStop  struct{}
 	hubStayedMsg struct{}
 )
 

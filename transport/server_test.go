@@ -417,6 +417,10 @@ func TestAPI_BadInput(t *testing.T) {
 			t.Errorf("%s: Content-Type %q", c.name, ct)
 		}
 	}
+	// An unknown field's message says where it is.
+	if _, body := h.do("POST", "/api/v1/runs", `{"question":"q","scenario":{"nodes":2,"colour":"red"}}`); !strings.Contains(string(body), `unknown field \"colour\" in scenario`) {
+		t.Errorf("unknown scenario field: %s, want the message to name the path", body)
+	}
 	// Nothing broke: the server still runs councils.
 	rc2 := h.startRun(messages.StartRun{Question: "still fine", Scenario: scenario(2, 2)})
 	resp, r := h.sse(context.Background(), "session_id="+string(rc2.SessionID))

@@ -61,11 +61,17 @@ const (
 // process is `conclave <args>` (as main runs it) and exits; otherwise it
 // returns and the tests run.
 func runCrashChild() {
-	if os.Getenv(crashChildEnv) != "1" {
+	mode := os.Getenv(crashChildEnv)
+	if mode != "1" && mode != ttyChildMode {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
+	if mode == ttyChildMode { // tty_test.go: `conclave` on a pseudo-terminal, as main runs it
+		code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
 	// The parent holds our stdin; EOF means it is gone (it may have died
 	// without killing us): shut down as on SIGTERM rather than live on.
 	// This goroutine ends with the process.

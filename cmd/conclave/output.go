@@ -16,15 +16,17 @@ import (
 // goroutine: event for each event of a batch read from the subscription,
 // then flush; idle when no event arrived for a tick; aside before the
 // command writes lines of its own to the terminal (a notice); prompt before
-// it asks a question there (the status block stays on screen above it);
-// finish once, after the run's terminal event (nil when the run did not
-// end).
+// it asks about interrupt id there (the status block stays on screen above
+// it); answered when the engine took an answer to interrupt id (its
+// interrupt_resolved event may come later); finish once, after the run's
+// terminal event (nil when the run did not end).
 type output interface {
 	event(enc *messages.Encoded, env *messages.Envelope)
 	flush() error
 	idle() error
 	aside() error
-	prompt() error
+	prompt(id string) error
+	answered(id string)
 	finish(term *messages.Envelope) error
 }
 
@@ -44,7 +46,8 @@ func (o *jsonOutput) event(enc *messages.Encoded, _ *messages.Envelope) {
 func (o *jsonOutput) flush() error                    { return o.w.Flush() }
 func (o *jsonOutput) idle() error                     { return nil }
 func (o *jsonOutput) aside() error                    { return o.w.Flush() }
-func (o *jsonOutput) prompt() error                   { return o.w.Flush() }
+func (o *jsonOutput) prompt(string) error             { return o.w.Flush() }
+func (o *jsonOutput) answered(string)                 {}
 func (o *jsonOutput) finish(*messages.Envelope) error { return o.w.Flush() }
 
 // plainOutput writes one progress line per event and the summary, with no
@@ -62,10 +65,11 @@ func (o *plainOutput) event(_ *messages.Encoded, env *messages.Envelope) {
 		o.w.WriteByte('\n')
 	}
 }
-func (o *plainOutput) flush() error  { return o.w.Flush() }
-func (o *plainOutput) idle() error   { return nil }
-func (o *plainOutput) aside() error  { return o.w.Flush() }
-func (o *plainOutput) prompt() error { return o.w.Flush() }
+func (o *plainOutput) flush() error        { return o.w.Flush() }
+func (o *plainOutput) idle() error         { return nil }
+func (o *plainOutput) aside() error        { return o.w.Flush() }
+func (o *plainOutput) prompt(string) error { return o.w.Flush() }
+func (o *plainOutput) answered(string)     {}
 func (o *plainOutput) finish(*messages.Envelope) error {
 	for _, n := range o.r.Summary() {
 		o.w.WriteString(n.text)
@@ -137,12 +141,15 @@ func (o *ttyOutput) aside() error {
 // block would not change anyway. The next draw starts a new block below
 // the answer; this one stays in the scrollback as what the question was
 // asked about.
-func (o *ttyOutput) prompt() error {
+func (o *ttyOutput) prompt(id string) error {
+	o.r.asking = id
 	o.draw(o.now())
 	o.drawn = 0
 	o.lastDraw = time.Time{}
 	return o.w.Flush()
 }
+
+func (o *ttyOutput) answered(id string) { o.r.answered[id] = true }
 
 func (o *ttyOutput) finish(*messages.Envelope) error {
 	o.draw(o.now())

@@ -85,7 +85,8 @@ type asker struct {
 	// its status block above it).
 	w         *bufio.Writer
 	aside     func() error
-	prompting func() error
+	prompting func(id string) error
+	answered  func(id string) // the engine took an answer to interrupt id
 	now       func() time.Time
 
 	queue      []queued
@@ -207,7 +208,7 @@ func (a *asker) answerNext(ctx context.Context) (bool, error) {
 		if err = a.aside(); err == nil {
 			err = a.answerAuto(q)
 		}
-	} else if err = a.prompting(); err == nil {
+	} else if err = a.prompting(q.raised.InterruptID); err == nil {
 		err = a.prompt(ctx, q, it.ExpiresAt)
 	}
 	if ferr := a.w.Flush(); err == nil {
@@ -272,6 +273,7 @@ func (a *asker) resume(q queued, res messages.Resume, prefix string) error {
 	var invalid *actors.InvalidResumeError
 	switch {
 	case err == nil:
+		a.answered(q.raised.InterruptID)
 		fmt.Fprintf(a.w, "%s\n", confirmation(q, res, prefix))
 	case errors.As(err, &invalid):
 		return err

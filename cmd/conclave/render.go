@@ -31,6 +31,11 @@ type renderer struct {
 	// the order they were raised.
 	interrupts map[string]string
 	waiting    []string
+	// asking is the interrupt a prompt asks about now, shown first;
+	// answered holds those the command answered whose events have not
+	// come yet, not shown.
+	asking   string
+	answered map[string]bool
 }
 
 type nodeStatus int
@@ -92,7 +97,7 @@ func newRenderer(run messages.RunID) *renderer {
 	return &renderer{
 		run: run, phase: "starting",
 		nodes: make(map[string]*nodeState), lanes: make(map[messages.StreamID]*nodeState),
-		interrupts: make(map[string]string),
+		interrupts: make(map[string]string), answered: make(map[string]bool),
 	}
 }
 
@@ -310,6 +315,7 @@ func (r *renderer) closeInterrupt(id string, kind messages.InterruptKind, agent 
 		label = interruptLabel(&messages.InterruptRaisedPayload{Kind: kind, NodeID: agent}, agent)
 	}
 	delete(r.interrupts, id)
+	delete(r.answered, id)
 	if i := slices.Index(r.waiting, id); i >= 0 {
 		r.waiting = slices.Delete(r.waiting, i, i+1)
 	}
@@ -338,7 +344,13 @@ func interruptLabel(p *messages.InterruptRaisedPayload, agent string) string {
 func (r *renderer) Status() status {
 	st := status{Phase: r.phase, Usage: r.usage, Waves: make([]waveCounts, len(r.waves))}
 	for _, id := range r.waiting {
-		st.Waiting = append(st.Waiting, r.interrupts[id])
+		switch {
+		case r.answered[id]:
+		case id == r.asking:
+			st.Waiting = slices.Insert(st.Waiting, 0, r.interrupts[id])
+		default:
+			st.Waiting = append(st.Waiting, r.interrupts[id])
+		}
 	}
 	for w, nodes := range r.waves {
 		c := &st.Waves[w]

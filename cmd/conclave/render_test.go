@@ -368,7 +368,7 @@ func TestTTYOutput_Screen(t *testing.T) {
 	}
 	// A prompt leaves the block on screen: the next draw does not erase it.
 	b.Reset()
-	_ = o.prompt()
+	_ = o.prompt("i1")
 	if got := b.String(); !strings.HasPrefix(got, "\r\x1b[2A\x1b[J") || !strings.Contains(got, "wave 0 ") {
 		t.Errorf("prompt drew %q, want the block redrawn", got)
 	}

@@ -434,7 +434,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	defer stopCancel()
 	f.ask = &asker{
 		eng: eng, tenant: ref.Tenant, action: timeoutAction, auto: c.autoApprove, in: in,
-		w: pw, aside: f.out.aside, prompting: f.out.prompt, now: c.app.now, told: make(map[string]bool),
+		w: pw, aside: f.out.aside, prompting: f.out.prompt, answered: f.out.answered, now: c.app.now, told: make(map[string]bool),
 	}
 	term, err := f.follow(ctx)
 	if err != nil {

@@ -35,8 +35,12 @@ import (
 
 // Environment of the crash test.
 const (
-	// crashChildEnv, set to "1", makes the test binary a conclave process.
-	crashChildEnv = "CONCLAVE_TEST_CHILD"
+	// crashChildEnv, set to "1", makes the test binary a conclave process
+	// (a server that ends when its stdin does); set to stdioChildMode, a
+	// conclave process with the real stdin, stdout and environment (tty
+	// and README tests).
+	crashChildEnv  = "CONCLAVE_TEST_CHILD"
+	stdioChildMode = "stdio"
 	// crashSeedEnv replays a run of the test (the seed is logged).
 	crashSeedEnv = "CONCLAVE_CRASH_SEED"
 	// crashItersEnv overrides the number of kills.
@@ -62,12 +66,12 @@ const (
 // returns and the tests run.
 func runCrashChild() {
 	mode := os.Getenv(crashChildEnv)
-	if mode != "1" && mode != ttyChildMode {
+	if mode != "1" && mode != stdioChildMode {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	if mode == ttyChildMode { // tty_test.go: `conclave` on a pseudo-terminal, as main runs it
+	if mode == stdioChildMode { // `conclave` as main runs it
 		code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
 		stop()
 		os.Exit(code)

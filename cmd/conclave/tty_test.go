@@ -17,15 +17,11 @@ import (
 )
 
 // The tests of this file run `conclave run` on a pseudo-terminal, as a
-// person does: the test binary in child mode (crashChildEnv=tty) is the
+// person does: the test binary in child mode (crashChildEnv=stdio) is the
 // session leader of a new pty, types its answers through the line
 // discipline (which echoes them, and turns Ctrl-C into ^C and SIGINT), and
 // reads what a terminal would show by feeding the output to vt, a small
 // terminal emulator.
-
-// ttyChildMode, as crashChildEnv's value, makes the test binary `conclave`
-// with the real stdin, stdout and environment (runCrashChild).
-const ttyChildMode = "tty"
 
 const (
 	ttyCols = 120
@@ -56,7 +52,7 @@ func startTTY(t *testing.T, args ...string) *ttySession {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NO_COLOR=") }),
-		crashChildEnv+"="+ttyChildMode, "TERM=xterm")
+		crashChildEnv+"="+stdioChildMode, "TERM=xterm")
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: ttyCols})
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)

@@ -790,7 +790,7 @@ func TestSSE_UntilRunEnd(t *testing.T) {
 		t.Errorf("until any run after the first end ended after seq %d, want %d", last.Seq, max(aEnd, bEnd))
 	}
 	// The named run ended before the cursor: the final frame at once.
-	evs, final = readToEnd(session+"&until=run_end&run_id="+string(a.RunID)+"&after="+strconv.FormatUint(aEnd, 10))
+	evs, final = readToEnd(session + "&until=run_end&run_id=" + string(a.RunID) + "&after=" + strconv.FormatUint(aEnd, 10))
 	if len(evs) != 0 || !strings.Contains(final, `"code":"run_ended"`) {
 		t.Errorf("until a ended before the cursor: %d events, final %s", len(evs), final)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -25,9 +27,19 @@ var (
 // have, at any depth.
 type UnknownFieldError struct {
 	Field string // the field's name as the input spells it
+	// Path is where the field is: the JSON path of the object that holds
+	// it, as the input spells it ("scenario", "plan.nodes[2]"); empty at
+	// the top level, or when it cannot be told (inside a value decoded by
+	// its own UnmarshalJSON).
+	Path string
 }
 
-func (e *UnknownFieldError) Error() string { return fmt.Sprintf("unknown field %q", e.Field) }
+func (e *UnknownFieldError) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("unknown field %q", e.Field)
+	}
+	return fmt.Sprintf("unknown field %q in %s", e.Field, e.Path)
+}
 
 // InvalidUTF8Error: the input is not valid UTF-8. encoding/json would
 // silently replace the bad bytes with U+FFFD; a wire format must refuse them.
@@ -69,7 +81,8 @@ func decode(data []byte, dst any, strict bool) error {
 		// encoding/json has no typed error for an unknown field: this is
 		// the one place that reads its message.
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &UnknownFieldError{Field: strings.Trim(f, `"`)}
+			field := strings.Trim(f, `"`)
+			return &UnknownFieldError{Field: field, Path: unknownFieldPath(data, reflect.TypeOf(dst), field)}
 		}
 		return err
 	}
@@ -100,4 +113,132 @@ func firstInvalidUTF8(b []byte) int {
 		i += n
 	}
 	return len(b)
+}
+
+// unknownFieldPath finds where field is unknown in data decoded into a
+// value of type t: encoding/json names the field but not where it is. It
+// walks data and t together, in document order (the order the decoder
+// read it, so the first unknown key it meets is the one the decoder
+// refused), and returns the path of the object holding the first key
+// named field that t has no field for there. It returns "" at the top
+// level and when it cannot tell (the key sits inside a type that decodes
+// itself, through UnmarshalJSON).
+func unknownFieldPath(data []byte, t reflect.Type, field string) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	path, _ := walkUnknown(dec, t, "", field)
+	return path
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// walkUnknown reads one value from dec. found reports that the unknown
+// key was met in it, and path where; a false found with a nil error means
+// the value held no such key.
+func walkUnknown(dec *json.Decoder, t reflect.Type, path, field string) (string, bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() == reflect.Interface) {
+		t = nil // decodes itself (or anything): its keys cannot be told apart
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return "", false // a scalar
+	}
+	switch delim {
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if p, found := walkUnknown(dec, elem, path+"["+strconv.Itoa(i)+"]", field); found {
+				return p, true
+			}
+		}
+	case '{':
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", false
+			}
+			key, _ := kt.(string)
+			var vt reflect.Type
+			switch {
+			case t == nil:
+			case t.Kind() == reflect.Map:
+				vt = t.Elem()
+			case t.Kind() == reflect.Struct:
+				var known bool
+				if vt, known = structField(t, key); !known && key == field {
+					return path, true
+				}
+			}
+			if p, found := walkUnknown(dec, vt, joinPath(path, key), field); found {
+				return p, true
+			}
+		}
+	}
+	_, _ = dec.Token() // the closing delimiter
+	return "", false
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// structField returns the type of t's field that the JSON key names, the
+// way encoding/json matches keys: the exact name first, then any name
+// equal under case folding, through embedded structs.
+func structField(t reflect.Type, key string) (reflect.Type, bool) {
+	var folded reflect.Type
+	foundFold := false
+	var visit func(t reflect.Type) (reflect.Type, bool)
+	visit = func(t reflect.Type) (reflect.Type, bool) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			if f.Anonymous && name == "" {
+				ft := f.Type
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if ft.Kind() == reflect.Struct {
+					if typ, ok := visit(ft); ok {
+						return typ, true
+					}
+					continue
+				}
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if name == key {
+				return f.Type, true
+			}
+			if !foundFold && strings.EqualFold(name, key) {
+				folded, foundFold = f.Type, true
+			}
+		}
+		return nil, false
+	}
+	if typ, ok := visit(t); ok {
+		return typ, true
+	}
+	return folded, foundFold
 }

@@ -61,6 +61,41 @@ func TestDecodeStrict(t *testing.T) {
 	}
 }
 
+// TestDecodeStrict_UnknownFieldPath: an unknown field's error says where
+// it is, as the input spells the path.
+func TestDecodeStrict_UnknownFieldPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, field, path, msg string }{
+		{`{"question":"q","colour":"red"}`, "colour", "", `unknown field "colour"`},
+		{`{"question":"q","scenario":{"nodes":2,"colour":"red"}}`, "colour", "scenario", `unknown field "colour" in scenario`},
+		// Keys match case-insensitively, as encoding/json matches them.
+		{`{"Scenario":{"NODES":2,"debate":{"agents":2,"colour":1}}}`, "colour", "Scenario.debate", ""},
+		{`{"scenario":{"steering":[{"note":"a"},{"note":"b","diff":{"ops":[{"op":"add_node","colour":1}]}}]}}`,
+			"colour", "scenario.steering[1].diff.ops[0]", ""},
+		// An unknown key spelled like a known one elsewhere: the first unknown one counts.
+		{`{"scenario":{"tokens":3},"tokens":1}`, "tokens", "", ""},
+		// A value that decodes itself: where is not known.
+		{`{"scenario":{"fail_nodes":{"colour":1}}}`, "", "", ""},
+	} {
+		var v messages.StartRun
+		err := messages.DecodeStrict([]byte(tc.in), &v)
+		var unknown *messages.UnknownFieldError
+		if tc.field == "" {
+			if errors.As(err, &unknown) && unknown.Path != "" {
+				t.Errorf("DecodeStrict(%s) = %v, want no path", tc.in, err)
+			}
+			continue
+		}
+		if !errors.As(err, &unknown) || unknown.Field != tc.field || unknown.Path != tc.path {
+			t.Errorf("DecodeStrict(%s) = %#v, want field %q in %q", tc.in, err, tc.field, tc.path)
+			continue
+		}
+		if tc.msg != "" && err.Error() != tc.msg {
+			t.Errorf("DecodeStrict(%s) says %q, want %q", tc.in, err, tc.msg)
+		}
+	}
+}
+
 func TestDecodeScenario_RefusesTrailingBrace(t *testing.T) {
 	t.Parallel()
 	if _, err := messages.DecodeScenario(strings.NewReader(`{"nodes":3}}`)); !errors.Is(err, messages.ErrTrailingData) {

@@ -105,6 +105,10 @@ const (
 	// ErrCodeBudgetExceeded: the run published more events than its
 	// tenant's events_per_run quota allows.
 	ErrCodeBudgetExceeded ErrorCode = "budget_exceeded"
+	// ErrCodeNoNodesCompleted: no node of the plan completed (each was
+	// rejected, skipped, cancelled or failed), so there is nothing to
+	// synthesise; the run ends before its synthesis starts.
+	ErrCodeNoNodesCompleted ErrorCode = "no_nodes_completed"
 )
 
 // RunErrorPayload is the failing terminal event.

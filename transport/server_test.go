@@ -417,6 +417,10 @@ func TestAPI_BadInput(t *testing.T) {
 			t.Errorf("%s: Content-Type %q", c.name, ct)
 		}
 	}
+	// An unknown field's message says where it is.
+	if _, body := h.do("POST", "/api/v1/runs", `{"question":"q","scenario":{"nodes":2,"colour":"red"}}`); !strings.Contains(string(body), `unknown field \"colour\" in scenario`) {
+		t.Errorf("unknown scenario field: %s, want the message to name the path", body)
+	}
 	// Nothing broke: the server still runs councils.
 	rc2 := h.startRun(messages.StartRun{Question: "still fine", Scenario: scenario(2, 2)})
 	resp, r := h.sse(context.Background(), "session_id="+string(rc2.SessionID))
@@ -715,4 +719,93 @@ func TestSSE_ClientGoneIsNoticedWhileIdle(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling the metric with a deadline
 	}
 	t.Logf("noticed %v after the client left", time.Since(gone).Round(time.Millisecond))
+}
+
+// TestSSE_UntilRunEnd: with ?until=run_end a stream ends with its final
+// frame (run_ended) right after a terminal event: the first one after the
+// cursor, or the named run's; at once when the named run's is before the
+// cursor. Bad values are refused before the stream starts.
+func TestSSE_UntilRunEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	a := h.startRun(messages.StartRun{Question: "a", Scenario: scenario(1, 2)})
+	b := h.startRun(messages.StartRun{Question: "b", SessionID: a.SessionID, Scenario: &messages.Scenario{Nodes: 3, Tokens: 20, TokenDelayMS: 2}})
+	other := h.startRun(messages.StartRun{Question: "other", Scenario: scenario(1, 1)})
+	session := "session_id=" + string(a.SessionID)
+
+	// readToEnd reads frames until EOF; it returns the events and the final frame's data.
+	readToEnd := func(query string, hdr ...string) ([]*messages.Envelope, string) {
+		t.Helper()
+		resp, r := h.sse(context.Background(), query, hdr...)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", query, resp.StatusCode)
+		}
+		var evs []*messages.Envelope
+		final := ""
+		for {
+			f, err := r.Next()
+			if err == io.EOF {
+				if final == "" {
+					t.Fatalf("%s: EOF without a final frame", query)
+				}
+				return evs, final
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			switch {
+			case final != "":
+				t.Fatalf("%s: a frame after the final one: %+v", query, f)
+			case f.Event == "stream_closed":
+				final = f.Data
+			case f.Data != "":
+				env := new(messages.Envelope)
+				if err := json.Unmarshal([]byte(f.Data), env); err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, env)
+			}
+		}
+	}
+	// The named run: everything up to its terminal event, the final frame, EOF.
+	evs, final := readToEnd(session + "&until=run_end&run_id=" + string(b.RunID))
+	last := evs[len(evs)-1]
+	if last.RunID != b.RunID || !last.Type.Terminal() || !strings.Contains(final, `"code":"run_ended"`) {
+		t.Fatalf("until b: last event %s of %s, final %s", last.Type, last.RunID, final)
+	}
+	for _, v := range testkit.CheckPartial(evs) { // run a may still be going
+		t.Errorf("violation: %s", v)
+	}
+	bEnd := last.Seq
+	evs, _ = readToEnd(session + "&until=run_end&run_id=" + string(a.RunID))
+	aEnd := evs[len(evs)-1].Seq
+	// Any run: the first terminal event after the cursor.
+	evs, _ = readToEnd(session + "&until=run_end")
+	if last := evs[len(evs)-1]; last.Seq != min(aEnd, bEnd) {
+		t.Errorf("until any run from the start ended after seq %d, want %d", last.Seq, min(aEnd, bEnd))
+	}
+	evs, _ = readToEnd(session+"&until=run_end", "Last-Event-ID", strconv.FormatUint(min(aEnd, bEnd), 10))
+	if last := evs[len(evs)-1]; last.Seq != max(aEnd, bEnd) {
+		t.Errorf("until any run after the first end ended after seq %d, want %d", last.Seq, max(aEnd, bEnd))
+	}
+	// The named run ended before the cursor: the final frame at once.
+	evs, final = readToEnd(session + "&until=run_end&run_id=" + string(a.RunID) + "&after=" + strconv.FormatUint(aEnd, 10))
+	if len(evs) != 0 || !strings.Contains(final, `"code":"run_ended"`) {
+		t.Errorf("until a ended before the cursor: %d events, final %s", len(evs), final)
+	}
+	for _, c := range []struct {
+		query  string
+		status int
+	}{
+		{session + "&until=forever", 400},
+		{session + "&run_id=" + string(a.RunID), 400},
+		{session + "&until=run_end&run_id=" + string(other.RunID), 400},
+		{session + "&until=run_end&run_id=nope", 404},
+	} {
+		resp, body := h.do("GET", "/api/v1/events/stream?"+c.query, nil)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d %s, want %d", c.query, resp.StatusCode, body, c.status)
+		}
+	}
 }

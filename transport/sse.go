@@ -32,8 +32,20 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messag
 		writeError(w, aerr)
 		return
 	}
-	sub, session, aerr := s.subscribe(r, tenant)
+	until, aerr := untilFrom(r)
 	if aerr != nil {
+		release()
+		writeError(w, aerr)
+		return
+	}
+	sub, session, aerr := s.subscribe(r, tenant)
+	if aerr == nil && until != nil {
+		aerr = s.checkUntil(r, tenant, session, until)
+	}
+	if aerr != nil {
+		if sub != nil {
+			sub.Close()
+		}
 		release()
 		writeError(w, aerr)
 		return
@@ -66,7 +78,73 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messag
 		_ = conn.Close()
 		return
 	}
-	s.newStreamConn(f, f.fl, release, tenant, session, sub).start()
+	c := s.newStreamConn(f, f.fl, release, tenant, session, sub)
+	c.until = until
+	c.start()
+}
+
+// untilRun is the end of an SSE stream asked for with ?until=run_end: the
+// stream ends with its final frame (code run_ended) right after the first
+// terminal event (run_finished or run_error) after the cursor of the run
+// named by ?run_id=, or of any run of the session without it.
+type untilRun struct {
+	run messages.RunID // "": any run
+	// passed: the named run's terminal event is at or before the cursor,
+	// so the stream ends at once. Set before the stream starts.
+	passed bool
+}
+
+// match reports whether e is the event the stream ends after.
+func (u *untilRun) match(e *messages.Encoded) bool {
+	return e.Type.Terminal() && (u.run == "" || e.RunID == u.run)
+}
+
+// untilValue is the one value ?until= takes.
+const untilValue = "run_end"
+
+// untilFrom reads ?until= and ?run_id= (nil without until).
+func untilFrom(r *http.Request) (*untilRun, *apiError) {
+	q := r.URL.Query()
+	until, run := q.Get("until"), q.Get("run_id")
+	switch {
+	case until == "" && run == "":
+		return nil, nil
+	case until == "":
+		return nil, errorf(http.StatusBadRequest, codeBadRequest, "run_id is only used with until=run_end")
+	case until != untilValue:
+		return nil, errorf(http.StatusBadRequest, codeBadRequest, "until must be run_end")
+	}
+	u := &untilRun{}
+	if run != "" {
+		id, err := messages.NewRunID(run)
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, codeBadRequest, "run_id: "+err.Error())
+		}
+		u.run = id
+	}
+	return u, nil
+}
+
+// checkUntil checks the run u names (404 when it is unknown or another
+// tenant's, 400 when it is another session's) and whether its terminal
+// event is at or before the stream's cursor.
+func (s *Server) checkUntil(r *http.Request, tenant messages.TenantID, session messages.SessionID, u *untilRun) *apiError {
+	if u.run == "" {
+		return nil
+	}
+	sum, err := s.engine.Run(tenant, u.run)
+	if err != nil {
+		return engineError(err)
+	}
+	if sum.SessionID != session {
+		return errorf(http.StatusBadRequest, codeBadRequest, "run_id names a run of another session")
+	}
+	after, aerr := cursorFrom(r)
+	if aerr != nil {
+		return aerr
+	}
+	u.passed = sum.Status.Terminal() && sum.LastSeq <= after
+	return nil
 }
 
 // subscribe validates a stream request and subscribes it.

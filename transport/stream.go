@@ -84,6 +84,9 @@ type streamConn struct {
 	// drops a client silent for 2.5 heartbeats); SSE clients need
 	// heartbeats only when the stream is idle.
 	pingBusy bool
+	// until, if set, ends the stream after a run's terminal event (SSE
+	// ?until=run_end). Set before start, read by the writer only.
+	until *untilRun
 	// alive, if set, is called when the client received bytes since the
 	// last check: a WebSocket client reading slowly answers pings late
 	// (they queue behind the events), and this keeps its reader's
@@ -283,10 +286,23 @@ func (c *streamConn) drain() bool {
 				return c.failed(err)
 			}
 		}
+		if c.until != nil && c.until.passed {
+			return c.final(&CloseReason{Code: CloseCodeRunEnded, Message: "run " + string(c.until.run) + " had ended before the cursor"})
+		}
 		sub := c.current()
 		evs, err := sub.Poll(c.ctx, c.buf, maxBatch)
 		c.buf = evs[:0]
 		c.countCatchup()
+		var endAfter *messages.Encoded
+		if c.until != nil {
+			for i, e := range evs {
+				if c.until.match(e) {
+					// The events after it are not sent: the stream ends here.
+					evs, endAfter = evs[:i+1], e
+					break
+				}
+			}
+		}
 		if len(evs) > 0 {
 			if werr := c.f.writeEvents(evs); werr != nil {
 				return c.failed(werr)
@@ -295,6 +311,9 @@ func (c *streamConn) drain() bool {
 			c.srv.metrics.delivered.WithLabelValues(c.f.transport()).Add(float64(len(evs)))
 			c.srv.metrics.writes.WithLabelValues(c.f.transport()).Inc()
 			clear(evs) // drop references to delivered events
+		}
+		if endAfter != nil {
+			return c.final(&CloseReason{Code: CloseCodeRunEnded, Message: "run " + string(endAfter.RunID) + " ended"})
 		}
 		if err != nil {
 			if errors.Is(err, feed.ErrClosed) && sub != c.current() {
@@ -343,6 +362,7 @@ const (
 	CloseCodeShutdown    = "shutdown"     // the server is shutting down
 	CloseCodeSessionGone = "session_gone" // the session's journal failed
 	CloseCodeLagging     = "lagging"      // the client fell over the server's maximum lag behind
+	CloseCodeRunEnded    = "run_ended"    // SSE ?until=run_end: the run's terminal event was sent
 	endClientGone        = "client_gone"  // not a close reason: the client closed or failed
 	endProtocol          = "protocol"     // not a close reason: a WebSocket client broke the protocol
 )

@@ -35,8 +35,12 @@ import (
 
 // Environment of the crash test.
 const (
-	// crashChildEnv, set to "1", makes the test binary a conclave process.
-	crashChildEnv = "CONCLAVE_TEST_CHILD"
+	// crashChildEnv, set to "1", makes the test binary a conclave process
+	// (a server that ends when its stdin does); set to stdioChildMode, a
+	// conclave process with the real stdin, stdout and environment (tty
+	// and README tests).
+	crashChildEnv  = "CONCLAVE_TEST_CHILD"
+	stdioChildMode = "stdio"
 	// crashSeedEnv replays a run of the test (the seed is logged).
 	crashSeedEnv = "CONCLAVE_CRASH_SEED"
 	// crashItersEnv overrides the number of kills.
@@ -61,11 +65,17 @@ const (
 // process is `conclave <args>` (as main runs it) and exits; otherwise it
 // returns and the tests run.
 func runCrashChild() {
-	if os.Getenv(crashChildEnv) != "1" {
+	mode := os.Getenv(crashChildEnv)
+	if mode != "1" && mode != stdioChildMode {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
+	if mode == stdioChildMode { // `conclave` as main runs it
+		code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
 	// The parent holds our stdin; EOF means it is gone (it may have died
 	// without killing us): shut down as on SIGTERM rather than live on.
 	// This goroutine ends with the process.

@@ -36,7 +36,7 @@ func main() {
 	// After the first signal the command winds down (aborting its run);
 	// restoring the default handling lets a second Ctrl-C kill at once.
 	context.AfterFunc(ctx, stop)
-	code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now}, os.Args[1:])
+	code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -49,6 +49,16 @@ type app struct {
 	// isTTY reports whether w is an interactive terminal.
 	isTTY func(w io.Writer) bool
 	now   func() time.Time
+	// getenv reads the environment (NO_COLOR); nil reads an empty one.
+	getenv func(string) string
+}
+
+// env is the environment variable key, "" when unset.
+func (a *app) env(key string) string {
+	if a.getenv == nil {
+		return ""
+	}
+	return a.getenv(key)
 }
 
 // terminalWidth is w's width in columns, or 0 when w is not a terminal.

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/rivo/uniseg"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -13,13 +15,18 @@ import (
 // output writes a followed run to stdout. The follow loop calls it from one
 // goroutine: event for each event of a batch read from the subscription,
 // then flush; idle when no event arrived for a tick; aside before the
-// command writes lines of its own to the terminal (prompts); finish once,
-// after the run's terminal event (nil when the run did not end).
+// command writes lines of its own to the terminal (a notice); prompt before
+// it asks about interrupt id there (the status block stays on screen above
+// it); answered when the engine took an answer to interrupt id (its
+// interrupt_resolved event may come later); finish once, after the run's
+// terminal event (nil when the run did not end).
 type output interface {
 	event(enc *messages.Encoded, env *messages.Envelope)
 	flush() error
 	idle() error
 	aside() error
+	prompt(id string) error
+	answered(id string)
 	finish(term *messages.Envelope) error
 }
 
@@ -39,6 +46,8 @@ func (o *jsonOutput) event(enc *messages.Encoded, _ *messages.Envelope) {
 func (o *jsonOutput) flush() error                    { return o.w.Flush() }
 func (o *jsonOutput) idle() error                     { return nil }
 func (o *jsonOutput) aside() error                    { return o.w.Flush() }
+func (o *jsonOutput) prompt(string) error             { return o.w.Flush() }
+func (o *jsonOutput) answered(string)                 {}
 func (o *jsonOutput) finish(*messages.Envelope) error { return o.w.Flush() }
 
 // plainOutput writes one progress line per event and the summary, with no
@@ -56,9 +65,11 @@ func (o *plainOutput) event(_ *messages.Encoded, env *messages.Envelope) {
 		o.w.WriteByte('\n')
 	}
 }
-func (o *plainOutput) flush() error { return o.w.Flush() }
-func (o *plainOutput) idle() error  { return nil }
-func (o *plainOutput) aside() error { return o.w.Flush() }
+func (o *plainOutput) flush() error        { return o.w.Flush() }
+func (o *plainOutput) idle() error         { return nil }
+func (o *plainOutput) aside() error        { return o.w.Flush() }
+func (o *plainOutput) prompt(string) error { return o.w.Flush() }
+func (o *plainOutput) answered(string)     {}
 func (o *plainOutput) finish(*messages.Envelope) error {
 	for _, n := range o.r.Summary() {
 		o.w.WriteString(n.text)
@@ -85,6 +96,9 @@ type ttyOutput struct {
 	// width is the terminal's width in columns (0 when unknown), to count
 	// the rows of a status line that wraps.
 	width int
+	// color: SGR colours are on (off with NO_COLOR); cursor movement is
+	// used either way.
+	color bool
 	drawn int // rows of the status block on screen, above the cursor
 	notes []note
 }
@@ -96,7 +110,7 @@ func (o *ttyOutput) event(_ *messages.Encoded, env *messages.Envelope) {
 			continue
 		}
 		o.erase()
-		o.w.WriteString(paint(n.kind, n.text, true))
+		o.w.WriteString(paint(n.kind, n.text, o.color))
 		o.w.WriteByte('\n')
 	}
 }
@@ -122,28 +136,45 @@ func (o *ttyOutput) aside() error {
 	return o.w.Flush()
 }
 
+// prompt leaves the status block on screen, up to date, above the
+// question that follows: while a prompt waits, no event is read, so the
+// block would not change anyway. The next draw starts a new block below
+// the answer; this one stays in the scrollback as what the question was
+// asked about.
+func (o *ttyOutput) prompt(id string) error {
+	o.r.asking = id
+	o.draw(o.now())
+	o.drawn = 0
+	o.lastDraw = time.Time{}
+	return o.w.Flush()
+}
+
+func (o *ttyOutput) answered(id string) { o.r.answered[id] = true }
+
 func (o *ttyOutput) finish(*messages.Envelope) error {
 	o.draw(o.now())
 	o.drawn = 0 // the final block stays on screen
 	for _, n := range o.r.Summary() {
-		o.w.WriteString(paint(n.kind, n.text, true))
+		o.w.WriteString(paint(n.kind, n.text, o.color))
 		o.w.WriteByte('\n')
 	}
 	return o.w.Flush()
 }
 
-// erase moves the cursor up to the first line of the status block and clears
-// from there to the end of the screen.
+// erase moves the cursor to the start of the status block's first line and
+// clears from there to the end of the screen. It returns to the first
+// column before it moves up: the cursor may not be there (the terminal
+// echoed ^C, or something typed).
 func (o *ttyOutput) erase() {
 	if o.drawn > 0 {
-		fmt.Fprintf(o.w, "\x1b[%dA\x1b[J", o.drawn)
+		fmt.Fprintf(o.w, "\r\x1b[%dA\x1b[J", o.drawn)
 		o.drawn = 0
 	}
 }
 
 func (o *ttyOutput) draw(now time.Time) {
 	o.erase()
-	lines := formatStatus(o.r.Status(), now.Sub(o.start), true)
+	lines := formatStatus(o.r.Status(), now.Sub(o.start), o.color)
 	for _, l := range lines {
 		o.w.WriteString(l)
 		o.w.WriteByte('\n')
@@ -154,25 +185,35 @@ func (o *ttyOutput) draw(now time.Time) {
 	}
 }
 
-// rows is how many terminal rows line takes at width columns (escape
-// sequences take none).
+// rows is how many terminal rows line takes at width columns.
 func rows(line string, width int) int {
 	if width <= 0 {
 		return 1
 	}
+	return max(1, (cells(line)+width-1)/width)
+}
+
+// cells is how many terminal columns s takes: escape sequences take none,
+// and each grapheme cluster its East Asian width (a CJK character or an
+// emoji takes two, a combining mark none).
+func cells(s string) int {
 	n := 0
-	for i := 0; i < len(line); i++ {
-		if line[i] == '\x1b' { // skip a CSI sequence: ESC [ params final-byte
-			for i++; i < len(line) && (line[i] < '@' || line[i] > '~' || line[i] == '['); i++ {
+	for s != "" {
+		i := strings.IndexByte(s, '\x1b')
+		if i < 0 {
+			return n + uniseg.StringWidth(s)
+		}
+		n += uniseg.StringWidth(s[:i])
+		s = s[i+1:]
+		if s != "" && s[0] == '[' { // skip a CSI sequence: ESC [ params final-byte
+			j := 1
+			for j < len(s) && (s[j] < '@' || s[j] > '~') {
+				j++
 			}
-			continue
+			s = s[min(j+1, len(s)):]
 		}
-		if !utf8.RuneStart(line[i]) {
-			continue
-		}
-		n++
 	}
-	return max(1, (n+width-1)/width)
+	return n
 }
 
 // ANSI SGR sequences.
@@ -208,19 +249,12 @@ func colorize(sgr, s string, color bool) string {
 
 // formatStatus renders the status block: one line per wave with its node
 // counts, what waits for an answer (if anything), then the phase, the
-// tokens streamed and the elapsed time. Lines are
-// kept short so they never wrap (the block is redrawn by counting lines).
+// tokens the run's model turns used and the elapsed time. The wave lines
+// share their columns (every count has the width of the largest), so the
+// counts line up whatever each wave holds.
 func formatStatus(st status, elapsed time.Duration, color bool) []string {
 	lines := make([]string, 0, min(len(st.Waves), maxWaveLines)+2)
 	window := ""
-	var b strings.Builder
-	count := func(n int, label, sgr string) {
-		s := fmt.Sprintf("  %3d %s", n, label)
-		if n == 0 {
-			sgr = sgrDim
-		}
-		b.WriteString(colorize(sgr, s, color))
-	}
 	waves := st.Waves
 	if len(waves) > maxWaveLines {
 		// Show the window of waves that are in progress; a block taller
@@ -235,16 +269,33 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 		waves = waves[from : from+maxWaveLines]
 		window = fmt.Sprintf("waves %d-%d of %d · ", from, from+maxWaveLines-1, len(st.Waves))
 	}
+	// The columns: cancelled only when a shown wave has cancelled nodes
+	// (rare), on every line then.
+	digits, label, cancelled := 3, 0, false
+	for _, w := range waves {
+		for _, n := range []int{w.Pending, w.Running, w.Completed, w.Failed, w.Cancelled, w.Skipped} {
+			digits = max(digits, len(strconv.Itoa(n)))
+		}
+		label = max(label, len("wave ")+len(strconv.Itoa(w.Wave)))
+		cancelled = cancelled || w.Cancelled > 0
+	}
+	label = max(label, len("wave 000"))
+	var b strings.Builder
+	count := func(n int, name, sgr string) {
+		s := fmt.Sprintf("  %*d %s", digits, n, name)
+		if n == 0 {
+			sgr = sgrDim
+		}
+		b.WriteString(colorize(sgr, s, color))
+	}
 	for _, w := range waves {
 		b.Reset()
-		b.WriteString(colorize(sgrBold, fmt.Sprintf("wave %-3d", w.Wave), color))
-		if w.Pending > 0 {
-			count(w.Pending, "pending", "")
-		}
+		b.WriteString(colorize(sgrBold, fmt.Sprintf("%-*s", label, "wave "+strconv.Itoa(w.Wave)), color))
+		count(w.Pending, "pending", "")
 		count(w.Running, "running", sgrCyan)
 		count(w.Completed, "completed", sgrGreen)
 		count(w.Failed, "failed", sgrRed)
-		if w.Cancelled > 0 {
+		if cancelled {
 			count(w.Cancelled, "cancelled", sgrYellow)
 		}
 		count(w.Skipped, "skipped", sgrYellow)
@@ -257,7 +308,7 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 		}
 		lines = append(lines, colorize(sgrYellow, "waiting for you: "+st.Waiting[0]+more, color))
 	}
-	lines = append(lines, fmt.Sprintf("%s%s · %d tokens · %s", window,
-		colorize(sgrBold, st.Phase, color), st.Tokens, elapsed.Round(100*time.Millisecond)))
+	lines = append(lines, fmt.Sprintf("%s%s · %s · %s", window,
+		colorize(sgrBold, st.Phase, color), usage(st.Usage), elapsed.Round(100*time.Millisecond)))
 	return lines
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,14 @@ const (
 	settleWait = 20 * time.Millisecond
 	// maxShown caps the bytes of tool arguments and answers echoed back.
 	maxShown = 200
+	// raiseSettle: a prompt waits until no interrupt of the run was raised
+	// for this long, so that interrupts raised together (the node
+	// approvals of a wave: its nodes start in parallel and raise in any
+	// order) are all queued, and asked in order, before the first question.
+	// maxRaiseSettle bounds that wait for an interrupt, should raises never
+	// pause.
+	raiseSettle    = 50 * time.Millisecond
+	maxRaiseSettle = 500 * time.Millisecond
 )
 
 // Prompts end without an answer with these.
@@ -48,13 +58,19 @@ var (
 type queued struct {
 	raised *messages.InterruptRaisedPayload
 	agent  string
+	at     time.Time // when its event arrived (asker.now)
 }
 
-// asker answers the interrupts of one run, one at a time, in the order
-// they were raised. The follow loop owns it and calls it from its
-// goroutine only: event for every event of the run, and answerNext
-// between batches of events while waiting reports queued interrupts. While
-// it prompts, nobody reads the subscription; the events wait there.
+// asker answers the interrupts of one run, one at a time. The follow loop
+// owns it and calls it from its goroutine only: event for every event of
+// the run, and answerNext between batches of events while waiting reports
+// queued interrupts. While it prompts, nobody reads the subscription; the
+// events wait there.
+//
+// Of the interrupts waiting, it asks first the plan, then those of the
+// plan's nodes in plan order (n001 before n002, whichever raised first:
+// parallel nodes raise in any order), then the others, each group in the
+// order raised.
 type asker struct {
 	eng    *actors.Engine
 	tenant messages.TenantID
@@ -64,13 +80,19 @@ type asker struct {
 	auto bool
 	in   *lineReader
 	// w receives the prompts and confirmations; aside is called before
-	// writing to it, so the output makes room (erases its status block).
-	w     *bufio.Writer
-	aside func() error
-	now   func() time.Time
+	// writing a notice to it, so the output makes room (erases its status
+	// block), and prompting before asking a question (the output leaves
+	// its status block above it).
+	w         *bufio.Writer
+	aside     func() error
+	prompting func(id string) error
+	answered  func(id string) // the engine took an answer to interrupt id
+	now       func() time.Time
 
-	queue []queued
-	goals map[string]string // node id → goal, from the plan
+	queue      []queued
+	lastRaised time.Time         // when the latest interrupt_raised arrived
+	goals      map[string]string // node id → goal, from the plan
+	order      map[string]int    // node id → its index in the plan
 	// told holds the interrupts whose timeout was reported already.
 	told map[string]bool
 }
@@ -88,7 +110,8 @@ func (a *asker) event(env *messages.Envelope) {
 			a.setGoals(p.Plan)
 		}
 	case *messages.InterruptRaisedPayload:
-		a.queue = append(a.queue, queued{raised: p, agent: env.AgentID})
+		a.lastRaised = a.now()
+		a.queue = append(a.queue, queued{raised: p, agent: env.AgentID, at: a.lastRaised})
 	case *messages.InterruptResolvedPayload:
 		a.drop(p.InterruptID)
 	case *messages.InterruptExpiredPayload:
@@ -103,9 +126,41 @@ func (a *asker) event(env *messages.Envelope) {
 
 func (a *asker) setGoals(p *messages.Plan) {
 	a.goals = make(map[string]string, len(p.Nodes))
-	for _, n := range p.Nodes {
+	a.order = make(map[string]int, len(p.Nodes))
+	for i, n := range p.Nodes {
 		a.goals[n.ID] = n.Goal
+		a.order[n.ID] = i
 	}
+}
+
+// rank orders the queue (see asker): the plan approval, then interrupts of
+// the plan's nodes by the node's place in the plan, then the rest.
+func (a *asker) rank(q queued) int {
+	const rest = math.MaxInt
+	if q.raised.Kind == messages.InterruptPlanApproval {
+		return -1
+	}
+	node := q.raised.NodeID
+	if node == "" {
+		// A node's own interrupt (a tool approval, a question) is raised by
+		// its agent: "n001", or "n001/sub1" for its sub-agents.
+		node, _, _ = strings.Cut(q.agent, "/")
+	}
+	if i, ok := a.order[node]; ok {
+		return i
+	}
+	return rest
+}
+
+// next is the index in the queue of the interrupt to ask first.
+func (a *asker) next() int {
+	best := 0
+	for i, q := range a.queue {
+		if a.rank(q) < a.rank(a.queue[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 func (a *asker) drop(id string) (queued, bool) {
@@ -118,19 +173,25 @@ func (a *asker) drop(id string) (queued, bool) {
 	return queued{}, false
 }
 
-// answerNext answers the oldest queued interrupt. It reports false when
-// the interrupt is not in the engine's registry: not registered yet, or
-// ended already. Either way the next events settle it (the registration
-// follows the event at once; an ended interrupt's event removes it from
-// the queue), so the caller reads events for a moment and calls again.
-// It returns ctx's error when ctx ends during a prompt.
+// answerNext answers the first queued interrupt (see asker for the
+// order). It reports false when it is too early to ask (an interrupt was
+// raised less than raiseSettle ago: more may follow) or the interrupt is
+// not in the engine's registry: not registered yet, or ended already.
+// Either way the next events settle it (the registration follows the
+// event at once; an ended interrupt's event removes it from the queue), so
+// the caller reads events for a moment and calls again. It returns ctx's
+// error when ctx ends during a prompt.
 func (a *asker) answerNext(ctx context.Context) (bool, error) {
-	q := a.queue[0]
+	i := a.next()
+	q := a.queue[i]
+	if now := a.now(); now.Sub(a.lastRaised) < raiseSettle && now.Sub(q.at) < maxRaiseSettle {
+		return false, nil
+	}
 	it, ok := a.eng.Interrupt(a.tenant, q.raised.InterruptID)
 	if !ok {
 		return false, nil
 	}
-	a.queue = a.queue[1:]
+	a.queue = slices.Delete(a.queue, i, i+1)
 	switch it.Status {
 	case messages.InterruptPending:
 	case messages.InterruptTimedOut:
@@ -142,13 +203,12 @@ func (a *asker) answerNext(ctx context.Context) (bool, error) {
 	default: // someone else's answer is being applied; its event follows
 		return true, nil
 	}
-	if err := a.aside(); err != nil {
-		return true, err
-	}
 	var err error
 	if a.auto {
-		err = a.answerAuto(q)
-	} else {
+		if err = a.aside(); err == nil {
+			err = a.answerAuto(q)
+		}
+	} else if err = a.prompting(q.raised.InterruptID); err == nil {
 		err = a.prompt(ctx, q, it.ExpiresAt)
 	}
 	if ferr := a.w.Flush(); err == nil {
@@ -213,6 +273,7 @@ func (a *asker) resume(q queued, res messages.Resume, prefix string) error {
 	var invalid *actors.InvalidResumeError
 	switch {
 	case err == nil:
+		a.answered(q.raised.InterruptID)
 		fmt.Fprintf(a.w, "%s\n", confirmation(q, res, prefix))
 	case errors.As(err, &invalid):
 		return err
@@ -323,7 +384,7 @@ func (a *asker) question(ctx context.Context, q queued, expires time.Time) (mess
 				}
 			default:
 				if s != "" {
-					a.w.WriteString("please answer a, r or e\n")
+					a.w.WriteString("please answer a (or y), r (or n) or e\n")
 				}
 			}
 		}
@@ -349,7 +410,7 @@ func (a *asker) question(ctx context.Context, q queued, expires time.Time) (mess
 				}
 			default:
 				if s != "" {
-					a.w.WriteString("please answer a, r or e\n")
+					a.w.WriteString("please answer a (or y), r (or n) or e\n")
 				}
 			}
 		}
@@ -366,7 +427,7 @@ func (a *asker) question(ctx context.Context, q queued, expires time.Time) (mess
 				return messages.Resume{Decision: messages.DecisionReject}, nil
 			default:
 				if s != "" {
-					a.w.WriteString("please answer a or r\n")
+					a.w.WriteString("please answer a (or y) or r (or n)\n")
 				}
 			}
 		}
@@ -471,9 +532,15 @@ func (a *asker) ask(ctx context.Context, id, prompt string, expires time.Time) (
 }
 
 // choice returns the option s names, by its first letter or in full
-// (case-insensitive), or "".
+// (case-insensitive), or "". y and yes name approve, n and no reject.
 func choice(s string, options ...string) string {
 	s = strings.ToLower(s)
+	switch s {
+	case "y", "yes":
+		s = "approve"
+	case "n", "no":
+		s = "reject"
+	}
 	for _, o := range options {
 		if s == o || s == o[:1] {
 			return o

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -601,9 +602,75 @@ func TestChoice(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"a", "approve"}, {"A", "approve"}, {"approve", "approve"}, {"r", "reject"}, {"Reject", "reject"},
 		{"e", "edit"}, {"", ""}, {"x", ""}, {"appr", ""},
+		{"y", "approve"}, {"Yes", "approve"}, {"n", "reject"}, {"NO", "reject"}, {"ye", ""},
 	} {
 		if got := choice(tc.in, "approve", "reject", "edit"); got != tc.want {
 			t.Errorf("choice(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestRun_HITLNodeOrderAndYesNo: the node approvals of a wave are asked in
+// plan order, however the parallel nodes raised them, and y/n answer them
+// as a/r do.
+func TestRun_HITLNodeOrderAndYesNo(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	h := newHuman(func(prompt string) (string, bool) {
+		switch prompt {
+		case "[a]pprove, [r]eject, [e]dit plan? ":
+			return "y", true
+		case "[a]pprove, [r]eject? ":
+			asked = append(asked, "")
+			return []string{"y", "n", "yes"}[(len(asked)-1)%3], true
+		}
+		return "", false
+	})
+	r := runCLIWith(t, t.Context(), cliIO{stdin: h, stderr: h}, "run", "q",
+		"--hitl", "node", "--nodes", "3", "--waves", "1", "--tokens", "2", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	assertNoViolations(t, decodeJSONL(t, r.stdout))
+	var order []string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if id, ok := strings.CutPrefix(line, "node "); ok && strings.Contains(id, " is ready to start") {
+			order = append(order, id[:4])
+		}
+	}
+	if strings.Join(order, " ") != "n001 n002 n003" {
+		t.Errorf("node prompts in the order %q, want n001 n002 n003:\n%s", order, r.stderr)
+	}
+	for _, want := range []string{"✓ approved the plan", "✓ approved node n001", "✗ rejected node n002", "✓ approved node n003"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+// TestAsker_Order: the plan first, then the plan's nodes in plan order
+// (node approvals and their agents' own interrupts alike), then the rest,
+// each in the order raised.
+func TestAsker_Order(t *testing.T) {
+	t.Parallel()
+	a := &asker{}
+	a.setGoals(&messages.Plan{Nodes: []messages.PlanNode{{ID: "n001"}, {ID: "n002"}, {ID: "n003"}}})
+	raise := func(id string, kind messages.InterruptKind, node, agent string) {
+		a.queue = append(a.queue, queued{raised: &messages.InterruptRaisedPayload{InterruptID: id, Kind: kind, NodeID: node}, agent: agent})
+	}
+	raise("spawn-x", messages.InterruptSpawnApproval, "T/x", "supervisor")
+	raise("tool-3", messages.InterruptToolApproval, "", "n003")
+	raise("node-2", messages.InterruptNodeApproval, "n002", "n002")
+	raise("info-sub1", messages.InterruptInfoRequest, "", "n001/sub1")
+	raise("other", messages.InterruptToolApproval, "", "steerer")
+	raise("plan", messages.InterruptPlanApproval, "", "supervisor")
+	var got []string
+	for len(a.queue) > 0 {
+		i := a.next()
+		got = append(got, a.queue[i].raised.InterruptID)
+		a.queue = slices.Delete(a.queue, i, i+1)
+	}
+	if want := "plan info-sub1 node-2 tool-3 spawn-x other"; strings.Join(got, " ") != want {
+		t.Errorf("asked %q, want %q", got, want)
 	}
 }

@@ -17,17 +17,25 @@ import (
 //
 // It type-switches on payload structs; events of other runs are ignored.
 type renderer struct {
-	run    messages.RunID
-	phase  string
-	nodes  map[string]*nodeState
-	lanes  map[messages.StreamID]*nodeState
-	waves  [][]*nodeState
-	tokens int // text_delta events of the run, on every lane
-	term   *messages.Envelope
+	run   messages.RunID
+	phase string
+	nodes map[string]*nodeState
+	lanes map[messages.StreamID]*nodeState
+	waves [][]*nodeState
+	// usage is what the run's model turns reported so far (token_usage,
+	// every lane), then the terminal event's totals: the one token count
+	// the status line and the summary show.
+	usage messages.Usage
+	term  *messages.Envelope
 	// interrupts labels the open interrupts; waiting lists their ids in
 	// the order they were raised.
 	interrupts map[string]string
 	waiting    []string
+	// asking is the interrupt a prompt asks about now, shown first;
+	// answered holds those the command answered whose events have not
+	// come yet, not shown.
+	asking   string
+	answered map[string]bool
 }
 
 type nodeStatus int
@@ -45,7 +53,9 @@ type nodeState struct {
 	id     string
 	wave   int
 	status nodeStatus
-	tokens int // text_delta events of the current attempt
+	// tokens: output tokens the node's model turns reported (token_usage
+	// on its lane) in its current attempt.
+	tokens int64
 }
 
 // noteKind says how a progress line reads. The terminal output shows only
@@ -74,9 +84,11 @@ type waveCounts struct {
 
 // status is a snapshot of the run for the live status block.
 type status struct {
-	Phase  string
-	Waves  []waveCounts
-	Tokens int
+	Phase string
+	Waves []waveCounts
+	// Usage is the tokens the run's model turns reported so far (the
+	// totals of the terminal event once it came), as the summary says.
+	Usage messages.Usage
 	// Waiting describes the interrupts waiting for a human, oldest first.
 	Waiting []string
 }
@@ -85,7 +97,7 @@ func newRenderer(run messages.RunID) *renderer {
 	return &renderer{
 		run: run, phase: "starting",
 		nodes: make(map[string]*nodeState), lanes: make(map[messages.StreamID]*nodeState),
-		interrupts: make(map[string]string),
+		interrupts: make(map[string]string), answered: make(map[string]bool),
 	}
 }
 
@@ -176,9 +188,9 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		n := r.node(p.NodeID, -1)
 		n.status = nodeCompleted
 		if p.Attempts > 1 {
-			add(noteOK, "node %s completed (%d tokens, %d attempts)", p.NodeID, n.tokens, p.Attempts)
+			add(noteOK, "node %s completed (%d tokens out, %d attempts)", p.NodeID, n.tokens, p.Attempts)
 		} else {
-			add(noteOK, "node %s completed (%d tokens)", p.NodeID, n.tokens)
+			add(noteOK, "node %s completed (%d tokens out)", p.NodeID, n.tokens)
 		}
 	case *messages.NodeFailedPayload:
 		r.node(p.NodeID, -1).status = nodeFailed
@@ -193,10 +205,11 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	case *messages.NodeSkippedPayload:
 		r.node(p.NodeID, -1).status = nodeSkipped
 		add(noteWarn, "node %s skipped: %s", p.NodeID, p.Reason)
-	case *messages.TextDeltaPayload:
-		r.tokens++
+	case *messages.TokenUsagePayload:
+		r.usage.InputTokens += p.InputTokens
+		r.usage.OutputTokens += p.OutputTokens
 		if n, ok := r.lanes[env.Lane.StreamID]; ok {
-			n.tokens++
+			n.tokens += p.OutputTokens
 		}
 	case *messages.AgentRestartedPayload:
 		// The failed attempt's partial output is discarded: so is its count.
@@ -254,11 +267,11 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 			add(noteWarn, "%s timed out: %s", label, past(p.Action))
 		}
 	case *messages.RunFinishedPayload:
-		r.phase, r.term = "finished", env
+		r.phase, r.term, r.usage = "finished", env, p.Usage
 	case *messages.RunErrorPayload:
-		r.phase, r.term = "failed: "+string(p.Code), env
+		r.phase, r.term, r.usage = "failed: "+string(p.Code), env, p.Usage
 	case *messages.RunCostEstimatePayload:
-		add(noteInfo, "estimate: %d agents, about %d tokens, about %ds", p.NodeCount, p.EstTokens, p.EstWallSeconds)
+		add(noteInfo, "%s", estimate(p))
 	case *messages.TeamStartedPayload:
 		add(noteInfo, "team %s: %d nodes in %d waves", p.TeamID, len(p.Plan.Nodes), len(p.Waves))
 	case *messages.SubteamSpawnedPayload:
@@ -287,7 +300,8 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		if p.Kind != messages.AdvisorContinue {
 			kind = noteWarn
 		}
-		add(kind, "advisor on %s: %s %s", env.AgentID, p.Kind, shorten(p.Detail))
+		// gate_redirect reads as "redirect"; an empty detail adds nothing.
+		add(kind, "advisor on %s: %s", env.AgentID, joinNonEmpty(" ", strings.TrimPrefix(string(p.Kind), "gate_"), shorten(p.Detail)))
 	case *messages.EscalationPayload:
 		add(noteBad, "escalation from %s: %s", env.AgentID, p.Reason)
 	}
@@ -301,6 +315,7 @@ func (r *renderer) closeInterrupt(id string, kind messages.InterruptKind, agent 
 		label = interruptLabel(&messages.InterruptRaisedPayload{Kind: kind, NodeID: agent}, agent)
 	}
 	delete(r.interrupts, id)
+	delete(r.answered, id)
 	if i := slices.Index(r.waiting, id); i >= 0 {
 		r.waiting = slices.Delete(r.waiting, i, i+1)
 	}
@@ -327,9 +342,15 @@ func interruptLabel(p *messages.InterruptRaisedPayload, agent string) string {
 
 // Status returns a snapshot for the live status block.
 func (r *renderer) Status() status {
-	st := status{Phase: r.phase, Tokens: r.tokens, Waves: make([]waveCounts, len(r.waves))}
+	st := status{Phase: r.phase, Usage: r.usage, Waves: make([]waveCounts, len(r.waves))}
 	for _, id := range r.waiting {
-		st.Waiting = append(st.Waiting, r.interrupts[id])
+		switch {
+		case r.answered[id]:
+		case id == r.asking:
+			st.Waiting = slices.Insert(st.Waiting, 0, r.interrupts[id])
+		default:
+			st.Waiting = append(st.Waiting, r.interrupts[id])
+		}
 	}
 	for w, nodes := range r.waves {
 		c := &st.Waves[w]
@@ -362,22 +383,53 @@ func (r *renderer) Summary() []note {
 	}
 	switch p := r.term.Payload.(type) {
 	case *messages.RunFinishedPayload:
-		out := []note{{noteInfo, ""}, {noteInfo, p.Answer}, {noteInfo, ""}}
+		out := []note{{noteInfo, ""}, {noteInfo, strings.TrimSpace(p.Answer)}, {noteInfo, ""}}
 		if p.Sources != "" {
 			out = append(out, note{noteInfo, strings.TrimSpace(p.Sources)}, note{noteInfo, ""})
 		}
+		if p.Nodes.Total > 0 && p.Nodes.Completed == 0 {
+			// The engine let the synthesiser answer from nothing; say so
+			// (docs: such a run is meant to end with run_error
+			// no_nodes_completed instead).
+			out = append(out, note{noteWarn, fmt.Sprintf("no node completed (%s): the answer has no input",
+				counts(p.Nodes.Completed, p.Nodes.Failed, p.Nodes.Cancelled, p.Nodes.Skipped))})
+		}
 		return append(out,
-			note{noteOK, fmt.Sprintf("run finished in %s: %d/%d nodes completed, %d tokens in, %d out",
-				ms(p.DurationMS), p.Nodes.Completed, p.Nodes.Total, p.Usage.InputTokens, p.Usage.OutputTokens)})
+			note{noteOK, fmt.Sprintf("run finished in %s: %d/%d nodes completed, %s",
+				ms(p.DurationMS), p.Nodes.Completed, p.Nodes.Total, usage(p.Usage))})
 	case *messages.RunErrorPayload:
 		n := p.Nodes
-		return []note{
-			{noteBad, fmt.Sprintf("run failed (%s): %s", p.Code, p.Message)},
-			{noteInfo, fmt.Sprintf("after %s, %d nodes: %s", ms(p.DurationMS), n.Total,
-				counts(n.Completed, n.Failed, n.Cancelled, n.Skipped))},
+		out := []note{{noteBad, fmt.Sprintf("run failed (%s): %s", p.Code, p.Message)}}
+		if p.Code == messages.ErrCodeNoNodesCompleted {
+			out = append(out, note{noteInfo, "no node of the plan completed (each was rejected, skipped, cancelled or failed), so nothing was synthesised"})
 		}
+		return append(out, note{noteInfo, fmt.Sprintf("after %s, %d nodes: %s; %s", ms(p.DurationMS), n.Total,
+			counts(n.Completed, n.Failed, n.Cancelled, n.Skipped), usage(p.Usage))})
 	}
 	return nil
+}
+
+// usage says what the run's model turns used, as the status line does.
+func usage(u messages.Usage) string {
+	return fmt.Sprintf("%d tokens in, %d out", u.InputTokens, u.OutputTokens)
+}
+
+// estimate is the run_cost_estimate line. The engine's estimate is a
+// real model's (a fixed number of tokens per agent at a fixed pace): the
+// line says so, since the scripted model is far faster.
+func estimate(p *messages.RunCostEstimatePayload) string {
+	s := fmt.Sprintf("estimate for a real model: %d agents, about %d tokens, about %s", p.NodeCount, p.EstTokens,
+		time.Duration(p.EstWallSeconds)*time.Second)
+	if p.NodeCount > 0 && p.EstWallSeconds > 0 {
+		s += fmt.Sprintf(" (%d tokens per agent at %d tokens/s; the scripted model is faster)",
+			p.EstTokens/int64(p.NodeCount), p.EstTokens/p.EstWallSeconds)
+	}
+	return s
+}
+
+// joinNonEmpty joins the parts that are not empty.
+func joinNonEmpty(sep string, parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), sep)
 }
 
 func counts(completed, failed, cancelled, skipped int) string {

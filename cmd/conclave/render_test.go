@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -65,20 +70,23 @@ func TestRenderer_Progress(t *testing.T) {
 		onNode("n001", &messages.NodeStartedPayload{NodeID: "n001"}),
 		onNode("n002", &messages.NodeStartedPayload{NodeID: "n002"}),
 		onNode("n001", &messages.TextDeltaPayload{Delta: "a"}),
-		onNode("n002", &messages.TextDeltaPayload{Delta: "b"}),
+		onNode("n001", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 1}}),
+		onNode("n002", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 7}}),
 		onNode("n002", &messages.AgentRestartedPayload{Attempt: 2, Reason: "boom"}),
-		onNode("n001", &messages.TextDeltaPayload{Delta: "c"}),
+		onNode("n001", &messages.TokenUsagePayload{Turn: 2, Usage: messages.Usage{InputTokens: 20, OutputTokens: 1}}),
 		// Another run's events change nothing.
-		&messages.Envelope{RunID: "r2", Lane: nodeLane("n001"), Payload: &messages.TextDeltaPayload{Delta: "x"}},
-		laned{messages.RunLane().Child(messages.SynthesisStream), "synthesizer", &messages.TextDeltaPayload{Delta: "d"}},
+		&messages.Envelope{RunID: "r2", Lane: nodeLane("n001"), Payload: &messages.TokenUsagePayload{Usage: messages.Usage{InputTokens: 99, OutputTokens: 99}}},
+		laned{messages.RunLane().Child(messages.SynthesisStream), "synthesizer", &messages.TokenUsagePayload{Usage: messages.Usage{InputTokens: 5, OutputTokens: 3}}},
 	)
 	st := r.Status()
 	want := []waveCounts{{Wave: 0, Running: 2}, {Wave: 1, Pending: 1}}
 	if len(st.Waves) != 2 || st.Waves[0] != want[0] || st.Waves[1] != want[1] {
 		t.Errorf("waves = %+v, want %+v", st.Waves, want)
 	}
-	if st.Tokens != 4 || st.Phase != "wave 0" {
-		t.Errorf("tokens %d phase %q, want 4 and wave 0", st.Tokens, st.Phase)
+	// Every model turn of the run counts, the restarted attempt's too (its
+	// tokens were spent): the same totals the terminal event carries.
+	if want := (messages.Usage{InputTokens: 45, OutputTokens: 12}); st.Usage != want || st.Phase != "wave 0" {
+		t.Errorf("usage %+v phase %q, want %+v and wave 0", st.Usage, st.Phase, want)
 	}
 	out := texts(notes)
 	for _, line := range []string{"plan: 3 nodes in 2 waves", "wave 0 started: n001 n002", "node n002 restarted (attempt 2): boom"} {
@@ -100,7 +108,7 @@ func TestRenderer_Progress(t *testing.T) {
 		notes = r.Event(notes, env)
 	}
 	wantNotes := []note{
-		{noteOK, "node n001 completed (2 tokens)"},
+		{noteOK, "node n001 completed (2 tokens out)"},
 		{noteBad, "node n002 failed after 3 attempts: bad"},
 		{noteWarn, "wave 0 completed: 1 completed, 1 failed, 0 cancelled, 0 skipped"},
 		{noteWarn, "node n003 skipped: dependency n002 failed"},
@@ -119,7 +127,7 @@ func TestRenderer_Progress(t *testing.T) {
 		t.Errorf("status = %+v, want waves %+v and phase failed: node_failed", st, want)
 	}
 	sum := texts(r.Summary())
-	for _, s := range []string{"run failed (node_failed): node n002 failed\n", "after 1.5s, 3 nodes: 1 completed, 1 failed, 0 cancelled, 1 skipped\n"} {
+	for _, s := range []string{"run failed (node_failed): node n002 failed\n", "after 1.5s, 3 nodes: 1 completed, 1 failed, 0 cancelled, 1 skipped; 0 tokens in, 0 out\n"} {
 		if !strings.Contains(sum, s) {
 			t.Errorf("summary %q does not contain %q", sum, s)
 		}
@@ -139,8 +147,9 @@ func TestRenderer_SummaryAnswer(t *testing.T) {
 			t.Errorf("summary %q does not contain %q", sum, s)
 		}
 	}
-	if st := r.Status(); st.Phase != "finished" {
-		t.Errorf("phase %q, want finished", st.Phase)
+	// The status line's figures are the summary's.
+	if st := r.Status(); st.Phase != "finished" || !strings.Contains(formatStatus(st, 0, false)[0], "· 10 tokens in, 20 out ·") {
+		t.Errorf("status %+v: %q, want phase finished and the summary's token figures", st, formatStatus(st, 0, false))
 	}
 	if got := texts(newRenderer("r1").Summary()); got != "the run did not end\n" {
 		t.Errorf("summary of a run without terminal event = %q", got)
@@ -149,15 +158,16 @@ func TestRenderer_SummaryAnswer(t *testing.T) {
 
 func TestFormatStatus(t *testing.T) {
 	t.Parallel()
-	st := status{Phase: "wave 1", Tokens: 120, Waves: []waveCounts{
+	st := status{Phase: "wave 1", Usage: messages.Usage{InputTokens: 300, OutputTokens: 120}, Waves: []waveCounts{
 		{Wave: 0, Completed: 2}, {Wave: 1, Running: 1, Completed: 1, Failed: 1}, {Wave: 2, Pending: 2},
 	}}
 	plain := formatStatus(st, 1234*time.Millisecond, false)
+	// Every wave line has the same columns, pending included.
 	want := []string{
-		"wave 0      0 running    2 completed    0 failed    0 skipped",
-		"wave 1      1 running    1 completed    1 failed    0 skipped",
+		"wave 0      0 pending    0 running    2 completed    0 failed    0 skipped",
+		"wave 1      0 pending    1 running    1 completed    1 failed    0 skipped",
 		"wave 2      2 pending    0 running    0 completed    0 failed    0 skipped",
-		"wave 1 · 120 tokens · 1.2s",
+		"wave 1 · 300 tokens in, 120 out · 1.2s",
 	}
 	if strings.Join(plain, "\n") != strings.Join(want, "\n") {
 		t.Errorf("plain status:\n%s\nwant:\n%s", strings.Join(plain, "\n"), strings.Join(want, "\n"))
@@ -180,6 +190,17 @@ func TestFormatStatus(t *testing.T) {
 	if len(lines) != maxWaveLines+1 || !strings.HasPrefix(lines[0], "wave 12 ") || !strings.HasPrefix(lines[maxWaveLines], "waves 12-21 of 30 · ") {
 		t.Errorf("windowed status:\n%s", strings.Join(lines, "\n"))
 	}
+
+	// Large counts and wave numbers, and a cancelled column: still aligned.
+	st.Waves = []waveCounts{{Wave: 9, Completed: 12345}, {Wave: 1000, Cancelled: 1, Running: 7}}
+	lines = formatStatus(st, 0, false)
+	want = []string{
+		"wave 9         0 pending      0 running  12345 completed      0 failed      0 cancelled      0 skipped",
+		"wave 1000      0 pending      7 running      0 completed      0 failed      1 cancelled      0 skipped",
+	}
+	if strings.Join(lines[:2], "\n") != strings.Join(want, "\n") {
+		t.Errorf("wide status:\n%s\nwant:\n%s", strings.Join(lines[:2], "\n"), strings.Join(want, "\n"))
+	}
 }
 
 func TestRows(t *testing.T) {
@@ -193,7 +214,21 @@ func TestRows(t *testing.T) {
 		}
 	}
 	if got := rows("a · b", 5); got != 1 {
-		t.Errorf("rows counts bytes, not runes: %d", got)
+		t.Errorf("rows counts bytes, not cells: %d", got)
+	}
+	// Terminal cells, not runes: wide characters take two, combining marks none.
+	for _, tc := range []struct {
+		s    string
+		want int
+	}{
+		{"abc", 3}, {"a · b", 5}, {"漢字", 4}, {"e\u0301", 1}, {"👍🏽", 2}, {"\x1b[1;33m漢\x1b[0m!", 3}, {"\x1b[2", 0},
+	} {
+		if got := cells(tc.s); got != tc.want {
+			t.Errorf("cells(%q) = %d, want %d", tc.s, got, tc.want)
+		}
+	}
+	if got := rows("漢字漢字漢", 9); got != 2 {
+		t.Errorf("rows of 10 cells at width 9 = %d, want 2", got)
 	}
 }
 
@@ -248,5 +283,131 @@ func TestRenderer_Interrupts(t *testing.T) {
 	}
 	if lines := formatStatus(r.Status(), 0, false); strings.Contains(strings.Join(lines, "\n"), "waiting") {
 		t.Errorf("status block without open interrupts:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestRenderer_Labels: the lines a newcomer read as wrong (issue 20).
+func TestRenderer_Labels(t *testing.T) {
+	t.Parallel()
+	_, notes := feed(t,
+		onNode("n001", &messages.AdvisorPayload{Kind: messages.AdvisorContinue}),
+		onNode("n002", &messages.AdvisorPayload{Kind: messages.AdvisorRedirect, Detail: "look at costs"}),
+		&messages.RunCostEstimatePayload{NodeCount: 6, EstTokens: 12000, EstWallSeconds: 240},
+	)
+	want := []string{
+		"advisor on n001: continue",
+		"advisor on n002: redirect look at costs",
+		"estimate for a real model: 6 agents, about 12000 tokens, about 4m0s (2000 tokens per agent at 50 tokens/s; the scripted model is faster)",
+	}
+	if got := texts(notes); got != strings.Join(want, "\n")+"\n" {
+		t.Errorf("lines:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestRenderer_NoNodeCompleted: a run none of whose nodes completed says
+// so, whichever terminal event the engine ends it with.
+func TestRenderer_NoNodeCompleted(t *testing.T) {
+	t.Parallel()
+	none := messages.NodeCounts{Total: 2, Skipped: 2}
+	r, _ := feed(t, &messages.RunFinishedPayload{Answer: "from nothing ", Nodes: none})
+	sum := texts(r.Summary())
+	if !strings.Contains(sum, "\nfrom nothing\n") || !strings.Contains(sum, "no node completed (0 completed, 0 failed, 0 cancelled, 2 skipped): the answer has no input\n") {
+		t.Errorf("summary of a finished run without completed nodes:\n%s", sum)
+	}
+	r, _ = feed(t, &messages.RunErrorPayload{Code: messages.ErrCodeNoNodesCompleted, Message: "no node of the plan completed", Nodes: none})
+	sum = texts(r.Summary())
+	for _, s := range []string{"run failed (no_nodes_completed): no node of the plan completed\n", "so nothing was synthesised\n", "2 nodes: 0 completed, 0 failed, 0 cancelled, 2 skipped"} {
+		if !strings.Contains(sum, s) {
+			t.Errorf("summary %q does not contain %q", sum, s)
+		}
+	}
+}
+
+// TestOutcome: every run_error is exit status 1, no_nodes_completed
+// included; --json says why on stderr.
+func TestOutcome(t *testing.T) {
+	t.Parallel()
+	fin := &messages.Envelope{RunID: "r1", Payload: &messages.RunFinishedPayload{}}
+	if err := outcome(fin, false); err != nil {
+		t.Errorf("outcome(run_finished) = %v", err)
+	}
+	for _, code := range []messages.ErrorCode{messages.ErrCodeNoNodesCompleted, messages.ErrCodeNodeFailed} {
+		term := &messages.Envelope{RunID: "r1", Payload: &messages.RunErrorPayload{Code: code, Message: "why"}}
+		for _, jsonOut := range []bool{false, true} {
+			var ee *exitError
+			if err := outcome(term, jsonOut); !errors.As(err, &ee) || ee.code != exitFailed || (ee.err != nil) != jsonOut {
+				t.Errorf("outcome(run_error %s, json %t) = %#v", code, jsonOut, err)
+			} else if jsonOut && ee.err.Error() != "run r1 failed ("+string(code)+"): why" {
+				t.Errorf("outcome(run_error %s) says %q", code, ee.err)
+			}
+		}
+	}
+}
+
+// TestTTYOutput_Screen: the terminal output's escape sequences.
+func TestTTYOutput_Screen(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	now := time.Unix(100, 0)
+	o := &ttyOutput{w: bufio.NewWriter(&b), r: newRenderer("r1"), now: func() time.Time { return now }, start: now, width: 80}
+	o.r.Event(nil, &messages.Envelope{RunID: "r1", Type: messages.PlanProposed, Payload: &messages.PlanProposedPayload{
+		Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "n001"}}}, Waves: [][]string{{"n001"}}}})
+	if err := o.idle(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); strings.Contains(got, "\x1b[") {
+		t.Errorf("without colour (NO_COLOR) the block has escape sequences: %q", got)
+	}
+	b.Reset()
+	now = now.Add(time.Second)
+	_ = o.idle()
+	// The redraw goes back to the first column before moving up (the
+	// terminal may have echoed ^C at the cursor), then clears below.
+	if got := b.String(); !strings.HasPrefix(got, "\r\x1b[2A\x1b[J") {
+		t.Errorf("redraw starts with %q, want \\r, up 2, clear", got)
+	}
+	// A prompt leaves the block on screen: the next draw does not erase it.
+	b.Reset()
+	_ = o.prompt("i1")
+	if got := b.String(); !strings.HasPrefix(got, "\r\x1b[2A\x1b[J") || !strings.Contains(got, "wave 0 ") {
+		t.Errorf("prompt drew %q, want the block redrawn", got)
+	}
+	b.Reset()
+	_ = o.idle()
+	if got := b.String(); strings.Contains(got, "\x1b[2A") || !strings.Contains(got, "wave 0 ") {
+		t.Errorf("the draw after a prompt = %q, want a new block below, the old one kept", got)
+	}
+	// With colour on, colours.
+	o.color = true
+	b.Reset()
+	_ = o.idle()
+	if got := b.String(); !strings.Contains(got, sgrBold) {
+		t.Errorf("with colour the block has no SGR: %q", got)
+	}
+}
+
+// TestRun_NoColor: NO_COLOR turns the terminal output's colours off (and
+// only them: the status block is still redrawn in place).
+func TestRun_NoColor(t *testing.T) {
+	t.Parallel()
+	for _, noColor := range []string{"", "1"} {
+		var out bytes.Buffer
+		a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, isTTY: func(io.Writer) bool { return true },
+			now: time.Now, getenv: func(k string) string {
+				if k == "NO_COLOR" {
+					return noColor
+				}
+				return ""
+			}}
+		ctx, cancel := context.WithTimeout(t.Context(), watchdog)
+		code := execute(ctx, a, []string{"run", "q", "--nodes", "2", "--tokens", "2", "--token-delay-ms", "0"})
+		cancel()
+		if code != exitOK {
+			t.Fatalf("NO_COLOR=%q: exit %d", noColor, code)
+		}
+		colored := strings.Contains(out.String(), sgrReset)
+		if colored != (noColor == "") {
+			t.Errorf("NO_COLOR=%q: colours %t in %q", noColor, colored, tail(out.String()))
+		}
 	}
 }

@@ -419,7 +419,8 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	case c.jsonOut:
 		f.out = &jsonOutput{w: w}
 	case c.app.isTTY(c.app.stdout):
-		f.out = &ttyOutput{w: w, r: newRenderer(ref.RunID), now: c.app.now, start: start, width: terminalWidth(c.app.stdout)}
+		f.out = &ttyOutput{w: w, r: newRenderer(ref.RunID), now: c.app.now, start: start, width: terminalWidth(c.app.stdout),
+			color: c.app.env("NO_COLOR") == ""}
 		f.tick = redrawEvery
 		pw = w
 	default:
@@ -433,7 +434,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	defer stopCancel()
 	f.ask = &asker{
 		eng: eng, tenant: ref.Tenant, action: timeoutAction, auto: c.autoApprove, in: in,
-		w: pw, aside: f.out.aside, now: c.app.now, told: make(map[string]bool),
+		w: pw, aside: f.out.aside, prompting: f.out.prompt, answered: f.out.answered, now: c.app.now, told: make(map[string]bool),
 	}
 	term, err := f.follow(ctx)
 	if err != nil {
@@ -449,13 +450,22 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	if f.interrupted {
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
 	}
-	if p, ok := term.Payload.(*messages.RunErrorPayload); ok {
-		if c.jsonOut { // human outputs have shown it already
-			return failure(fmt.Errorf("run %s failed (%s): %s", ref.RunID, p.Code, p.Message))
-		}
-		return &exitError{code: exitFailed}
+	return outcome(term, c.jsonOut)
+}
+
+// outcome maps a run's terminal event to the command's result: nil for
+// run_finished, exit status 1 for run_error (whatever its code: a plan
+// rejected, a node failed, no node completed, …), with the error on stderr
+// for --json (the human outputs have shown it in their summary).
+func outcome(term *messages.Envelope, jsonOut bool) error {
+	p, ok := term.Payload.(*messages.RunErrorPayload)
+	if !ok {
+		return nil
 	}
-	return nil
+	if jsonOut {
+		return failure(fmt.Errorf("run %s failed (%s): %s", term.RunID, p.Code, p.Message))
+	}
+	return &exitError{code: exitFailed}
 }
 
 // follower reads a run's session from the start until the run's terminal
@@ -475,7 +485,8 @@ type follower struct {
 
 	interrupted bool // ctx ended and the run was aborted
 	// unsettled: the next interrupt to answer was not in the engine's
-	// registry yet; wait a moment for events before asking again.
+	// registry yet, or more may be raised with it (asker.answerNext); wait
+	// a moment for events before asking again.
 	unsettled bool
 }
 

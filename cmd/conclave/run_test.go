@@ -262,7 +262,7 @@ func TestRun_HumanPlain(t *testing.T) {
 	if strings.Contains(r.stdout, "\x1b[") {
 		t.Errorf("plain output holds ANSI escapes:\n%q", r.stdout)
 	}
-	for _, want := range []string{"wave 0 started: n001", "node n001 completed (24 tokens)", "\nAnswer to: why is the sky blue", "run finished"} {
+	for _, want := range []string{"wave 0 started: n001", "node n001 completed (28 tokens out)", "\nAnswer to: why is the sky blue", "run finished"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output does not contain %q:\n%s", want, r.stdout)
 		}
@@ -275,7 +275,7 @@ func TestRun_HumanPanicRestart(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"node n002 restarted (attempt 2)", "node n002 completed (24 tokens, 2 attempts)"} {
+	for _, want := range []string{"node n002 restarted (attempt 2)", "node n002 completed (28 tokens out, 2 attempts)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output does not contain %q:\n%s", want, r.stdout)
 		}

@@ -476,7 +476,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		done.Plan, done.Waves = &plan, dag.Waves(plan)
 		a.emit(ctx, &messages.PlanProposedPayload{Plan: plan, Waves: done.Waves})
 	case model.RoleWorker:
-		a.emit(ctx, &messages.NodeCompletedPayload{NodeID: a.spec.agentID, Output: done.Output, Attempts: done.Attempts, Usage: a.usage, Citations: done.Citations})
+		a.emit(ctx, &messages.NodeCompletedPayload{NodeID: a.spec.agentID, Output: done.Output, Attempts: done.Attempts, Usage: a.usage, Citations: done.Citations, Spawn: done.Spawn})
 	case model.RoleSubagent:
 		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeOK, Output: done.Output})
 	case model.RoleSynthesizer:

@@ -209,6 +209,27 @@ func TestHITL_NodeGateRejectSkipsDependents(t *testing.T) {
 	}
 }
 
+// TestHITL_NoNodeCompletedIsAnError: a human rejecting every node leaves
+// the synthesiser nothing to answer from: the run ends with
+// run_error{no_nodes_completed}, not run_finished.
+func TestHITL_NoNodeCompletedIsAnError(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 2}
+	ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLNode, Scenario: &sc},
+		func(p *messages.InterruptRaisedPayload) messages.Resume {
+			if p.Kind == messages.InterruptPlanApproval {
+				return messages.Resume{Decision: messages.DecisionApprove}
+			}
+			return messages.Resume{Decision: messages.DecisionReject}
+		})
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeNoNodesCompleted || runErr.Nodes.Skipped != 2 || testkit.Count(events, messages.SynthesisStarted) != 0 {
+		t.Fatalf("run_error %+v", runErr)
+	}
+}
+
 // TestHITL_ParkedNodeDoesNotBlockSiblings: while n001 waits for a human,
 // the other nodes of its wave stream and complete.
 func TestHITL_ParkedNodeDoesNotBlockSiblings(t *testing.T) {

@@ -506,6 +506,14 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 
 func (r *runActor) startWave(ctx actor.Context, i int) {
 	if i == len(r.waves) {
+		if r.counts.Completed == 0 {
+			// Nothing to synthesise from (every node was rejected, or
+			// skipped): the run (or the team) fails instead of answering
+			// from no input.
+			r.fail(ctx, messages.ErrCodeNoNodesCompleted, fmt.Sprintf("no node of the plan completed (%d skipped, %d failed, %d cancelled)",
+				r.counts.Skipped, r.counts.Failed, r.counts.Cancelled))
+			return
+		}
 		r.startSynthesis(ctx)
 		return
 	}

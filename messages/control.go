@@ -56,8 +56,8 @@ type Resolution struct {
 // SpawnRequest is a worker's spawn_subteam request, carried to its
 // supervisor with its report and considered at the end of its wave.
 type SpawnRequest struct {
-	Goal  string
-	Roles []string
+	Goal  string   `json:"goal"`
+	Roles []string `json:"roles,omitempty"`
 }
 
 // Steering is a steering request delivered to a run supervisor (from

@@ -188,6 +188,9 @@ type NodeCompletedPayload struct {
 	Citations []Citation `json:"citations,omitempty"`
 	Attempts  int        `json:"attempts"`
 	Usage     Usage      `json:"usage"`
+	// Spawn is the sub-team the worker asked for (its first
+	// spawn_subteam call), decided at its wave's end.
+	Spawn *SpawnRequest `json:"spawn,omitempty"`
 }
 
 // NodeFailedPayload closes a node lane with an error.

@@ -79,13 +79,16 @@ func (r *runActor) continueBoundary(ctx actor.Context) {
 func (r *runActor) spawnGate(ctx actor.Context, s *spawnAsk) {
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptSpawnApproval, NodeID: s.parent,
 		Goal: s.req.Goal + " (roles: " + strings.Join(s.req.Roles, ", ") + ")"},
-		func(res *messages.Resolution) {
-			if res.Cancelled {
-				return
-			}
-			s.decided, s.approved = true, res.Decision == messages.DecisionApprove
-			r.continueBoundary(ctx)
-		})
+		func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
+}
+
+// spawnDecided applies a spawn gate's outcome.
+func (r *runActor) spawnDecided(ctx actor.Context, s *spawnAsk, res *messages.Resolution) {
+	if res.Cancelled {
+		return
+	}
+	s.decided, s.approved = true, res.Decision == messages.DecisionApprove
+	r.continueBoundary(ctx)
 }
 
 // applySpawn adds a worker's sub-team to the graph as a team node that

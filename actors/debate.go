@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/actors/debate"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -33,6 +34,9 @@ type debateActor struct {
 	declared  map[string]messages.Stance
 	finished  bool
 	stopping  bool
+	// restore puts a debate that was running before a restart back where
+	// it was (resume).
+	restore *runstate.Debate
 }
 
 type debatePhase int
@@ -43,10 +47,14 @@ const (
 	debateSynthesis
 )
 
-func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared) {
+func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
 	req.Role, req.RunID, req.AgentID, req.Question = model.RoleWorker, r.spec.runID, info.node.ID, r.spec.question
 	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
-	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate} },
+	var restore *runstate.Debate
+	if res != nil {
+		restore = res.debate
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate, restore: restore} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, role: model.RoleWorker, shared: shared})
 }
@@ -60,6 +68,11 @@ func (d *debateActor) emit(ctx actor.Context, p messages.Payload) { d.emitOn(ctx
 func (d *debateActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if rs := d.restore; rs != nil {
+			d.restore = nil // a restart after a panic starts afresh
+			d.resume(ctx, rs)
+			return
+		}
 		sh := d.spec.shared
 		sh.attempts++
 		if !sh.opened {
@@ -106,8 +119,102 @@ func (d *debateActor) startSpeaker(ctx actor.Context) {
 	lane := d.spec.lane.Child(messages.DebateTurnStream(d.nodeID(), d.round, ag.ID))
 	d.phase, d.sub = debateTurn, &lane
 	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round})
-	d.turn(ctx, lane, model.Request{Role: model.RoleDebater, AgentID: d.nodeID() + ":" + ag.ID, Persona: ag.Persona, Round: d.round,
-		Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())})
+	d.turn(ctx, lane, d.speakerRequest())
+}
+
+func (d *debateActor) speakerRequest() model.Request {
+	ag := d.cfg.Agents[d.speaker]
+	return model.Request{Role: model.RoleDebater, AgentID: d.nodeID() + ":" + ag.ID, Persona: ag.Persona, Round: d.round,
+		Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())}
+}
+
+func (d *debateActor) judgeRequest() model.Request {
+	return model.Request{Role: model.RoleJudge, AgentID: d.nodeID() + ":judge", Round: d.round, Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())}
+}
+
+func (d *debateActor) synthesisRequest() model.Request {
+	return model.Request{Role: model.RoleSynthesizer, AgentID: d.nodeID() + ":synthesis",
+		Goal: "Give the debate's verdict on: " + d.spec.req.Goal, Context: d.tr.Lines(d.cfg.EffectiveCompactAfter())}
+}
+
+// startJudge opens the round's judge lane and asks the judge.
+func (d *debateActor) startJudge(ctx actor.Context) {
+	lane := d.spec.lane.Child(messages.JudgeStream(d.nodeID(), d.round))
+	d.phase, d.sub = debateJudge, &lane
+	d.emitOn(ctx, lane, &messages.DebateJudgeStartedPayload{NodeID: d.nodeID(), Round: d.round})
+	d.turn(ctx, lane, d.judgeRequest())
+}
+
+// startSynthesis gives the stance map, then asks for the debate's verdict.
+func (d *debateActor) startSynthesis(ctx actor.Context, stanceMap bool) {
+	if stanceMap {
+		d.emit(ctx, &messages.DebateStanceMapPayload{NodeID: d.nodeID(), Rounds: d.round, Stances: d.stances()})
+	}
+	lane := d.spec.lane.Child(messages.SynthesisStreamOf(d.nodeID()))
+	d.phase, d.sub = debateSynthesis, &lane
+	d.emitOn(ctx, lane, &messages.SynthesisStartedPayload{Inputs: len(d.tr.Lines(d.cfg.EffectiveCompactAfter()))})
+	d.turn(ctx, lane, d.synthesisRequest())
+}
+
+// resume puts a debate that was running before a restart back where its
+// events left it: same round, same speaker; a turn, judge or synthesis
+// that was streaming restarts on its lane (agent_restarted), and the
+// debate's own lane stays as it was.
+func (d *debateActor) resume(ctx actor.Context, rs *runstate.Debate) {
+	d.declared = map[string]messages.Stance{}
+	for _, t := range rs.Turns {
+		d.tr.Add(t.Round, t.Agent, t.Text)
+		d.declared[t.Agent] = t.Stance
+	}
+	d.round, d.compacted = rs.Round, rs.Compacted
+	spoken := 0
+	for _, t := range rs.Turns {
+		if t.Round == d.round {
+			spoken++
+		}
+	}
+	judged := rs.Judged != nil && rs.Judged.Round == d.round
+	switch {
+	case rs.Synthesis.Answer != nil:
+		d.finish(ctx, *rs.Synthesis.Answer)
+	case rs.Open != nil:
+		o := rs.Open
+		lane := o.Lane
+		d.emitOn(ctx, lane, &messages.AgentRestartedPayload{Attempt: 2, Reason: "server restarted"})
+		d.sub = &lane
+		switch o.Kind {
+		case messages.DebateTurnStarted:
+			d.phase, d.speaker = debateTurn, d.agentIndex(o.Agent)
+			d.turn(ctx, lane, d.speakerRequest())
+		case messages.DebateJudgeStarted:
+			d.phase = debateJudge
+			d.turn(ctx, lane, d.judgeRequest())
+		default:
+			d.phase = debateSynthesis
+			d.turn(ctx, lane, d.synthesisRequest())
+		}
+	case rs.StanceMap != nil:
+		d.startSynthesis(ctx, false)
+	case d.round == 0:
+		d.startRound(ctx, 1)
+	case spoken < len(d.cfg.Agents):
+		d.speaker = spoken
+		d.startSpeaker(ctx)
+	case d.cfg.Judge && !judged:
+		d.startJudge(ctx)
+	default:
+		d.nextRound(ctx, judged && rs.Judged.EarlyStop)
+	}
+}
+
+// agentIndex is the place of agent id among the debate's agents.
+func (d *debateActor) agentIndex(id string) int {
+	for i, a := range d.cfg.Agents {
+		if a.ID == id {
+			return i
+		}
+	}
+	return 0
 }
 
 // turn starts a model turn on lane; goal and context are the node's.
@@ -141,11 +248,7 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 		case d.speaker < len(d.cfg.Agents):
 			d.startSpeaker(ctx)
 		case d.cfg.Judge:
-			lane := d.spec.lane.Child(messages.JudgeStream(d.nodeID(), d.round))
-			d.phase, d.sub = debateJudge, &lane
-			d.emitOn(ctx, lane, &messages.DebateJudgeStartedPayload{NodeID: d.nodeID(), Round: d.round})
-			d.turn(ctx, lane, model.Request{Role: model.RoleJudge, AgentID: d.nodeID() + ":judge", Round: d.round,
-				Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())})
+			d.startJudge(ctx)
 		default:
 			d.nextRound(ctx, false)
 		}
@@ -169,13 +272,7 @@ func (d *debateActor) nextRound(ctx actor.Context, stop bool) {
 		d.startRound(ctx, d.round+1)
 		return
 	}
-	d.emit(ctx, &messages.DebateStanceMapPayload{NodeID: d.nodeID(), Rounds: d.round, Stances: d.stances()})
-	lane := d.spec.lane.Child(messages.SynthesisStreamOf(d.nodeID()))
-	d.phase, d.sub = debateSynthesis, &lane
-	lines := d.tr.Lines(d.cfg.EffectiveCompactAfter())
-	d.emitOn(ctx, lane, &messages.SynthesisStartedPayload{Inputs: len(lines)})
-	d.turn(ctx, lane, model.Request{Role: model.RoleSynthesizer, AgentID: d.nodeID() + ":synthesis",
-		Goal: "Give the debate's verdict on: " + d.spec.req.Goal, Context: lines})
+	d.startSynthesis(ctx, true)
 }
 
 // finish resolves the debate: every overruled position is kept as a

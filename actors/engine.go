@@ -31,6 +31,7 @@ import (
 	"github.com/conclave-ai/conclave/actors/feed"
 	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -478,56 +479,38 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 	if len(cmd.Note) > messages.MaxQuestionBytes {
 		return RunRef{}, fmt.Errorf("%w: note is longer than %d bytes", ErrInvalidRequest, messages.MaxQuestionBytes)
 	}
-	rp := newReplayRun(cmd.RunID, sum.SessionID)
+	rs := runstate.New(cmd.RunID)
 	info, _, err := e.catalog.Run(ctx, cmd.RunID) // found by Run: its events are in [FirstSeq, LastSeq]
 	if err != nil {
 		return RunRef{}, fmt.Errorf("actors: rewind: %w", err)
 	}
 	if err := e.scanRuns(ctx, info.Session, info.FirstSeq, info.LastSeq, map[messages.RunID]bool{cmd.RunID: true},
-		func(env *messages.Envelope) bool { rp.apply(env); return true }); err != nil {
+		func(env *messages.Envelope) bool { rs.Apply(env); return true }); err != nil {
 		return RunRef{}, fmt.Errorf("actors: rewind: %w", err)
 	}
-	if rp.plan == nil || rp.started == nil {
+	g := rs.Graph
+	if g == nil || rs.Started == nil {
 		return RunRef{}, fmt.Errorf("%w: run %s has no plan to rewind (or its start was trimmed by retention)", ErrInvalidRequest, cmd.RunID)
 	}
-	if cmd.Wave < 0 || cmd.Wave >= len(rp.waves) {
-		return RunRef{}, fmt.Errorf("%w: wave must be in 0..%d", ErrInvalidRequest, len(rp.waves)-1)
+	if cmd.Wave < 0 || cmd.Wave >= len(g.Waves) {
+		return RunRef{}, fmt.Errorf("%w: wave must be in 0..%d", ErrInvalidRequest, len(g.Waves)-1)
 	}
 	var reused []messages.ReusedNode
 	for i := range cmd.Wave {
-		for _, id := range rp.waves[i] {
-			n := rp.nodes[id]
-			if n == nil || n.state != nodeCompleted {
+		for _, id := range g.Waves[i] {
+			n := g.Nodes[id]
+			if n == nil || n.State != runstate.Completed {
 				return RunRef{}, fmt.Errorf("%w: node %s of wave %d did not complete; rewind to wave %d or earlier", ErrInvalidRequest, id, i, i)
 			}
-			reused = append(reused, messages.ReusedNode{NodeID: id, Output: n.output})
+			reused = append(reused, messages.ReusedNode{NodeID: id, Output: n.Output})
 		}
 	}
-	st := rp.started
-	sc := messages.Scenario{}
-	if st.Scenario != nil {
-		sc = *st.Scenario
-	}
-	m, err := e.cfg.Models(sc)
+	m, err := e.cfg.Models(scenarioOf(rs.Started))
 	if err != nil {
 		return RunRef{}, err
 	}
-	spec := &runSpec{
-		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: sum.SessionID,
-		question: st.Question, hitl: st.HITL, scenario: st.Scenario, concurrency: st.Concurrency, model: m,
-		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
-		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
-		rewind: &messages.RunRewoundPayload{From: cmd.RunID, Wave: cmd.Wave, Note: cmd.Note, Plan: *rp.plan, Waves: rp.waves, Reused: reused},
-	}
-	if spec.concurrency == 0 {
-		spec.concurrency = e.cfg.Concurrency
-	}
-	if spec.approvalTimeout == 0 {
-		spec.approvalTimeout = e.cfg.InterruptTimeout
-	}
-	if spec.timeoutAction == "" {
-		spec.timeoutAction = messages.DecisionReject
-	}
+	spec := e.specOf(sessKey{tenant, sum.SessionID}, messages.RunID(e.cfg.NewID().String()), rs.Started, m)
+	spec.rewind = &messages.RunRewoundPayload{From: cmd.RunID, Wave: cmd.Wave, Note: cmd.Note, Plan: g.Plan, Waves: g.Waves, Reused: reused}
 	return e.start(ctx, spec)
 }
 

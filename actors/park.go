@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -56,8 +57,8 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 
 // reattach parks the actor again on an interrupt raised before a restart,
 // with the same id and expiry; interrupt_raised is already in the journal.
-func (t interruptTarget) reattach(ctx actor.Context, in *replayInterrupt, onResolved func(*messages.Resolution)) {
-	t.park(ctx, in.raised, in.lane, in.raisedAt, in.expiresAt, onResolved)
+func (t interruptTarget) reattach(ctx actor.Context, in *runstate.Interrupt, onResolved func(*messages.Resolution)) {
+	t.park(ctx, in.Raised, in.Lane, in.RaisedAt, in.ExpiresAt, onResolved)
 }
 
 // park suspends the actor's mailbox and registers the interrupt.

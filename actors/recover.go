@@ -11,38 +11,56 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/actors/citations"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
 
 // Recovery rebuilds the engine's state from a journal at startup
-// (Config.Journal holding events of an earlier process).
+// (Config.Journal holding events of an earlier process). A run's events
+// are folded through runstate.Run.Apply, the same definition the live
+// supervisor applies, and the run goes on from that state:
 //
 //   - Every session gets its hub back; seq continues after the journal's
 //     head, so no seq is ever reused and old cursors still work.
-//   - Every run is indexed again (its summary folded from its events).
-//   - A run that had ended stays ended.
-//   - A run that had not ended resumes where it was:
+//   - A run that had ended stays ended (read from the journal's catalogue).
+//   - A run that had not ended resumes where it was, at every level of its
+//     graph (the run's plan, and each running team's nested plan, by the
+//     same code):
 //   - agents parked on an interrupt come back parked on the same
 //     interrupt id, with the same expiry, resumable as before (no new
-//     interrupt_raised is published);
+//     interrupt_raised is published); so do the plan gate, node gates and
+//     spawn gates;
 //   - agents that were working restart from their first turn, announcing
 //     it with agent_restarted{reason: "server restarted"} (partial output
 //     of the lost attempt is to be discarded, as after a panic);
 //   - nodes that had completed are not run again: their outputs come from
 //     the journal; nodes not started yet start when their wave goes on;
+//   - team nodes go on with their nested waves; debate nodes go on from
+//     the round and speaker they were at (a turn, judge or synthesis that
+//     was streaming restarts on its lane with agent_restarted);
 //   - sub-agents that were working are closed as cancelled, and their
 //     delegating call gets an error result (a restarted parent delegates
-//     again on its own);
+//     again on its own); so are async tasks (their parent restarts);
+//   - steering notes that had a graph diff wait for the next boundary; a
+//     note still being translated is rejected ("lost in a server
+//     restart");
 //   - a run that was already ending (a node failed, or it was being
 //     cancelled) ends: its open lanes are closed and run_error follows.
 
 // agentRestore puts an agent back where it was parked.
 type agentRestore struct {
-	interrupt *replayInterrupt
-	lane      *replayLane
+	interrupt *runstate.Interrupt
+	lane      *runstate.Lane
 	call      int // index of the pending call (tool approval, info request); -1 for a node gate
+}
+
+// restoredRun is a run put back after a restart: its state, folded from
+// the journal, and why it cannot go on, if it cannot.
+type restoredRun struct {
+	*runstate.Run
+	unresumable string
 }
 
 // recoverSessions is the engine actor's part: it runs before any new run.
@@ -99,7 +117,8 @@ func (a *engineActor) findLegacySessions(ctx context.Context) error {
 }
 
 // legacyTenantOf reads a legacy session's tenant from its first
-// run_started (runs of those versions carried it); LocalTenant if none.
+// run_started (runs of those versions carried it); LocalTenant if none is
+// among its first 4,096 kept events.
 func (a *engineActor) legacyTenantOf(ctx context.Context, key messages.SessionID) (messages.TenantID, error) {
 	for after, read := uint64(0), 0; read < 4096; {
 		batch, err := a.e.cfg.Journal.ReadAfter(ctx, key, after, 256)
@@ -134,19 +153,19 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID,
 	if !scoped {
 		k = sessKey{a.e.legacyTenant[jkey], jkey}
 	}
-	runs := map[messages.RunID]*replayRun{}
+	runs := map[messages.RunID]*runstate.Run{}
 	ids := map[messages.RunID]bool{}
-	order := make([]*replayRun, 0, len(live))
+	order := make([]*runstate.Run, 0, len(live))
 	from := live[0].FirstSeq
 	for _, info := range live {
-		r := newReplayRun(info.Run, k.id)
+		r := runstate.New(info.Run)
 		runs[info.Run], ids[info.Run] = r, true
 		order = append(order, r)
 		from = min(from, info.FirstSeq)
 	}
 	var envs []*messages.Envelope
 	if err := a.e.scanRuns(bg, jkey, from, 0, ids, func(env *messages.Envelope) bool {
-		runs[env.RunID].apply(env)
+		runs[env.RunID].Apply(env)
 		envs = append(envs, env)
 		return true
 	}); err != nil {
@@ -158,261 +177,422 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID,
 	}
 	for _, r := range order {
 		q := ""
-		if r.started != nil {
-			q = r.started.Question
+		if r.Started != nil {
+			q = r.Started.Question
 		}
-		a.e.index.Register(k.tenant, r.runID, k.id, q, r.startedAt)
+		a.e.index.Register(k.tenant, r.ID, k.id, q, r.StartedAt)
 	}
 	for _, env := range envs {
 		a.e.index.Apply(k.tenant, env) // no terminal among them: the runs are live
 	}
 	for _, r := range order {
-		if r.ended || r.started == nil {
+		if r.Ended || r.Started == nil {
 			continue
 		}
-		if err := a.resumeRun(ctx, s, k.tenant, r); err != nil {
-			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.runID, "err", err)
+		if err := a.resumeRun(ctx, s, k, &restoredRun{Run: r}); err != nil {
+			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.ID, "err", err)
 		}
 	}
 	return nil
 }
 
-// resumeRun closes what cannot continue and starts the run's supervisor
-// from its replay.
-func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, tenant messages.TenantID, r *replayRun) error {
-	st := r.started
-	sc := messages.Scenario{}
-	if st.Scenario != nil {
-		sc = *st.Scenario
-	}
-	m, err := a.e.cfg.Models(sc)
-	if err != nil {
-		// It cannot go on (its model cannot be built any more): it ends
-		// now, its open lanes closed, instead of staying live for ever.
-		r.failing, r.unresumable = true, "cannot resume after a restart: "+err.Error()
-		r.failMsg = r.unresumable
-	}
+// specOf rebuilds a run's spec from its run_started.
+func (e *Engine) specOf(k sessKey, id messages.RunID, st *messages.RunStartedPayload, m model.Model) *runSpec {
 	spec := &runSpec{
-		tenant: tenant, runID: r.runID, session: r.session, question: st.Question, hitl: st.HITL,
+		tenant: k.tenant, runID: id, session: k.id, question: st.Question, hitl: st.HITL,
 		scenario: st.Scenario, concurrency: st.Concurrency, model: m,
 		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
 		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
 	}
 	if spec.concurrency == 0 {
-		spec.concurrency = a.e.cfg.Concurrency
+		spec.concurrency = e.cfg.Concurrency
 	}
 	if spec.approvalTimeout == 0 {
-		spec.approvalTimeout = a.e.cfg.InterruptTimeout
+		spec.approvalTimeout = e.cfg.InterruptTimeout
 	}
 	if spec.timeoutAction == "" {
 		spec.timeoutAction = messages.DecisionReject
 	}
-	spec.out = a.newOutbox(spec, s.pid, r.events)
+	return spec
+}
+
+// scenarioOf is a run's scenario (empty if it had none).
+func scenarioOf(st *messages.RunStartedPayload) messages.Scenario {
+	if st.Scenario != nil {
+		return *st.Scenario
+	}
+	return messages.Scenario{}
+}
+
+// resumeRun closes what cannot continue and starts the run's supervisor
+// from its state.
+func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r *restoredRun) error {
+	m, err := a.e.cfg.Models(scenarioOf(r.Started))
+	if err != nil {
+		// It cannot go on (its model cannot be built any more): it ends
+		// now, its open lanes closed, instead of staying live for ever.
+		r.unresumable = "cannot resume after a restart: " + err.Error()
+	}
+	spec := a.e.specOf(k, r.ID, r.Started, m)
+	spec.out = a.newOutbox(spec, s.pid, r.Events)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
-	// Team and debate nodes are not resumed: the lanes open inside them
-	// close (deepest first), and the run ends as interrupted (below, with
-	// the node's own lane cancelled).
-	if len(r.composite) > 0 {
-		lanes := make([]*nestedLane, 0, len(r.nested))
-		for _, l := range r.nested {
-			lanes = append(lanes, l)
-		}
-		slices.SortFunc(lanes, func(x, y *nestedLane) int { return deepestFirst(x.lane, y.lane) })
-		for _, l := range lanes {
-			if p := closingOf(l); p != nil {
-				emit(l.agent, l.lane, p)
-			}
-		}
-		// A team's open wave ends: its unstarted nodes skipped, then
-		// wave_completed, before the team's own lane closes.
-		for _, w := range r.teamWaves {
-			wc := &messages.WaveCompletedPayload{Wave: w.wave.Wave, Team: w.wave.Team}
-			for _, id := range w.wave.NodeIDs {
-				switch st, seen := w.outcome[id]; {
-				case !seen:
-					emit(id, w.lane.Child(messages.NodeStream(id)), &messages.NodeSkippedPayload{NodeID: id, Reason: "lost in a server restart"})
-					wc.Skipped++
-				case st == nodeCompleted:
-					wc.Completed++
-				case st == nodeFailed:
-					wc.Failed++
-				case st == nodeSkipped:
-					wc.Skipped++
-				default: // running (closed as cancelled above) or cancelled
-					wc.Cancelled++
-				}
-			}
-			emit(w.agent, w.lane, wc)
-		}
-		ids := make([]string, 0, len(r.composite))
-		for _, id := range r.composite {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		r.failing = true
-		if r.failMsg == "" {
-			r.failMsg = "server restarted while team or debate nodes were running (" + strings.Join(ids, ", ") + "); they are not resumed"
+	const lost = "lost in a server restart"
+
+	// Sub-agents do not survive (nor async tasks): their lanes close,
+	// deepest first; a parked parent gets an error result for each
+	// delegating call left without one, a working one restarts.
+	var subs []*runstate.Lane
+	for _, l := range r.Lanes {
+		if isSubagentLane(l.Lane.StreamID) {
+			subs = append(subs, l)
 		}
 	}
-	// Steering notes waiting for a boundary are lost with the process.
-	for _, env := range r.steering {
-		it := env.Payload.(*messages.SteeringReceivedPayload)
-		emit(env.AgentID, env.Lane, &messages.WarningPayload{Code: "steering_rejected", Message: "steering " + it.SteeringID + " lost in a server restart"})
-		emit(env.AgentID, env.Lane, &messages.SteeringRejectedPayload{SteeringID: it.SteeringID, Diff: it.Diff, Error: "lost in a server restart"})
+	slices.SortFunc(subs, func(x, y *runstate.Lane) int { return deepestFirst(x.Lane, y.Lane) })
+	for _, l := range subs {
+		emit(l.AgentID, l.Lane, &messages.SubagentFinishedPayload{SubagentID: l.AgentID, Outcome: messages.OutcomeCancelled, Error: lost})
+		delete(r.Lanes, l.Lane.StreamID)
 	}
-	// Sub-agents do not survive: close their lanes; a parked parent gets an
-	// error result for each delegating call left without one.
-	// Deepest first: a sub-agent's lane closes before its parent's.
-	subLanes := make([]*replayLane, 0, len(r.lanes))
-	for _, l := range r.lanes {
-		if l.lane.Depth >= 2 {
-			subLanes = append(subLanes, l)
+	// Steering notes being translated are lost with their steerer; notes
+	// with a diff wait for the next boundary (runActor.resume).
+	for id, n := range r.Steering {
+		if n.Received.Diff == nil {
+			emit(n.AgentID, n.Lane, &messages.WarningPayload{Code: "steering_rejected", Message: "steering " + id + " " + lost})
+			emit(n.AgentID, n.Lane, &messages.SteeringRejectedPayload{SteeringID: id, Error: lost})
+			delete(r.Steering, id)
 		}
 	}
-	slices.SortFunc(subLanes, func(x, y *replayLane) int { return deepestFirst(x.lane, y.lane) })
-	for _, l := range subLanes {
-		emit(l.agentID, l.lane, &messages.SubagentFinishedPayload{SubagentID: l.agentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"})
-		delete(r.lanes, l.lane.StreamID)
-	}
-	// A spawn gate's request is not journaled (only the worker's tool
-	// call): the gate ends as cancelled and the sub-team is not spawned.
-	for id, in := range r.interrupts {
-		if in.raised.Kind == messages.InterruptSpawnApproval {
-			emit(in.agentID, in.lane, &messages.InterruptResolvedPayload{InterruptID: id, Kind: in.raised.Kind, Decision: messages.DecisionCancel,
-				Reason: "lost in a server restart: the sub-team is not spawned"})
-			delete(r.interrupts, id)
-		}
-	}
-	if r.failing { // it was ending: close the lanes it had open, then end it
-		for id, l := range r.lanes {
-			switch {
-			case id == messages.DirectorStream:
-				emit(l.agentID, l.lane, &messages.PlanningFailedPayload{Error: "server restarted"})
-			case id == messages.SynthesisStream:
-				emit(l.agentID, l.lane, &messages.SynthesisFailedPayload{Error: "server restarted"})
-			default:
-				emit(l.agentID, l.lane, &messages.NodeCancelledPayload{NodeID: l.agentID, Reason: r.failMsg})
-				r.node(l.agentID).state = nodeCancelled
-			}
-			delete(r.lanes, id)
-		}
+	if r.unresumable != "" || r.Failing() || r.LaneFailed != "" {
+		// It was ending (or cannot go on): every lane it had open closes,
+		// deepest first, then the supervisor ends it.
+		closeOpenLanes(r.Run, emit, r.failMsg())
 	}
 	return a.spawnRun(ctx, spec, r)
 }
 
+// failMsg is why a run that was ending ends.
+func (r *restoredRun) failMsg() string {
+	switch {
+	case r.unresumable != "":
+		return r.unresumable
+	case r.Graph != nil && r.Graph.FailMsg != "":
+		return r.Graph.FailMsg
+	case r.LaneFailed != "":
+		return r.LaneFailed
+	}
+	return "server restarted"
+}
+
+// isSubagentLane reports whether stream is a sub-agent's lane.
+func isSubagentLane(stream messages.StreamID) bool { return strings.Contains(string(stream), "/sub:") }
+
+// closeOpenLanes closes, deepest first, every lane a run that ends at
+// recovery had open: agents' lanes, debates' turns, judges and
+// syntheses, and teams' open waves (completed before their team's lane
+// closes).
+func closeOpenLanes(r *runstate.Run, emit func(agent string, lane messages.Lane, p messages.Payload), reason string) {
+	type closing struct {
+		lane  messages.Lane
+		agent string
+		p     messages.Payload
+	}
+	var all []closing
+	for _, l := range r.Lanes {
+		if p := closingOf(r, l, reason); p != nil {
+			all = append(all, closing{l.Lane, l.AgentID, p})
+		}
+	}
+	for _, d := range debatesOf(r) {
+		if o := d.Open; o != nil && o.Kind != messages.SynthesisStarted { // a synthesis lane is in Lanes
+			all = append(all, closing{o.Lane, localDebateNode(d), debateSubClosing(d, o)})
+		}
+	}
+	slices.SortFunc(all, func(x, y closing) int { return deepestFirst(x.lane, y.lane) })
+	done := map[messages.StreamID]bool{}
+	for _, c := range all {
+		// A team's open wave completes before the team node's lane closes.
+		if g := r.GraphOf(c.lane.StreamID); g != nil && g.Team != "" {
+			completeOpenWave(g, c.agent, emit)
+		}
+		emit(c.agent, c.lane, c.p)
+		done[c.lane.StreamID] = true
+		if n, ok := c.p.(*messages.NodeCancelledPayload); ok {
+			if g := r.GraphOf(c.lane.ParentStreamID); g != nil {
+				g.Node(n.NodeID).State = runstate.Cancelled
+			}
+		}
+		delete(r.Lanes, c.lane.StreamID)
+	}
+}
+
+// completeOpenWave ends a team's wave that was open: its unstarted nodes
+// are skipped, then wave_completed with the counts.
+func completeOpenWave(g *runstate.Graph, agent string, emit func(agent string, lane messages.Lane, p messages.Payload)) {
+	if g.Wave < 0 || g.WaveDone {
+		return
+	}
+	wc := &messages.WaveCompletedPayload{Wave: g.Wave, Team: g.Team}
+	for _, id := range g.Waves[g.Wave] {
+		n := g.Node(id)
+		switch n.State {
+		case runstate.Pending:
+			emit(id, g.Lane.Child(messages.NodeStream(id)), &messages.NodeSkippedPayload{NodeID: id, Reason: "lost in a server restart"})
+			n.State = runstate.Skipped
+			wc.Skipped++
+		case runstate.Completed:
+			wc.Completed++
+		case runstate.Failed:
+			wc.Failed++
+		case runstate.Skipped:
+			wc.Skipped++
+		default: // running (closed as cancelled) or cancelled
+			wc.Cancelled++
+		}
+	}
+	g.WaveDone = true
+	emit(agent, g.Lane, wc)
+}
+
+// closingOf is the event that closes an agent lane of a run that ends at
+// recovery.
+func closingOf(r *runstate.Run, l *runstate.Lane, reason string) messages.Payload {
+	stream := l.Lane.StreamID
+	switch {
+	case stream == messages.DirectorStream:
+		return &messages.PlanningFailedPayload{Error: "server restarted"}
+	case strings.HasPrefix(string(stream), "synthesis"):
+		return &messages.SynthesisFailedPayload{Error: "server restarted"}
+	case strings.HasPrefix(string(stream), "node:"):
+		return &messages.NodeCancelledPayload{NodeID: strings.TrimPrefix(string(stream), "node:"), Reason: reason}
+	case isSubagentLane(stream):
+		return &messages.SubagentFinishedPayload{SubagentID: l.AgentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"}
+	}
+	return nil
+}
+
+// debatesOf lists the run's debates that are still running.
+func debatesOf(r *runstate.Run) []*runstate.Debate {
+	var out []*runstate.Debate
+	var walk func(g *runstate.Graph)
+	walk = func(g *runstate.Graph) {
+		for _, n := range g.Nodes {
+			if n.Debate != nil && n.State == runstate.Running {
+				out = append(out, n.Debate)
+			}
+			if n.Team != nil {
+				walk(n.Team)
+			}
+		}
+	}
+	if r.Graph != nil {
+		walk(r.Graph)
+	}
+	return out
+}
+
+// localDebateNode is the node id of a debate's lane.
+func localDebateNode(d *runstate.Debate) string {
+	return strings.TrimPrefix(string(d.Lane.StreamID), "node:")
+}
+
+// debateSubClosing closes a debate's open turn or judge lane.
+func debateSubClosing(d *runstate.Debate, o *runstate.DebateSub) messages.Payload {
+	id := localDebateNode(d)
+	if o.Kind == messages.DebateJudgeStarted {
+		return &messages.DebateJudgeSummaryPayload{NodeID: id, Round: o.Round, Cancelled: true}
+	}
+	return &messages.DebateTurnCompletedPayload{NodeID: id, AgentID: o.Agent, Round: o.Round, Stance: messages.StanceHeld, Cancelled: true}
+}
+
 // resume is the run supervisor's start after a restart.
 func (r *runActor) resume(ctx actor.Context) {
-	rp := r.replay
+	rs := r.replay
 	r.replay = nil
 	defer r.e.restoring.Done() // agents it rebuilds parked were added before this Done
 	r.watchBudget(ctx)
-	r.start = rp.startedAt
-	r.usage = rp.usage
-	if rp.laneFailed != "" { // the director or the synthesiser had failed: the run was ending
-		r.setPlanIfAny(rp)
+	r.start = rs.StartedAt
+	r.usage = rs.Usage
+	if h, err := citations.FromHandoff(rs.Citations); err == nil {
+		r.cites = h
+	}
+	switch {
+	case rs.unresumable != "":
+		r.restorePlan(rs.Graph)
+		r.endRestored(ctx, messages.ErrCodeInternal, rs.unresumable)
+		return
+	case rs.LaneFailed != "": // the director or the synthesiser had failed: the run was ending
+		r.restorePlan(rs.Graph)
 		code := messages.ErrCodeSynthesis
-		if rp.plan == nil {
+		if rs.Graph == nil {
 			code = messages.ErrCodePlanningFailed
 		}
-		r.fail(ctx, code, rp.laneFailed)
+		r.endRestored(ctx, code, rs.LaneFailed)
 		return
-	}
-	if rp.plan == nil && rp.unresumable == "" { // still planning: the director starts again
+	case rs.Graph == nil: // still planning: the director starts again
 		r.phase = phasePlanning
-		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rp.lanes[messages.DirectorStream])
+		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rs.Lanes[messages.DirectorStream])
 		return
 	}
-	r.setPlanIfAny(rp)
-	if !rp.costEstimated && !rp.gateDecided && !rp.failing {
-		r.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
+	r.restorePlan(rs.Graph)
+	for id, n := range rs.Steering { // notes with a diff (the others were rejected): the next boundary applies them
+		r.queueSteering(&steerItem{id: id, note: n.Received.Note, diff: n.Received.Diff})
 	}
-	r.wave, r.inWave = max(rp.wave, 0), rp.wave >= 0 && !rp.waveDone
 	switch {
-	case rp.failing:
-		code := messages.ErrCodeInterrupted
-		switch {
-		case rp.unresumable != "":
-			code = messages.ErrCodeInternal
-		case r.counts.Failed > 0:
-			code = messages.ErrCodeNodeFailed
-		}
-		d, _ := r.spec.outcome.claim(decision{code: code, msg: rp.failMsg}) // an abort that came first stands
-		r.failCode, r.failMsg = d.code, d.msg
-		r.phase = phaseExecuting
-		r.maybeEndFailure(ctx)
-	case !rp.gateDecided:
-		if in := rp.pendingOfKind(messages.InterruptPlanApproval, ""); in != nil {
+	case !rs.CostEstimated && !rs.GateDecided && !rs.Graph.Failing:
+		r.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
+		fallthrough
+	case !rs.GateDecided && !rs.Graph.Failing:
+		if in := rs.PendingGate(messages.InterruptPlanApproval, "", messages.RunStream); in != nil {
 			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planDecided(ctx, res) })
 			return
 		}
 		r.planGate(ctx)
-	case rp.rejected:
+	case rs.Rejected:
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
-	case rp.answer != nil: // the answer was written; only run_finished was missing
+	default:
+		r.resumeGraph(ctx, rs.Run, rs.Graph)
+	}
+}
+
+// resumeGraph puts the graph the supervisor runs (the run's, or its
+// team's) back where the journal left it: the same code at every level.
+func (r *runActor) resumeGraph(ctx actor.Context, rs *runstate.Run, g *runstate.Graph) {
+	r.phase = phaseExecuting
+	r.wave, r.inWave = max(g.Wave, 0), g.Wave >= 0 && !g.WaveDone
+	switch {
+	case g.Failing:
+		code := messages.ErrCodeInterrupted
+		if r.counts.Failed > 0 {
+			code = messages.ErrCodeNodeFailed
+		}
+		r.endRestored(ctx, code, g.FailMsg)
+	case g.Synthesis.Answer != nil: // the answer was written; only the end was missing
 		r.phase = phaseSynthesizing
-		r.finish(ctx, &messages.RunFinishedPayload{Answer: *rp.answer})
-	case rp.synthesis:
+		if r.team != nil {
+			r.team.synthesized = g.Synthesized
+		}
+		r.finish(ctx, &messages.RunFinishedPayload{Answer: *g.Synthesis.Answer})
+	case g.Synthesis.Failed != "": // a team's synthesiser had failed
+		r.endRestored(ctx, messages.ErrCodeSynthesis, "synthesis failed: "+g.Synthesis.Failed)
+	case g.Synthesis.Started:
 		r.phase = phaseSynthesizing
 		shared := &agentShared{opened: true, attempts: 1, lastPanic: "server restarted"}
-		if l := rp.lanes[messages.SynthesisStream]; l != nil {
-			shared.attempts = l.attempts
+		if l := rs.Lanes[r.synthesisLane().StreamID]; l != nil {
+			shared.attempts = l.Attempts
 		}
 		r.startSynthesisWith(ctx, shared)
-	case rp.wave < 0 || rp.waveDone:
-		r.phase = phaseExecuting
-		r.boundary(ctx, rp.wave+1) // steering notes posted since were rejected above; citations already numbered stay
+	case g.Wave < 0 || g.WaveDone:
+		r.resumeBoundary(ctx, rs, g, g.Wave+1)
 	default: // inside a wave: put back the nodes that were working or parked, queue the rest
-		r.phase = phaseExecuting
 		r.queue = r.queue[:0]
 		for _, id := range r.waves[r.wave] {
-			switch r.node(id).state {
-			case nodePending:
-				if in := rp.pendingOfKind(messages.InterruptNodeApproval, id); in != nil {
-					r.startNodeWith(ctx, id, &agentShared{}, &agentRestore{interrupt: in, call: -1})
+			switch g.Node(id).State {
+			case runstate.Pending:
+				if in := rs.PendingGate(messages.InterruptNodeApproval, id, r.base().StreamID); in != nil {
+					r.startNodeWith(ctx, id, &agentShared{}, &agentRestore{interrupt: in, call: -1}, nil)
 				} else {
 					r.queue = append(r.queue, id)
 				}
-			case nodeRunning:
-				l := rp.lanes[messages.NodeStream(id)]
-				if in := rp.interruptOn(messages.NodeStream(id)); in != nil && l != nil {
-					if i := callIndex(l, in.raised.CallID); i >= 0 {
-						shared := &agentShared{opened: true, attempts: l.attempts, subSeq: l.subSeq, approved: true}
-						r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: i})
-						continue
-					}
-				}
-				shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
-				if l != nil {
-					shared.attempts, shared.subSeq = l.attempts, l.subSeq
-				}
-				r.startNodeWith(ctx, id, shared, nil)
+			case runstate.Running:
+				r.resumeNode(ctx, rs, g, id)
 			}
 		}
 		r.advance(ctx)
 	}
 }
 
-// setPlanIfAny restores the plan and node states of a run that is ending.
-func (r *runActor) setPlanIfAny(rp *replayRun) {
-	if rp.plan == nil {
+// resumeNode puts back a node that was running: a worker parked on a
+// tool approval or question comes back parked, a working one restarts; a
+// team goes on with its nested graph, a debate with its rounds.
+func (r *runActor) resumeNode(ctx actor.Context, rs *runstate.Run, g *runstate.Graph, id string) {
+	stream := r.nodeLane(id).StreamID
+	l := rs.Lanes[stream]
+	shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
+	if l != nil {
+		shared.attempts, shared.subSeq = l.Attempts, l.SubSeq
+	}
+	n := g.Node(id)
+	switch {
+	case n.Team != nil:
+		r.startNodeWith(ctx, id, shared, nil, &nodeResume{rs: rs, team: n.Team})
+	case n.Debate != nil:
+		r.startNodeWith(ctx, id, shared, nil, &nodeResume{rs: rs, debate: n.Debate})
+	case l != nil:
+		if in := rs.InterruptOn(stream); in != nil {
+			if i := l.CallIndex(in.Raised.CallID); i >= 0 {
+				r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: i}, nil)
+				return
+			}
+		}
+		fallthrough
+	default:
+		r.startNodeWith(ctx, id, shared, nil, nil)
+	}
+}
+
+// nodeResume is how a team or debate node that was running before a
+// restart is put back: from its folded state.
+type nodeResume struct {
+	rs     *runstate.Run
+	team   *runstate.Graph
+	debate *runstate.Debate
+}
+
+// resumeBoundary resumes at the boundary before wave next: the spawn
+// requests of the wave that ended are decided again (a spawn gate that
+// was pending comes back parked), then the boundary goes on as usual.
+func (r *runActor) resumeBoundary(ctx actor.Context, rs *runstate.Run, g *runstate.Graph, next int) {
+	if next > 0 && next <= len(g.Waves) {
+		for _, id := range g.Waves[next-1] {
+			if n := g.Nodes[id]; n != nil && n.State == runstate.Completed && n.Spawn != nil {
+				r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn})
+			}
+		}
+	}
+	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
+	if len(r.spawns) > 0 {
+		if in := rs.PendingGate(messages.InterruptSpawnApproval, r.spawns[0].parent, r.base().StreamID); in != nil {
+			r.atBoundary, r.nextWave = true, next
+			s := &r.spawns[0]
+			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
+			return
+		}
+	}
+	r.boundary(ctx, next)
+}
+
+// endRestored ends a graph that was ending when the process stopped: its
+// lanes were closed at recovery (resumeRun); the supervisor claims the end
+// (an abort that came first stands) and emits the rest.
+func (r *runActor) endRestored(ctx actor.Context, code messages.ErrorCode, msg string) {
+	r.phase = phaseExecuting
+	if r.team == nil {
+		d, _ := r.spec.outcome.claim(decision{code: code, msg: msg})
+		code, msg = d.code, d.msg
+	}
+	r.failCode, r.failMsg = code, msg
+	r.maybeEndFailure(ctx)
+}
+
+// restorePlan restores the plan and the node states of a graph (nil: no
+// plan yet).
+func (r *runActor) restorePlan(g *runstate.Graph) {
+	if g == nil {
 		return
 	}
-	r.setPlan(*rp.plan, rp.waves)
+	r.setPlan(g.Plan, g.Waves)
 	r.fixed = map[string]int{}
-	for w := 0; w <= rp.wave && w < len(rp.waves); w++ {
-		for _, id := range rp.waves[w] {
+	for w := 0; w <= g.Wave && w < len(g.Waves); w++ {
+		for _, id := range g.Waves[w] {
 			r.fixed[id] = w
 		}
 	}
-	if h, err := citations.FromHandoff(rp.citations); err == nil {
-		r.cites = h
-	}
-	for id, n := range rp.nodes {
+	for id, n := range g.Nodes {
 		if _, ok := r.pos[id]; !ok {
 			continue
 		}
-		r.node(id).state, r.node(id).output, r.node(id).cites = n.state, n.output, n.cites
-		switch n.state {
+		st := nodeStateOf(n.State)
+		r.node(id).state, r.node(id).output, r.node(id).cites = st, n.Output, n.Cites
+		switch st {
 		case nodeCompleted:
 			r.counts.Completed++
 		case nodeFailed:
@@ -425,23 +605,31 @@ func (r *runActor) setPlanIfAny(rp *replayRun) {
 	}
 }
 
-// restartAgent starts an agent again after a restart: it announces
-// agent_restarted on its lane (or opens it, if it never did).
-func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *replayLane) {
-	shared := &agentShared{lastPanic: "server restarted"}
-	if l != nil {
-		shared.opened, shared.attempts, shared.subSeq = true, l.attempts, l.subSeq
+// nodeStateOf maps a folded node state to the supervisor's.
+func nodeStateOf(s runstate.NodeState) nodeState {
+	switch s {
+	case runstate.Running:
+		return nodeRunning
+	case runstate.Completed:
+		return nodeCompleted
+	case runstate.Failed:
+		return nodeFailed
+	case runstate.Cancelled:
+		return nodeCancelled
+	case runstate.Skipped:
+		return nodeSkipped
 	}
-	r.spawnWith(ctx, role, id, lane, req, node, shared, nil)
+	return nodePending
 }
 
-func callIndex(l *replayLane, callID string) int {
-	for i, id := range l.callIDs {
-		if id == callID {
-			return i
-		}
+// restartAgent starts an agent again after a restart: it announces
+// agent_restarted on its lane (or opens it, if it never did).
+func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *runstate.Lane) {
+	shared := &agentShared{lastPanic: "server restarted"}
+	if l != nil {
+		shared.opened, shared.attempts, shared.subSeq = true, l.Attempts, l.SubSeq
 	}
-	return -1
+	r.spawnWith(ctx, role, id, lane, req, node, shared, nil)
 }
 
 // reattach puts a rebuilt agent back on its pending interrupt.
@@ -449,20 +637,20 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	defer a.spec.e.restoring.Done()
 	if rs.call < 0 { // the node gate
 		t := a.target()
-		t.lane = messages.RunLane()
+		t.lane = a.spec.node.scope
 		t.reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
 		return
 	}
 	l := rs.lane
-	a.turn = l.turn
-	a.text.WriteString(l.text.String())
-	a.usage = l.usage
-	a.calls, a.callIDs = l.calls, l.callIDs
-	a.results = make([]model.ToolResult, len(l.calls))
-	for i, c := range l.calls {
+	a.turn = l.Turn
+	a.text.WriteString(l.Text.String())
+	a.usage = l.Usage
+	a.calls, a.callIDs = l.Calls, l.CallIDs
+	a.results = make([]model.ToolResult, len(l.Calls))
+	for i, c := range l.Calls {
 		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
-		if res := l.results[l.callIDs[i]]; res != nil {
-			a.results[i].Content, a.results[i].IsError = *res, l.errs[l.callIDs[i]]
+		if res := l.Results[l.CallIDs[i]]; res != nil {
+			a.results[i].Content, a.results[i].IsError = *res, l.Errs[l.CallIDs[i]]
 		} else if i < rs.call {
 			// Started before the restart and never answered (a lost
 			// sub-agent): the model learns it failed.
@@ -471,7 +659,7 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	}
 	a.next = rs.call + 1
 	c := a.calls[rs.call]
-	switch rs.interrupt.raised.Kind {
+	switch rs.interrupt.Raised.Kind {
 	case messages.InterruptInfoRequest:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.answered(ctx, rs.call, res) })
 	default:

@@ -242,7 +242,7 @@ func (a *engineActor) sessionInfo(m *sessionReq) any {
 
 // spawnRun starts a run supervisor; replay, when set, rebuilds a run after
 // a restart (recover.go).
-func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *replayRun) error {
+func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restoredRun) error {
 	ended := new(atomic.Bool)
 	if replay != nil {
 		a.e.restoring.Add(1) // done when the run is back in place

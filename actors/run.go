@@ -115,7 +115,7 @@ type runActor struct {
 
 	terminal messages.Payload // decided; emitted once every child has stopped
 	parked   *parking         // the plan gate, while a human decides
-	replay   *replayRun       // set for a run rebuilt after a restart
+	replay   *restoredRun     // set for a run rebuilt after a restart
 	freezing bool             // stopping for a later resume: nothing more happens
 
 	team     *teamScope        // set when this supervises a team node's nested plan
@@ -209,7 +209,11 @@ func (r *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if r.team != nil {
-			r.startTeam(ctx)
+			if r.team.restore != nil {
+				r.resumeTeam(ctx)
+			} else {
+				r.startTeam(ctx)
+			}
 			return
 		}
 		if r.replay != nil {
@@ -572,10 +576,12 @@ func (r *runActor) completeWave(ctx actor.Context) {
 }
 
 func (r *runActor) startNode(ctx actor.Context, id string) {
-	r.startNodeWith(ctx, id, &agentShared{}, nil)
+	r.startNodeWith(ctx, id, &agentShared{}, nil, nil)
 }
 
-func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore) {
+// startNodeWith starts node id; restore puts a worker back on its pending
+// interrupt, res a team or debate back where it was (recover.go).
+func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore, res *nodeResume) {
 	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
 	if r.team != nil && len(n.Deps) == 0 {
@@ -596,9 +602,9 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	}
 	switch {
 	case n.IsTeam():
-		r.spawnTeam(ctx, info, req, shared)
+		r.spawnTeam(ctx, info, req, shared, res)
 	case n.IsDebate():
-		r.spawnDebate(ctx, info, req, shared)
+		r.spawnDebate(ctx, info, req, shared, res)
 	default:
 		r.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
 	}

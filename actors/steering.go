@@ -95,6 +95,15 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	r.spawnWithSpec(ctx, model.RoleSteerer, steerNamePrefix+m.ID, steeringLane(m.ID), req, spec)
 }
 
+// queueSteering queues a note with its diff for the next boundary.
+func (r *runActor) queueSteering(it *steerItem) {
+	if r.steering == nil {
+		r.steering = &steeringQueue{seen: map[string]bool{}}
+	}
+	r.steering.seen[it.id] = true
+	r.steering.items = append(r.steering.items, it)
+}
+
 // steeringTranslated takes a steerer's report.
 func (r *runActor) steeringTranslated(ctx actor.Context, c *child, m *messages.AgentDone) {
 	it := r.steering.byID(c.steeringID)

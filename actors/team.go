@@ -10,6 +10,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/compact"
 	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -33,15 +34,25 @@ type teamScope struct {
 	// stopped: the parent stopped the team (the run is ending); the parent
 	// closes the team's lane, the team only closes its nested lanes.
 	stopped bool
+	// restore and rs put a team that was running before a restart back
+	// where it was (recover.go); synthesized: its team_synthesized was
+	// published already.
+	restore     *runstate.Graph
+	rs          *runstate.Run
+	synthesized bool
 }
 
 // spawnTeam starts the supervisor of team node info.node.
-func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared) {
+func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
 	depth := 1
 	if r.team != nil {
 		depth = r.team.depth + 1
 	}
 	scope := &teamScope{node: info.node, lane: r.nodeLane(info.node.ID), depth: depth, wave: info.wave, inputs: req.Context, shared: shared}
+	if res != nil && res.team != nil {
+		scope.restore, scope.rs = res.team, res.rs
+		r.e.restoring.Add(1) // done once the team is back in place (resumeTeam)
+	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
 	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
@@ -77,6 +88,18 @@ func (r *runActor) startTeam(ctx actor.Context) {
 	r.startWave(ctx, 0)
 }
 
+// resumeTeam puts a team that was running before a restart back where it
+// was: its nested graph goes on exactly as a run's does (resumeGraph).
+func (r *runActor) resumeTeam(ctx actor.Context) {
+	t := r.team
+	defer r.e.restoring.Done() // its parked agents were added before this Done
+	g, rs := t.restore, t.rs
+	t.restore, t.rs = nil, nil
+	r.start = r.e.cfg.Now()
+	r.restorePlan(g)
+	r.resumeGraph(ctx, rs, g)
+}
+
 // teamStopping: the parent stops the team. protoactor stops the nested
 // agents first; their Terminated close their lanes (closeDeadLane), and the
 // last one ends the open wave. The parent closes the team's own lane.
@@ -110,7 +133,9 @@ func (r *runActor) endTeam(ctx actor.Context) {
 	switch p := r.terminal.(type) {
 	case *messages.RunFinishedPayload:
 		out, compacted := compact.Compact(p.Answer, compact.DefaultLimit)
-		r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
+		if !t.synthesized { // published before a restart already
+			r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
+		}
 		for _, n := range r.plan.Nodes { // the nested nodes' sources, in plan order
 			for _, c := range r.node(n.ID).cites {
 				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)

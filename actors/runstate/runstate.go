@@ -1,0 +1,535 @@
+// Package runstate is the one definition of what a run's events mean: a
+// pure reducer, Run.Apply, folds a run's events in seq order into its
+// state — its plan and waves (and each running team's nested plan and
+// waves), node states and outputs, open agent lanes and what their
+// agents had done, debates, steering notes, pending interrupts,
+// citations and usage. It does no I/O, knows no actor and reads no
+// clock.
+//
+// The run supervisor applies the events it decides and the closing events
+// its agents report; recovery folds the journal through the same Apply to
+// put a run back where it was after a restart; rewind folds an ended run
+// to reuse its plan and outputs; the run index projects summaries from
+// the same events (runindex.Fold over Run's fields).
+package runstate
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// NodeState is where a plan node is.
+type NodeState int
+
+// Node states.
+const (
+	Pending NodeState = iota
+	Running
+	Completed
+	Failed
+	Cancelled
+	Skipped
+)
+
+// Ended reports whether the node will not run (again).
+func (s NodeState) Ended() bool { return s >= Completed }
+
+// Node is one plan node's progress.
+type Node struct {
+	State  NodeState
+	Output string
+	Cites  []messages.Citation // the sources it cited, handed up with its output
+	// Spawn is the sub-team its worker asked for (node_completed.spawn),
+	// until the graph's next wave boundary decides it (subteam_spawned,
+	// or not).
+	Spawn *messages.SpawnRequest
+	// Team is the team node's nested graph, from its team_started.
+	Team *Graph
+	// Debate is the debate node's progress, from its node_started.
+	Debate *Debate
+}
+
+// Graph is a plan being run: the run's, or a team node's nested plan.
+type Graph struct {
+	Lane messages.Lane // the run lane, or the team node's lane
+	Team string        // the team node's id; "" for the run's graph
+	Plan messages.Plan
+	// Waves are the plan's waves; Wave is the last one started (-1 before
+	// the first) and WaveDone whether it completed.
+	Waves    [][]string
+	Wave     int
+	WaveDone bool
+	Nodes    map[string]*Node
+	// Failing: a node of the graph failed or was cancelled, so the graph
+	// is ending.
+	Failing bool
+	FailMsg string
+	// Synthesis is the graph's synthesiser: started, its answer once
+	// written, or why it failed.
+	Synthesis Synthesis
+	// Synthesized: a team's team_synthesized was published.
+	Synthesized bool
+}
+
+// Synthesis is a synthesiser's progress.
+type Synthesis struct {
+	Started bool
+	Answer  *string
+	Failed  string
+}
+
+// Node returns the node id's progress, created pending if needed.
+func (g *Graph) Node(id string) *Node {
+	n := g.Nodes[id]
+	if n == nil {
+		n = &Node{}
+		g.Nodes[id] = n
+	}
+	return n
+}
+
+// PlanNode returns the plan's node id, if any.
+func (g *Graph) PlanNode(id string) *messages.PlanNode {
+	for i := range g.Plan.Nodes {
+		if g.Plan.Nodes[i].ID == id {
+			return &g.Plan.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func newGraph(lane messages.Lane, team string, plan messages.Plan, waves [][]string) *Graph {
+	return &Graph{Lane: lane, Team: team, Plan: plan, Waves: waves, Wave: -1, Nodes: map[string]*Node{}}
+}
+
+// Lane is an open agent lane: what its agent had done in its current
+// attempt when the events stopped.
+type Lane struct {
+	Lane     messages.Lane
+	AgentID  string
+	Attempts int
+	SubSeq   int // sub-agents it delegated to, all attempts
+
+	Text    strings.Builder
+	Usage   messages.Usage
+	Turn    int                // last model turn that ended (token_usage)
+	Calls   []model.ToolCall   // tool calls of that turn, as published
+	CallIDs []string           // their lane-unique ids
+	Results map[string]*string // finished calls: call id → result (error results too)
+	Errs    map[string]bool
+}
+
+// CallIndex is the index of the call id among the lane's calls, or -1.
+func (l *Lane) CallIndex(callID string) int {
+	for i, id := range l.CallIDs {
+		if id == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+// Interrupt is a pending interrupt.
+type Interrupt struct {
+	Raised    *messages.InterruptRaisedPayload
+	Lane      messages.Lane
+	AgentID   string
+	RaisedAt  time.Time
+	ExpiresAt time.Time
+}
+
+// Note is a steering note whose lane is open.
+type Note struct {
+	Received *messages.SteeringReceivedPayload
+	Lane     messages.Lane
+	AgentID  string
+}
+
+// Debate is a debate node's progress.
+type Debate struct {
+	Lane      messages.Lane // the debate node's lane
+	Round     int           // last round started (0 before the first)
+	Compacted int           // rounds compacted
+	// Turns are the completed turns, in order: the transcript.
+	Turns []Turn
+	// Judged is the judge's last summary, if the debate has one.
+	Judged *messages.DebateJudgeSummaryPayload
+	// Open is the turn, judge or synthesis lane that is open, if any.
+	Open *DebateSub
+	// StanceMap is the published stance map, once given.
+	StanceMap *messages.DebateStanceMapPayload
+	Synthesis Synthesis
+}
+
+// Turn is one completed debate turn.
+type Turn struct {
+	Round  int
+	Agent  string
+	Text   string
+	Stance messages.Stance
+}
+
+// DebateSub is a debate's open turn, judge or synthesis lane.
+type DebateSub struct {
+	Lane  messages.Lane
+	Kind  messages.EventType // its opening event's type
+	Round int
+	Agent string // a turn's agent
+}
+
+// Run is one run's state.
+type Run struct {
+	ID        messages.RunID
+	Tenant    messages.TenantID
+	Started   *messages.RunStartedPayload
+	StartedAt time.Time
+	LastSeq   uint64
+	Events    int64 // events applied
+	Ended     bool  // its terminal event was applied
+	Rewound   *messages.RunRewoundPayload
+
+	// Graph is the run's plan (nil before plan_proposed or run_rewound).
+	Graph         *Graph
+	CostEstimated bool
+	GateDecided   bool // plan_approved or plan_rejected (or a rewind)
+	Rejected      bool
+	// LaneFailed is set once the director or the run's synthesiser failed.
+	LaneFailed string
+
+	Usage      messages.Usage
+	Citations  []messages.Citation // citation_added, in order
+	Lanes      map[messages.StreamID]*Lane
+	Interrupts map[string]*Interrupt
+	Steering   map[string]*Note
+
+	graphs  map[messages.StreamID]*Graph  // by graph lane: "run", "node:T", …
+	debates map[messages.StreamID]*Debate // by the debate node's lane
+}
+
+// New returns the state of a run before its first event.
+func New(id messages.RunID) *Run {
+	return &Run{ID: id, Lanes: map[messages.StreamID]*Lane{}, Interrupts: map[string]*Interrupt{},
+		Steering: map[string]*Note{}, graphs: map[messages.StreamID]*Graph{}, debates: map[messages.StreamID]*Debate{}}
+}
+
+// GraphOf returns the graph whose lane is stream (the run's: "run"; a
+// team's: its node's lane), if it exists.
+func (r *Run) GraphOf(stream messages.StreamID) *Graph { return r.graphs[stream] }
+
+// Failing reports whether the run is ending: a node of its graph failed
+// or was cancelled.
+func (r *Run) Failing() bool { return r.Graph != nil && r.Graph.Failing }
+
+// Apply folds one event of the run (env.RunID must be r.ID).
+func (r *Run) Apply(env *messages.Envelope) {
+	r.LastSeq = env.Seq
+	r.Events++
+	stream := env.Lane.StreamID
+	lane := r.Lanes[stream]
+	switch p := env.Payload.(type) {
+	case *messages.RunStartedPayload:
+		r.Started, r.StartedAt, r.Tenant = p, env.Timestamp, p.Tenant
+	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
+		r.Ended = true
+	case *messages.RunRewoundPayload:
+		r.Rewound = p
+		r.setGraph(env.Lane, p.Plan, p.Waves)
+		r.GateDecided = true
+		r.Graph.Wave, r.Graph.WaveDone = p.Wave-1, true // the next wave to run is p.Wave
+		for _, n := range p.Reused {
+			rn := r.Graph.Node(n.NodeID)
+			rn.State, rn.Output = Completed, n.Output
+		}
+
+	// Lanes of agents.
+	case *messages.PlanningStartedPayload, *messages.SubagentStartedPayload:
+		r.open(env)
+		if _, ok := p.(*messages.SubagentStartedPayload); ok {
+			if parent := r.Lanes[env.Lane.ParentStreamID]; parent != nil {
+				parent.SubSeq++
+			}
+		}
+	case *messages.SubagentFinishedPayload:
+		delete(r.Lanes, stream)
+	case *messages.PlanProposedPayload:
+		r.setGraph(messages.RunLane(), p.Plan, p.Waves)
+		delete(r.Lanes, stream)
+	case *messages.PlanningFailedPayload:
+		r.LaneFailed = "planning failed: " + p.Error
+		delete(r.Lanes, stream)
+	case *messages.AgentRestartedPayload:
+		if lane != nil {
+			sub := lane.SubSeq
+			*lane = Lane{Lane: lane.Lane, AgentID: lane.AgentID, Attempts: p.Attempt, SubSeq: sub}
+		}
+	case *messages.TextDeltaPayload:
+		if lane != nil {
+			lane.Text.WriteString(p.Delta)
+		}
+	case *messages.TokenUsagePayload:
+		r.Usage = r.Usage.Add(p.Usage)
+		if lane != nil && p.Role == "" { // an advisor's usage is not a turn of the lane's agent
+			lane.Usage = lane.Usage.Add(p.Usage)
+			lane.Turn = p.Turn
+			lane.Calls, lane.CallIDs, lane.Results, lane.Errs = nil, nil, nil, nil // the next calls are this turn's
+		}
+	case *messages.ToolCallStartedPayload:
+		if lane != nil {
+			base, _, _ := strings.Cut(p.CallID, "#")
+			lane.Calls = append(lane.Calls, model.ToolCall{ID: base, Name: p.Tool, Args: json.RawMessage(p.Args)})
+			lane.CallIDs = append(lane.CallIDs, p.CallID)
+		}
+	case *messages.ToolCallFinishedPayload:
+		if lane != nil {
+			if lane.Results == nil {
+				lane.Results, lane.Errs = map[string]*string{}, map[string]bool{}
+			}
+			res := p.Result
+			lane.Results[p.CallID] = &res
+			lane.Errs[p.CallID] = p.IsError
+		}
+
+	// The plan gate.
+	case *messages.RunCostEstimatePayload:
+		r.CostEstimated = true
+	case *messages.PlanApprovedPayload:
+		r.GateDecided = true
+		if p.Plan != nil {
+			r.setGraph(messages.RunLane(), *p.Plan, p.Waves)
+		}
+	case *messages.PlanRejectedPayload:
+		r.GateDecided, r.Rejected = true, true
+
+	// Graphs: waves and nodes.
+	case *messages.WaveStartedPayload:
+		if g := r.graphs[stream]; g != nil {
+			g.Wave, g.WaveDone = p.Wave, false
+		}
+	case *messages.WaveCompletedPayload:
+		if g := r.graphs[stream]; g != nil {
+			g.WaveDone = true
+		}
+	case *messages.NodeStartedPayload:
+		r.open(env)
+		if g := r.graphs[env.Lane.ParentStreamID]; g != nil {
+			n := g.Node(p.NodeID)
+			n.State = Running
+			if p.Kind == messages.KindDebate {
+				n.Debate = &Debate{Lane: env.Lane}
+				r.debates[stream] = n.Debate
+			}
+		}
+	case *messages.TeamStartedPayload:
+		g := newGraph(env.Lane, p.TeamID, p.Plan, p.Waves)
+		r.graphs[stream] = g
+		if parent := r.graphs[env.Lane.ParentStreamID]; parent != nil {
+			parent.Node(p.TeamID).Team = g
+		}
+	case *messages.TeamSynthesizedPayload:
+		if g := r.graphs[stream]; g != nil {
+			g.Synthesized = true
+		}
+	case *messages.NodeCompletedPayload:
+		delete(r.Lanes, stream)
+		if n := r.node(env); n != nil {
+			n.State, n.Output, n.Cites, n.Spawn = Completed, p.Output, p.Citations, p.Spawn
+		}
+		r.closeNode(stream)
+	case *messages.NodeFailedPayload:
+		delete(r.Lanes, stream)
+		if n := r.node(env); n != nil {
+			n.State = Failed
+		}
+		if g := r.graphs[env.Lane.ParentStreamID]; g != nil {
+			g.Failing, g.FailMsg = true, "node "+p.NodeID+" failed: "+p.Error
+		}
+		r.closeNode(stream)
+	case *messages.NodeCancelledPayload:
+		delete(r.Lanes, stream)
+		if n := r.node(env); n != nil {
+			n.State = Cancelled
+		}
+		if g := r.graphs[env.Lane.ParentStreamID]; g != nil {
+			g.Failing = true
+			if g.FailMsg == "" {
+				g.FailMsg = p.Reason
+			}
+		}
+		r.closeNode(stream)
+	case *messages.NodeSkippedPayload:
+		if n := r.node(env); n != nil {
+			n.State = Skipped
+		}
+	case *messages.SubteamSpawnedPayload:
+		if g := r.graphs[stream]; g != nil {
+			g.Plan, g.Waves = p.Plan, p.Waves
+			if n := g.Nodes[p.ParentNodeID]; n != nil {
+				n.Spawn = nil
+			}
+		}
+
+	// Synthesisers: the run's, a team's, a debate's.
+	case *messages.SynthesisStartedPayload:
+		r.open(env)
+		if s := r.synthesis(env.Lane); s != nil {
+			s.Started = true
+		}
+		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
+			d.Open = &DebateSub{Lane: env.Lane, Kind: env.Type}
+		}
+	case *messages.SynthesisCompletedPayload:
+		delete(r.Lanes, stream)
+		if s := r.synthesis(env.Lane); s != nil {
+			answer := p.Answer
+			s.Answer = &answer
+		}
+		r.closeDebateSub(env.Lane)
+	case *messages.SynthesisFailedPayload:
+		delete(r.Lanes, stream)
+		if s := r.synthesis(env.Lane); s != nil {
+			s.Failed = p.Error
+		}
+		if stream == messages.SynthesisStream {
+			r.LaneFailed = "synthesis failed: " + p.Error
+		}
+		r.closeDebateSub(env.Lane)
+
+	// Debates.
+	case *messages.DebateRoundStartedPayload:
+		if d := r.debates[stream]; d != nil {
+			d.Round = p.Round
+		}
+	case *messages.DebateRoundCompactedPayload:
+		if d := r.debates[stream]; d != nil {
+			d.Compacted = p.Round
+		}
+	case *messages.DebateTurnStartedPayload:
+		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
+			d.Open = &DebateSub{Lane: env.Lane, Kind: env.Type, Round: p.Round, Agent: p.AgentID}
+		}
+	case *messages.DebateTurnCompletedPayload:
+		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
+			if !p.Cancelled {
+				d.Turns = append(d.Turns, Turn{Round: p.Round, Agent: p.AgentID, Text: p.Text, Stance: p.Stance})
+			}
+			d.Open = nil
+		}
+	case *messages.DebateJudgeStartedPayload:
+		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
+			d.Open = &DebateSub{Lane: env.Lane, Kind: env.Type, Round: p.Round}
+		}
+	case *messages.DebateJudgeSummaryPayload:
+		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
+			if !p.Cancelled {
+				d.Judged = p
+			}
+			d.Open = nil
+		}
+	case *messages.DebateStanceMapPayload:
+		if d := r.debates[stream]; d != nil {
+			d.StanceMap = p
+		}
+
+	// Steering, citations, interrupts.
+	case *messages.SteeringReceivedPayload:
+		r.Steering[p.SteeringID] = &Note{Received: p, Lane: env.Lane, AgentID: env.AgentID}
+	case *messages.SteeringAppliedPayload:
+		delete(r.Steering, p.SteeringID)
+		r.setGraph(messages.RunLane(), p.Plan, p.Waves)
+	case *messages.SteeringRejectedPayload:
+		delete(r.Steering, p.SteeringID)
+	case *messages.CitationAddedPayload:
+		r.Citations = append(r.Citations, p.Citation)
+	case *messages.InterruptRaisedPayload:
+		exp := p.ExpiresAt
+		if exp.IsZero() {
+			exp = env.Timestamp.Add(time.Duration(p.TimeoutSeconds) * time.Second)
+		}
+		r.Interrupts[p.InterruptID] = &Interrupt{Raised: p, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp}
+	case *messages.InterruptResolvedPayload:
+		delete(r.Interrupts, p.InterruptID)
+	case *messages.InterruptExpiredPayload:
+		delete(r.Interrupts, p.InterruptID)
+	}
+}
+
+// open records an agent lane that opened (attempt 1).
+func (r *Run) open(env *messages.Envelope) {
+	r.Lanes[env.Lane.StreamID] = &Lane{Lane: env.Lane, AgentID: env.AgentID, Attempts: 1}
+}
+
+// setGraph sets (or replaces) the run's graph, keeping the progress of
+// every node that is still in the plan.
+func (r *Run) setGraph(lane messages.Lane, plan messages.Plan, waves [][]string) {
+	if r.Graph == nil {
+		r.Graph = newGraph(lane, "", plan, waves)
+		r.graphs[lane.StreamID] = r.Graph
+		return
+	}
+	r.Graph.Plan, r.Graph.Waves = plan, waves
+}
+
+// node is the plan node a node event (on the node's own lane) is about.
+func (r *Run) node(env *messages.Envelope) *Node {
+	g := r.graphs[env.Lane.ParentStreamID]
+	if g == nil {
+		return nil
+	}
+	id := strings.TrimPrefix(string(env.Lane.StreamID), "node:")
+	return g.Node(id)
+}
+
+// closeNode forgets what a closed team or debate node kept open.
+func (r *Run) closeNode(stream messages.StreamID) {
+	delete(r.debates, stream)
+}
+
+// synthesis is the synthesiser state a synthesis lane belongs to.
+func (r *Run) synthesis(lane messages.Lane) *Synthesis {
+	if d := r.debates[lane.ParentStreamID]; d != nil {
+		return &d.Synthesis
+	}
+	if lane.StreamID == messages.SynthesisStream {
+		if r.Graph != nil {
+			return &r.Graph.Synthesis
+		}
+		return nil
+	}
+	if g := r.graphs[lane.ParentStreamID]; g != nil && g.Team != "" {
+		return &g.Synthesis
+	}
+	return nil
+}
+
+// closeDebateSub closes a debate's open synthesis lane.
+func (r *Run) closeDebateSub(lane messages.Lane) {
+	if d := r.debates[lane.ParentStreamID]; d != nil && d.Open != nil && d.Open.Lane.StreamID == lane.StreamID {
+		d.Open = nil
+	}
+}
+
+// InterruptOn returns the pending interrupt raised on a lane, if any.
+func (r *Run) InterruptOn(lane messages.StreamID) *Interrupt {
+	for _, in := range r.Interrupts {
+		if in.Lane.StreamID == lane {
+			return in
+		}
+	}
+	return nil
+}
+
+// PendingGate returns the pending interrupt of kind about node nodeID ("":
+// none) raised on the lane of the graph whose lane is graph (plan, node
+// and spawn approvals), if any.
+func (r *Run) PendingGate(kind messages.InterruptKind, nodeID string, graph messages.StreamID) *Interrupt {
+	for _, in := range r.Interrupts {
+		if in.Raised.Kind == kind && in.Raised.NodeID == nodeID && in.Lane.StreamID == graph {
+			return in
+		}
+	}
+	return nil
+}

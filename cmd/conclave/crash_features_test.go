@@ -84,7 +84,7 @@ func TestCrash_KillNineMidFeature(t *testing.T) {
 				}
 			}},
 		{name: "advisor",
-			body: `{"question":"q","advisor":{"max_redirects":2},"scenario":{"nodes":3,"waves":1,"tokens":30,"token_delay_ms":3,"advisor":{"redirects":1}}}`,
+			body:    `{"question":"q","advisor":{"max_redirects":2},"scenario":{"nodes":3,"waves":1,"tokens":30,"token_delay_ms":3,"advisor":{"redirects":1}}}`,
 			trigger: func(env *messages.Envelope) bool { return env.Type == messages.Advisor },
 		},
 		{name: "async delegation",

@@ -474,13 +474,13 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 			return
 		}
 		done.Plan, done.Waves = &plan, dag.Waves(plan)
-		a.emit(ctx, &messages.PlanProposedPayload{Plan: plan, Waves: done.Waves})
+		done.Closing = &messages.PlanProposedPayload{Plan: plan, Waves: done.Waves}
 	case model.RoleWorker:
-		a.emit(ctx, &messages.NodeCompletedPayload{NodeID: a.spec.agentID, Output: done.Output, Attempts: done.Attempts, Usage: a.usage, Citations: done.Citations, Spawn: done.Spawn})
+		done.Closing = &messages.NodeCompletedPayload{NodeID: a.spec.agentID, Output: done.Output, Attempts: done.Attempts, Usage: a.usage, Citations: done.Citations, Spawn: done.Spawn}
 	case model.RoleSubagent:
-		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeOK, Output: done.Output})
+		done.Closing = &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeOK, Output: done.Output}
 	case model.RoleSynthesizer:
-		a.emit(ctx, &messages.SynthesisCompletedPayload{Answer: done.Output})
+		done.Closing = &messages.SynthesisCompletedPayload{Answer: done.Output}
 	case model.RoleSteerer:
 		// The supervisor closes the steering lane at the wave boundary.
 		d, err := messages.DecodeGraphDiff(strings.NewReader(done.Output))
@@ -489,6 +489,9 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 			return
 		}
 		done.Diff = &d
+	}
+	if done.Closing != nil {
+		a.emit(ctx, done.Closing)
 	}
 	a.report(ctx, done)
 }
@@ -536,17 +539,21 @@ func (a *agentActor) liveSubagents() bool {
 // closeFailed closes the lane with the role's failure event and reports.
 func (a *agentActor) closeFailed(ctx actor.Context, err error, code messages.ErrorCode) {
 	a.failing = nil
+	var closing messages.Payload
 	switch a.spec.role {
 	case model.RoleDirector:
-		a.emit(ctx, &messages.PlanningFailedPayload{Error: err.Error()})
+		closing = &messages.PlanningFailedPayload{Error: err.Error()}
 	case model.RoleWorker:
-		a.emit(ctx, &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts})
+		closing = &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts}
 	case model.RoleSubagent:
-		a.emit(ctx, &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeFailed, Error: err.Error()})
+		closing = &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeFailed, Error: err.Error()}
 	case model.RoleSynthesizer:
-		a.emit(ctx, &messages.SynthesisFailedPayload{Error: err.Error()})
+		closing = &messages.SynthesisFailedPayload{Error: err.Error()}
 	}
-	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Usage: a.usage, Attempts: a.spec.shared.attempts, Err: err, Code: code})
+	if closing != nil {
+		a.emit(ctx, closing)
+	}
+	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Usage: a.usage, Attempts: a.spec.shared.attempts, Err: err, Code: code, Closing: closing})
 }
 
 // report tells the parent the agent is done; the parent stops it.

@@ -38,7 +38,7 @@ type spawnAsk struct {
 func (r *runActor) boundary(ctx actor.Context, next int) {
 	r.atBoundary, r.nextWave = true, next
 	if r.team == nil && next > 0 {
-		r.numberCitations(ctx, r.waves[next-1])
+		r.numberCitations(ctx, r.g.Waves[next-1])
 	}
 	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
 	r.continueBoundary(ctx)
@@ -96,7 +96,7 @@ func (r *runActor) spawnDecided(ctx actor.Context, s *spawnAsk, res *messages.Re
 // they see the sub-team's output next to the worker's.
 func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
 	id := s.parent + ".team"
-	for k := 2; r.has(id); k++ {
+	for k := 2; r.g.Has(id); k++ {
 		id = fmt.Sprintf("%s.team%d", s.parent, k)
 	}
 	roles := s.req.Roles
@@ -107,47 +107,28 @@ func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
 	for i, role := range roles {
 		team.Nodes[i] = messages.PlanNode{ID: fmt.Sprintf("r%d", i+1), Goal: role + ": " + s.req.Goal, Role: role}
 	}
-	plan := dag.Clone(r.plan)
+	plan := dag.Clone(r.g.Plan)
 	for i := range plan.Nodes {
 		n := &plan.Nodes[i]
-		if _, started := r.fixed[n.ID]; !started && slices.Contains(n.Deps, s.parent) {
+		if !r.g.Fixed(n.ID) && slices.Contains(n.Deps, s.parent) {
 			n.Deps = append(n.Deps, id)
 		}
 	}
 	plan.Nodes = append(plan.Nodes, messages.PlanNode{ID: id, Goal: s.req.Goal, Deps: []string{s.parent}, Kind: messages.KindTeam, Team: &team})
-	r.replan(plan, dag.WavesFrom(plan, r.fixed, r.nextWave))
-	p := r.plan
 	r.emit(ctx, &messages.SubteamSpawnedPayload{ParentNodeID: s.parent, TeamID: id, Goal: s.req.Goal, Roles: roles,
-		ChildGraphSummary: fmt.Sprintf("%d nodes: %s", len(roles), strings.Join(roles, ", ")), AppliedAtWave: r.nextWave, Plan: p, Waves: r.waves})
+		ChildGraphSummary: fmt.Sprintf("%d nodes: %s", len(roles), strings.Join(roles, ", ")), AppliedAtWave: r.nextWave,
+		Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), r.nextWave)})
 }
-
-// replan switches to a changed plan, keeping the progress of every node
-// that is still in it.
-func (r *runActor) replan(p messages.Plan, waves [][]string) {
-	old, oldPos := r.nodes, r.pos
-	r.plan, r.waves = p, waves
-	r.pos = make(map[string]int, len(p.Nodes))
-	r.nodes = make([]nodeRun, len(p.Nodes))
-	for i, n := range p.Nodes {
-		r.pos[n.ID] = i
-		if j, ok := oldPos[n.ID]; ok {
-			r.nodes[i] = old[j]
-		}
-	}
-	r.counts.Total = len(p.Nodes)
-}
-
-func (r *runActor) has(id string) bool { _, ok := r.pos[id]; return ok }
 
 // numberCitations gives the sources cited by a finished wave's nodes
 // their run-wide numbers, in node-id order (deterministic whatever order
 // the nodes finished in).
 func (r *runActor) numberCitations(ctx actor.Context, wave []string) {
 	for _, id := range wave {
-		if !r.has(id) {
+		if !r.g.Has(id) {
 			continue
 		}
-		for _, c := range r.node(id).cites {
+		for _, c := range r.node(id).Cites {
 			var n int
 			before := r.cites.Len()
 			r.cites, n, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
@@ -164,11 +145,11 @@ func (r *runActor) numberCitations(ctx actor.Context, wave []string) {
 func (r *runActor) synthesisInput(id string) string {
 	n := r.node(id)
 	var refs strings.Builder
-	for _, c := range n.cites {
+	for _, c := range n.Cites {
 		refs.WriteString(r.cites.RenderInline(c.URL))
 	}
 	if refs.Len() == 0 {
-		return fmt.Sprintf("[%s] %s", id, n.output)
+		return fmt.Sprintf("[%s] %s", id, n.Output)
 	}
-	return fmt.Sprintf("[%s] %s (sources %s)", id, n.output, refs.String())
+	return fmt.Sprintf("[%s] %s (sources %s)", id, n.Output, refs.String())
 }

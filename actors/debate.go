@@ -56,7 +56,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate, restore: restore} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, role: model.RoleWorker, shared: shared})
+	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {
@@ -281,8 +281,9 @@ func (d *debateActor) finish(ctx actor.Context, verdict string) {
 	for _, p := range debate.Dissents(d.nodeID(), d.stances(), d.tr.Opening()) {
 		d.emit(ctx, &p)
 	}
-	d.emit(ctx, &messages.NodeCompletedPayload{NodeID: d.nodeID(), Output: verdict, Attempts: d.spec.shared.attempts, Usage: d.usage})
-	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Output: verdict, Usage: d.usage, Attempts: d.spec.shared.attempts})
+	closing := &messages.NodeCompletedPayload{NodeID: d.nodeID(), Output: verdict, Attempts: d.spec.shared.attempts, Usage: d.usage}
+	d.emit(ctx, closing)
+	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Output: verdict, Usage: d.usage, Attempts: d.spec.shared.attempts, Closing: closing})
 }
 
 // stances are the agents' final stances, in agent order.
@@ -296,8 +297,9 @@ func (d *debateActor) stances() []messages.AgentStance {
 
 func (d *debateActor) fail(ctx actor.Context, err error) {
 	d.closeSub(ctx)
-	d.emit(ctx, &messages.NodeFailedPayload{NodeID: d.nodeID(), Error: err.Error(), Attempts: d.spec.shared.attempts})
-	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Usage: d.usage, Attempts: d.spec.shared.attempts, Err: err})
+	closing := &messages.NodeFailedPayload{NodeID: d.nodeID(), Error: err.Error(), Attempts: d.spec.shared.attempts}
+	d.emit(ctx, closing)
+	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Usage: d.usage, Attempts: d.spec.shared.attempts, Err: err, Closing: closing})
 }
 
 // closeSub closes the open turn, judge or synthesis lane of a debate that

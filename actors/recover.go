@@ -409,6 +409,7 @@ func (r *runActor) resume(ctx actor.Context) {
 	r.replay = nil
 	defer r.e.restoring.Done() // agents it rebuilds parked were added before this Done
 	r.watchBudget(ctx)
+	r.st, r.g = rs.Run, rs.Graph // the supervisor goes on from the folded state
 	r.start = rs.StartedAt
 	r.usage = rs.Usage
 	if h, err := citations.FromHandoff(rs.Citations); err == nil {
@@ -416,11 +417,9 @@ func (r *runActor) resume(ctx actor.Context) {
 	}
 	switch {
 	case rs.unresumable != "":
-		r.restorePlan(rs.Graph)
 		r.endRestored(ctx, messages.ErrCodeInternal, rs.unresumable)
 		return
 	case rs.LaneFailed != "": // the director or the synthesiser had failed: the run was ending
-		r.restorePlan(rs.Graph)
 		code := messages.ErrCodeSynthesis
 		if rs.Graph == nil {
 			code = messages.ErrCodePlanningFailed
@@ -432,7 +431,6 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rs.Lanes[messages.DirectorStream])
 		return
 	}
-	r.restorePlan(rs.Graph)
 	for id, n := range rs.Steering { // notes with a diff (the others were rejected): the next boundary applies them
 		r.queueSteering(&steerItem{id: id, note: n.Received.Note, diff: n.Received.Diff})
 	}
@@ -449,19 +447,19 @@ func (r *runActor) resume(ctx actor.Context) {
 	case rs.Rejected:
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
 	default:
-		r.resumeGraph(ctx, rs.Run, rs.Graph)
+		r.resumeGraph(ctx)
 	}
 }
 
 // resumeGraph puts the graph the supervisor runs (the run's, or its
 // team's) back where the journal left it: the same code at every level.
-func (r *runActor) resumeGraph(ctx actor.Context, rs *runstate.Run, g *runstate.Graph) {
+func (r *runActor) resumeGraph(ctx actor.Context) {
+	rs, g := r.st, r.g
 	r.phase = phaseExecuting
-	r.wave, r.inWave = max(g.Wave, 0), g.Wave >= 0 && !g.WaveDone
 	switch {
 	case g.Failing:
 		code := messages.ErrCodeInterrupted
-		if r.counts.Failed > 0 {
+		if g.Counts().Failed > 0 {
 			code = messages.ErrCodeNodeFailed
 		}
 		r.endRestored(ctx, code, g.FailMsg)
@@ -481,10 +479,10 @@ func (r *runActor) resumeGraph(ctx actor.Context, rs *runstate.Run, g *runstate.
 		}
 		r.startSynthesisWith(ctx, shared)
 	case g.Wave < 0 || g.WaveDone:
-		r.resumeBoundary(ctx, rs, g, g.Wave+1)
+		r.resumeBoundary(ctx, g.Wave+1)
 	default: // inside a wave: put back the nodes that were working or parked, queue the rest
 		r.queue = r.queue[:0]
-		for _, id := range r.waves[r.wave] {
+		for _, id := range g.Waves[g.Wave] {
 			switch g.Node(id).State {
 			case runstate.Pending:
 				if in := rs.PendingGate(messages.InterruptNodeApproval, id, r.base().StreamID); in != nil {
@@ -493,7 +491,7 @@ func (r *runActor) resumeGraph(ctx actor.Context, rs *runstate.Run, g *runstate.
 					r.queue = append(r.queue, id)
 				}
 			case runstate.Running:
-				r.resumeNode(ctx, rs, g, id)
+				r.resumeNode(ctx, id)
 			}
 		}
 		r.advance(ctx)
@@ -503,19 +501,21 @@ func (r *runActor) resumeGraph(ctx actor.Context, rs *runstate.Run, g *runstate.
 // resumeNode puts back a node that was running: a worker parked on a
 // tool approval or question comes back parked, a working one restarts; a
 // team goes on with its nested graph, a debate with its rounds.
-func (r *runActor) resumeNode(ctx actor.Context, rs *runstate.Run, g *runstate.Graph, id string) {
-	stream := r.nodeLane(id).StreamID
+func (r *runActor) resumeNode(ctx actor.Context, id string) {
+	rs, stream := r.st, r.nodeLane(id).StreamID
 	l := rs.Lanes[stream]
 	shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
 	if l != nil {
 		shared.attempts, shared.subSeq = l.Attempts, l.SubSeq
 	}
-	n := g.Node(id)
+	n := r.g.Node(id)
 	switch {
 	case n.Team != nil:
-		r.startNodeWith(ctx, id, shared, nil, &nodeResume{rs: rs, team: n.Team})
+		// The team's part of the state goes to its supervisor: from now
+		// on each supervisor applies its own events to its own state.
+		r.startNodeWith(ctx, id, shared, nil, &nodeResume{team: rs.Split(stream)})
 	case n.Debate != nil:
-		r.startNodeWith(ctx, id, shared, nil, &nodeResume{rs: rs, debate: n.Debate})
+		r.startNodeWith(ctx, id, shared, nil, &nodeResume{debate: n.Debate})
 	case l != nil:
 		if in := rs.InterruptOn(stream); in != nil {
 			if i := l.CallIndex(in.Raised.CallID); i >= 0 {
@@ -532,15 +532,15 @@ func (r *runActor) resumeNode(ctx actor.Context, rs *runstate.Run, g *runstate.G
 // nodeResume is how a team or debate node that was running before a
 // restart is put back: from its folded state.
 type nodeResume struct {
-	rs     *runstate.Run
-	team   *runstate.Graph
+	team   *runstate.Run // the team's part of the run's state (Split)
 	debate *runstate.Debate
 }
 
 // resumeBoundary resumes at the boundary before wave next: the spawn
 // requests of the wave that ended are decided again (a spawn gate that
 // was pending comes back parked), then the boundary goes on as usual.
-func (r *runActor) resumeBoundary(ctx actor.Context, rs *runstate.Run, g *runstate.Graph, next int) {
+func (r *runActor) resumeBoundary(ctx actor.Context, next int) {
+	g := r.g
 	if next > 0 && next <= len(g.Waves) {
 		for _, id := range g.Waves[next-1] {
 			if n := g.Nodes[id]; n != nil && n.State == runstate.Completed && n.Spawn != nil {
@@ -550,7 +550,7 @@ func (r *runActor) resumeBoundary(ctx actor.Context, rs *runstate.Run, g *runsta
 	}
 	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
 	if len(r.spawns) > 0 {
-		if in := rs.PendingGate(messages.InterruptSpawnApproval, r.spawns[0].parent, r.base().StreamID); in != nil {
+		if in := r.st.PendingGate(messages.InterruptSpawnApproval, r.spawns[0].parent, r.base().StreamID); in != nil {
 			r.atBoundary, r.nextWave = true, next
 			s := &r.spawns[0]
 			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
@@ -571,55 +571,6 @@ func (r *runActor) endRestored(ctx actor.Context, code messages.ErrorCode, msg s
 	}
 	r.failCode, r.failMsg = code, msg
 	r.maybeEndFailure(ctx)
-}
-
-// restorePlan restores the plan and the node states of a graph (nil: no
-// plan yet).
-func (r *runActor) restorePlan(g *runstate.Graph) {
-	if g == nil {
-		return
-	}
-	r.setPlan(g.Plan, g.Waves)
-	r.fixed = map[string]int{}
-	for w := 0; w <= g.Wave && w < len(g.Waves); w++ {
-		for _, id := range g.Waves[w] {
-			r.fixed[id] = w
-		}
-	}
-	for id, n := range g.Nodes {
-		if _, ok := r.pos[id]; !ok {
-			continue
-		}
-		st := nodeStateOf(n.State)
-		r.node(id).state, r.node(id).output, r.node(id).cites = st, n.Output, n.Cites
-		switch st {
-		case nodeCompleted:
-			r.counts.Completed++
-		case nodeFailed:
-			r.counts.Failed++
-		case nodeCancelled:
-			r.counts.Cancelled++
-		case nodeSkipped:
-			r.counts.Skipped++
-		}
-	}
-}
-
-// nodeStateOf maps a folded node state to the supervisor's.
-func nodeStateOf(s runstate.NodeState) nodeState {
-	switch s {
-	case runstate.Running:
-		return nodeRunning
-	case runstate.Completed:
-		return nodeCompleted
-	case runstate.Failed:
-		return nodeFailed
-	case runstate.Cancelled:
-		return nodeCancelled
-	case runstate.Skipped:
-		return nodeSkipped
-	}
-	return nodePending
 }
 
 // restartAgent starts an agent again after a restart: it announces

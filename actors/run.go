@@ -11,6 +11,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -60,21 +61,11 @@ const (
 	phaseSynthesizing
 )
 
-type nodeState int
-
-const (
-	nodePending nodeState = iota
-	nodeRunning
-	nodeCompleted
-	nodeFailed
-	nodeCancelled
-	nodeSkipped
-)
-
 // child is a live agent of the run.
 type child struct {
 	pid      *actor.PID
 	agentID  string
+	lane     messages.Lane // the lane it closes
 	role     model.Role
 	shared   *agentShared
 	reported bool // sent AgentDone
@@ -96,18 +87,19 @@ type runActor struct {
 	start time.Time
 	phase runPhase
 
-	plan    messages.Plan
-	waves   [][]string
-	pos     map[string]int // plan node id → index in plan.Nodes and nodes
-	nodes   []nodeRun
-	wave    int      // current wave index
-	inWave  bool     // wave_started emitted, wave_completed not yet
-	queue   []string // nodes of the current wave not started yet
-	running int
+	// st is the run's state as the events this supervisor emits, and the
+	// closing events its agents report, define it (runstate: the same
+	// reducer recovery folds the journal through); g is the graph it runs
+	// in st (the run's plan, or its team's), nil before the plan. Both
+	// change only by applying events (apply).
+	st *runstate.Run
+	g  *runstate.Graph
+
+	queue   []string // nodes of the current wave not started yet (scheduling)
+	running int      // node agents started and not reported
 
 	children map[string]*child // by PID id
 	usage    messages.Usage
-	counts   messages.NodeCounts
 
 	failCode messages.ErrorCode // set once the run is failing
 	failMsg  string
@@ -122,7 +114,6 @@ type runActor struct {
 	steering *steeringQueue    // notes waiting for the next wave boundary (run level)
 	spawns   []spawnAsk        // sub-team requests of the current wave's workers
 	cites    citations.Manager // the run's sources (run level)
-	fixed    map[string]int    // node → wave, for nodes of waves already started
 
 	atBoundary bool // between waves (boundary.go)
 	nextWave   int  // the wave the boundary leads to
@@ -186,17 +177,27 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}}
+	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID)}
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
-	r.spec.post(ctx, r.selfAgentID(), r.base(), p)
+	r.emitFor(ctx, r.selfAgentID(), r.base(), p)
 }
 
 // emitFor emits on a node's lane on the node's behalf (skipped, or closing
 // the lane of a node that died without reporting).
 func (r *runActor) emitFor(ctx actor.Context, agentID string, lane messages.Lane, p messages.Payload) {
 	r.spec.post(ctx, agentID, lane, p)
+	r.apply(agentID, lane, p)
+}
+
+// apply folds an event of the run into the supervisor's state: one it
+// emitted, or the closing event an agent reported.
+func (r *runActor) apply(agentID string, lane messages.Lane, p messages.Payload) {
+	r.st.Apply(&messages.Envelope{Type: p.EventType(), RunID: r.spec.runID, AgentID: agentID, Lane: lane, Payload: p})
+	if r.g == nil {
+		r.g = r.st.GraphOf(r.base().StreamID)
+	}
 }
 
 func (r *runActor) Receive(ctx actor.Context) {
@@ -297,7 +298,7 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
-	r.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, role: role, shared: spec.shared, steeringID: spec.steeringID})
+	r.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, lane: lane, role: role, shared: spec.shared, steeringID: spec.steeringID})
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
@@ -318,13 +319,15 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		ctx.Stop(c.pid) // an idle, finished agent; its Terminated follows
 	}
 	r.usage = r.usage.Add(m.Usage)
+	if m.Closing != nil {
+		r.apply(c.agentID, c.lane, m.Closing)
+	}
 	switch c.role {
 	case model.RoleDirector:
 		if m.Err != nil {
 			r.fail(ctx, messages.ErrCodePlanningFailed, m.Err.Error())
 			return
 		}
-		r.setPlan(*m.Plan, m.Waves)
 		if r.failCode != "" {
 			return // aborted while planning
 		}
@@ -343,8 +346,6 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			return
 		}
 		if m.Err != nil {
-			r.node(c.agentID).state = nodeFailed
-			r.counts.Failed++
 			r.failDep = c.agentID
 			code := m.Code
 			if code == "" {
@@ -353,9 +354,6 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			r.fail(ctx, code, fmt.Sprintf("node %s failed: %v", c.agentID, m.Err))
 			return
 		}
-		nr := r.node(c.agentID)
-		nr.state, nr.output, nr.cites = nodeCompleted, m.Output, m.Citations
-		r.counts.Completed++
 		if m.Spawn != nil {
 			r.spawns = append(r.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
 		}
@@ -375,16 +373,6 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 	}
 }
 
-func (r *runActor) setPlan(p messages.Plan, waves [][]string) {
-	r.plan, r.waves = p, waves
-	r.pos = make(map[string]int, len(r.plan.Nodes))
-	r.nodes = make([]nodeRun, len(r.plan.Nodes))
-	r.counts.Total = len(r.plan.Nodes)
-	for i := range r.plan.Nodes {
-		r.pos[r.plan.Nodes[i].ID] = i
-	}
-}
-
 // planGate approves the plan automatically, or (hitl plan and above) parks
 // the supervisor on a plan_approval interrupt: approve, approve an edited
 // plan (revise), or reject. An expired gate takes the run's timeout action.
@@ -395,8 +383,8 @@ func (r *runActor) planGate(ctx actor.Context) {
 		r.boundary(ctx, 0)
 		return
 	}
-	plan := r.plan
-	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.waves},
+	plan := r.g.Plan
+	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves},
 		func(res *messages.Resolution) { r.planDecided(ctx, res) })
 }
 
@@ -409,9 +397,8 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 	case messages.DecisionApprove:
 		r.emit(ctx, &messages.PlanApprovedPayload{})
 	case messages.DecisionRevise:
-		r.setPlan(*res.Plan, dag.Waves(*res.Plan)) // validated by the registry
-		p := r.plan
-		r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: r.waves})
+		p := *res.Plan // validated by the registry
+		r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: dag.Waves(p)})
 	default:
 		reason := res.Reason
 		if reason == "" {
@@ -495,13 +482,9 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 		}
 		lane := r.nodeLane(c.agentID)
 		if c.stopping {
-			r.node(c.agentID).state = nodeCancelled
-			r.counts.Cancelled++
 			r.emitFor(ctx, c.agentID, lane, &messages.NodeCancelledPayload{NodeID: c.agentID, Reason: r.failMsg})
 			return
 		}
-		r.node(c.agentID).state = nodeFailed
-		r.counts.Failed++
 		r.emitFor(ctx, c.agentID, lane, &messages.NodeFailedPayload{NodeID: c.agentID, Error: reason, Attempts: c.shared.attempts, Panicked: true})
 		r.failDep = c.agentID
 		r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed: %s", c.agentID, reason))
@@ -509,27 +492,20 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 }
 
 func (r *runActor) startWave(ctx actor.Context, i int) {
-	if i == len(r.waves) {
-		if r.counts.Completed == 0 {
+	if i == len(r.g.Waves) {
+		if c := r.g.Counts(); c.Completed == 0 {
 			// Nothing to synthesise from (every node was rejected, or
 			// skipped): the run (or the team) fails instead of answering
 			// from no input.
 			r.fail(ctx, messages.ErrCodeNoNodesCompleted, fmt.Sprintf("no node of the plan completed (%d skipped, %d failed, %d cancelled)",
-				r.counts.Skipped, r.counts.Failed, r.counts.Cancelled))
+				c.Skipped, c.Failed, c.Cancelled))
 			return
 		}
 		r.startSynthesis(ctx)
 		return
 	}
-	r.wave, r.inWave = i, true
-	r.queue = append(r.queue[:0], r.waves[i]...)
-	if r.fixed == nil {
-		r.fixed = map[string]int{}
-	}
-	for _, id := range r.waves[i] {
-		r.fixed[id] = i
-	}
-	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.waves[i], Team: r.teamID()})
+	r.queue = append(r.queue[:0], r.g.Waves[i]...)
+	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.g.Waves[i], Team: r.teamID()})
 	r.injectScenarioSteering(ctx, i)
 	r.advance(ctx)
 }
@@ -551,27 +527,26 @@ func (r *runActor) advance(ctx actor.Context) {
 		}
 		r.startNode(ctx, id)
 	}
-	if r.running == 0 && len(r.queue) == 0 && r.inWave {
+	if r.running == 0 && len(r.queue) == 0 && r.g.InWave() {
 		r.completeWave(ctx)
-		r.boundary(ctx, r.wave+1)
+		r.boundary(ctx, r.g.Wave+1)
 	}
 }
 
 func (r *runActor) completeWave(ctx actor.Context) {
-	p := &messages.WaveCompletedPayload{Wave: r.wave, Team: r.teamID()}
-	for _, id := range r.waves[r.wave] {
-		switch r.node(id).state {
-		case nodeCompleted:
+	p := &messages.WaveCompletedPayload{Wave: r.g.Wave, Team: r.teamID()}
+	for _, id := range r.g.Waves[r.g.Wave] {
+		switch r.node(id).State {
+		case runstate.Completed:
 			p.Completed++
-		case nodeFailed:
+		case runstate.Failed:
 			p.Failed++
-		case nodeCancelled:
+		case runstate.Cancelled:
 			p.Cancelled++
-		case nodeSkipped:
+		case runstate.Skipped:
 			p.Skipped++
 		}
 	}
-	r.inWave = false
 	r.emit(ctx, p)
 }
 
@@ -588,14 +563,13 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 		inputs = append(inputs, r.team.inputs...) // the team's own inputs reach its first nodes
 	}
 	for _, d := range n.Deps {
-		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.node(d).output))
+		inputs = append(inputs, fmt.Sprintf("[%s] %s", d, r.node(d).Output))
 	}
 	if rw := r.spec.rewind; rw != nil && rw.Note != "" {
 		inputs = append(inputs, "[steering] "+rw.Note) // the rewind's note steers every node that runs again
 	}
-	r.node(id).state = nodeRunning
 	r.running++
-	info := &nodeInfo{node: n, wave: r.wave, scope: r.base()}
+	info := &nodeInfo{node: n, wave: r.g.Wave, scope: r.base()}
 	req := model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}
 	if n.Role != "" {
 		req.Goal = "As the " + n.Role + ": " + n.Goal // the node's specialist role reaches the model with its goal
@@ -616,9 +590,9 @@ func (r *runActor) startSynthesis(ctx actor.Context) {
 
 func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 	r.phase = phaseSynthesizing
-	inputs := make([]string, 0, len(r.plan.Nodes))
-	for _, n := range r.plan.Nodes {
-		if r.node(n.ID).state == nodeCompleted { // rejected nodes and their dependents have no output
+	inputs := make([]string, 0, len(r.g.Plan.Nodes))
+	for _, n := range r.g.Plan.Nodes {
+		if r.node(n.ID).State == runstate.Completed { // rejected nodes and their dependents have no output
 			inputs = append(inputs, r.synthesisInput(n.ID))
 		}
 	}
@@ -662,12 +636,14 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 		return
 	}
 	r.dropSteering(ctx, "the run ended before the next wave boundary")
-	if r.inWave {
-		r.completeWave(ctx)
-	}
-	for _, n := range r.plan.Nodes {
-		if r.node(n.ID).state == nodePending {
-			r.skipFailed(ctx, n.ID)
+	if r.g != nil {
+		if r.g.InWave() {
+			r.completeWave(ctx)
+		}
+		for _, n := range r.g.Plan.Nodes {
+			if r.node(n.ID).State == runstate.Pending {
+				r.skipFailed(ctx, n.ID)
+			}
 		}
 	}
 	r.finish(ctx, &messages.RunErrorPayload{Code: r.failCode, Message: r.failMsg})
@@ -675,7 +651,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 
 func (r *runActor) incompleteDep(id string) string {
 	for _, d := range r.planNode(id).Deps {
-		if r.node(d).state != nodeCompleted {
+		if r.node(d).State != runstate.Completed {
 			return d
 		}
 	}
@@ -687,7 +663,7 @@ func (r *runActor) skipFailed(ctx actor.Context, id string) {
 	dep, reason := r.incompleteDep(id), "run ended before the node started: "+r.failMsg
 	if dep != "" {
 		reason = "dependency " + dep + " did not complete"
-	} else if r.failDep != "" && dag.Downstream(r.plan, r.failDep)[id] {
+	} else if r.failDep != "" && dag.Downstream(r.g.Plan, r.failDep)[id] {
 		dep = r.failDep
 	}
 	r.skip(ctx, id, reason, dep)
@@ -695,8 +671,6 @@ func (r *runActor) skipFailed(ctx actor.Context, id string) {
 
 // skip closes the lane of a node that never ran (a single node_skipped).
 func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
-	r.node(id).state = nodeSkipped
-	r.counts.Skipped++
 	r.emitFor(ctx, id, r.nodeLane(id),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
 }
@@ -720,11 +694,15 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 		}
 	}
 	dur := r.e.cfg.Now().Sub(r.start).Milliseconds()
+	var counts messages.NodeCounts
+	if r.g != nil {
+		counts = r.g.Counts()
+	}
 	switch p := p.(type) {
 	case *messages.RunFinishedPayload:
-		p.Usage, p.Nodes, p.DurationMS = r.usage, r.counts, dur
+		p.Usage, p.Nodes, p.DurationMS = r.usage, counts, dur
 	case *messages.RunErrorPayload:
-		p.Usage, p.Nodes, p.DurationMS = r.usage, r.counts, dur
+		p.Usage, p.Nodes, p.DurationMS = r.usage, counts, dur
 	}
 	r.terminal = p
 	r.maybeEnd(ctx)
@@ -748,39 +726,19 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 // startRewound starts a rewound run at its wave, with the earlier waves'
 // outputs reused from the source run.
 func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
-	r.emit(ctx, rw)
-	r.setPlan(rw.Plan, rw.Waves)
-	for _, n := range rw.Reused {
-		if _, ok := r.pos[n.NodeID]; ok {
-			r.node(n.NodeID).state, r.node(n.NodeID).output = nodeCompleted, n.Output
-			r.counts.Completed++
-		}
-	}
-	r.fixed = map[string]int{} // the reused waves have run: steering and spawns cannot touch them
-	for w := 0; w < rw.Wave && w < len(r.waves); w++ {
-		for _, id := range r.waves[w] {
-			r.fixed[id] = w
-		}
-	}
+	r.emit(ctx, rw) // the graph, its reused outputs, and its earlier waves as run (fixed)
 	r.phase = phaseExecuting
 	r.startWave(ctx, rw.Wave)
 }
 
 // emitCostEstimate publishes run_cost_estimate for the plan (warn-only).
 func (r *runActor) emitCostEstimate(ctx actor.Context) {
-	n := int64(dag.CountAgents(r.plan))
+	n := int64(dag.CountAgents(r.g.Plan))
 	r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
 }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.
 type gatePlan struct{}
-
-// nodeRun is the progress of one plan node.
-type nodeRun struct {
-	state  nodeState
-	output string
-	cites  []messages.Citation // sources the node cited, handed up with its output
-}
 
 // Cost estimate (run_cost_estimate): tokens per model-driven agent, and
 // the throughput it assumes.
@@ -797,8 +755,8 @@ func (r *runActor) teamID() string {
 	return ""
 }
 
-func (r *runActor) node(id string) *nodeRun               { return &r.nodes[r.pos[id]] }
-func (r *runActor) planNode(id string) *messages.PlanNode { return &r.plan.Nodes[r.pos[id]] }
+func (r *runActor) node(id string) *runstate.Node         { return r.g.Node(id) }
+func (r *runActor) planNode(id string) *messages.PlanNode { return r.g.PlanNode(id) }
 
 // nodeInfo is what a worker agent knows of its plan node.
 type nodeInfo struct {

@@ -87,8 +87,8 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	it.translating = true
 	r.steering.items = append(r.steering.items, it)
 	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note}
-	if r.plan.Nodes != nil {
-		p := dag.Clone(r.plan)
+	if r.g != nil {
+		p := dag.Clone(r.g.Plan)
 		req.Plan = &p
 	}
 	spec := &agentSpec{steeringID: m.ID}
@@ -137,15 +137,13 @@ func (r *runActor) applySteering(ctx actor.Context) {
 		case it.err != nil:
 			r.rejectSteering(ctx, it, "the note could not be turned into a graph diff: "+it.err.Error())
 		default:
-			frozen := func(id string) bool { _, ok := r.fixed[id]; return ok }
-			plan, err := dag.Apply(r.plan, *it.diff, frozen)
+			plan, err := dag.Apply(r.g.Plan, *it.diff, r.g.Fixed)
 			if err != nil {
 				r.rejectSteering(ctx, it, err.Error())
 				continue
 			}
-			r.replan(plan, dag.WavesFrom(plan, r.fixed, r.nextWave))
 			r.emitFor(ctx, steeringAgentID, steeringLane(it.id), &messages.SteeringAppliedPayload{SteeringID: it.id, Diff: *it.diff,
-				AppliedAtWave: r.nextWave, Plan: dag.Clone(r.plan), Waves: r.waves})
+				AppliedAtWave: r.nextWave, Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), r.nextWave)})
 		}
 	}
 	r.steering.items = keep

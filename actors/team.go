@@ -34,11 +34,10 @@ type teamScope struct {
 	// stopped: the parent stopped the team (the run is ending); the parent
 	// closes the team's lane, the team only closes its nested lanes.
 	stopped bool
-	// restore and rs put a team that was running before a restart back
-	// where it was (recover.go); synthesized: its team_synthesized was
-	// published already.
-	restore     *runstate.Graph
-	rs          *runstate.Run
+	// restore puts a team that was running before a restart back where it
+	// was: its part of the run's folded state (runstate.Run.Split;
+	// recover.go); synthesized: its team_synthesized was published already.
+	restore     *runstate.Run
 	synthesized bool
 }
 
@@ -50,13 +49,15 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 	}
 	scope := &teamScope{node: info.node, lane: r.nodeLane(info.node.ID), depth: depth, wave: info.wave, inputs: req.Context, shared: shared}
 	if res != nil && res.team != nil {
-		scope.restore, scope.rs = res.team, res.rs
+		scope.restore = res.team
 		r.e.restoring.Add(1) // done once the team is back in place (resumeTeam)
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &runActor{e: r.e, spec: r.spec, ended: new(atomic.Bool), children: map[string]*child{}, team: scope}
+		a := newRunActor(r.e, r.spec, new(atomic.Bool))
+		a.team = scope
+		return a
 	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, role: model.RoleWorker, shared: shared})
+	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: scope.lane, role: model.RoleWorker, shared: shared})
 }
 
 // spawnChild spawns an agent, team or debate actor and records it as c.
@@ -82,8 +83,7 @@ func (r *runActor) startTeam(ctx actor.Context) {
 		r.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
 	}
 	plan := dag.Qualify(t.node.ID, *t.node.Team)
-	r.setPlan(plan, dag.Waves(plan))
-	r.emit(ctx, &messages.TeamStartedPayload{TeamID: t.node.ID, Depth: t.depth, Role: t.node.Role, Plan: plan, Waves: r.waves})
+	r.emit(ctx, &messages.TeamStartedPayload{TeamID: t.node.ID, Depth: t.depth, Role: t.node.Role, Plan: plan, Waves: dag.Waves(plan)})
 	r.phase = phaseExecuting
 	r.startWave(ctx, 0)
 }
@@ -93,11 +93,10 @@ func (r *runActor) startTeam(ctx actor.Context) {
 func (r *runActor) resumeTeam(ctx actor.Context) {
 	t := r.team
 	defer r.e.restoring.Done() // its parked agents were added before this Done
-	g, rs := t.restore, t.rs
-	t.restore, t.rs = nil, nil
+	r.st, r.g = t.restore, t.restore.GraphOf(t.lane.StreamID) // the team's state is this supervisor's from now on
+	t.restore = nil
 	r.start = r.e.cfg.Now()
-	r.restorePlan(g)
-	r.resumeGraph(ctx, rs, g)
+	r.resumeGraph(ctx)
 }
 
 // teamStopping: the parent stops the team. protoactor stops the nested
@@ -136,16 +135,19 @@ func (r *runActor) endTeam(ctx actor.Context) {
 		if !t.synthesized { // published before a restart already
 			r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
 		}
-		for _, n := range r.plan.Nodes { // the nested nodes' sources, in plan order
-			for _, c := range r.node(n.ID).cites {
+		for _, n := range r.g.Plan.Nodes { // the nested nodes' sources, in plan order
+			for _, c := range r.node(n.ID).Cites {
 				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
 			}
 		}
 		done.Output, done.Citations = out, r.cites.ToHandoff()
-		r.emit(ctx, &messages.NodeCompletedPayload{NodeID: t.node.ID, Output: out, Attempts: done.Attempts, Usage: r.usage, Citations: done.Citations})
+		done.Closing = &messages.NodeCompletedPayload{NodeID: t.node.ID, Output: out, Attempts: done.Attempts, Usage: r.usage, Citations: done.Citations}
 	case *messages.RunErrorPayload:
-		r.emit(ctx, &messages.NodeFailedPayload{NodeID: t.node.ID, Error: p.Message, Attempts: done.Attempts})
+		done.Closing = &messages.NodeFailedPayload{NodeID: t.node.ID, Error: p.Message, Attempts: done.Attempts}
 		done.Err, done.Code = errors.New(p.Message), p.Code
+	}
+	if done.Closing != nil {
+		r.emit(ctx, done.Closing) // on the team node's lane: the parent's graph's event (the parent applies it)
 	}
 	t.shared.done.Store(done)
 	ctx.Request(ctx.Parent(), done)

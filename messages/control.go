@@ -31,6 +31,10 @@ type AgentDone struct {
 	// Rejected: a human rejected the node before it started; it opened no
 	// lane, and its parent reports it as skipped.
 	Rejected bool
+	// Closing is the event that closed the agent's lane (node_completed,
+	// node_failed, plan_proposed, synthesis_completed, …), nil if it
+	// closed none: its supervisor applies it to the run's state.
+	Closing Payload
 }
 
 // StopRun asks a run supervisor to stop its run: running agents are

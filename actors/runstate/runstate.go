@@ -73,6 +73,9 @@ type Graph struct {
 	Synthesis Synthesis
 	// Synthesized: a team's team_synthesized was published.
 	Synthesized bool
+
+	pos    map[string]int // plan node id → index in Plan.Nodes
+	waveOf map[string]int // plan node id → its wave
 }
 
 // Synthesis is a synthesiser's progress.
@@ -94,16 +97,75 @@ func (g *Graph) Node(id string) *Node {
 
 // PlanNode returns the plan's node id, if any.
 func (g *Graph) PlanNode(id string) *messages.PlanNode {
-	for i := range g.Plan.Nodes {
-		if g.Plan.Nodes[i].ID == id {
-			return &g.Plan.Nodes[i]
-		}
+	if i, ok := g.pos[id]; ok {
+		return &g.Plan.Nodes[i]
 	}
 	return nil
 }
 
+// Has reports whether the plan has node id.
+func (g *Graph) Has(id string) bool { _, ok := g.pos[id]; return ok }
+
+// Fixed reports whether node id's wave has started: steering and spawns
+// can no longer change it.
+func (g *Graph) Fixed(id string) bool {
+	w, ok := g.waveOf[id]
+	return ok && w <= g.Wave
+}
+
+// StartedWaves maps each node of the waves started so far to its wave
+// (what dag.WavesFrom keeps in place when the plan changes).
+func (g *Graph) StartedWaves() map[string]int {
+	m := map[string]int{}
+	for w := 0; w <= g.Wave && w < len(g.Waves); w++ {
+		for _, id := range g.Waves[w] {
+			m[id] = w
+		}
+	}
+	return m
+}
+
+// InWave reports whether a wave has started and not completed.
+func (g *Graph) InWave() bool { return g.Wave >= 0 && !g.WaveDone }
+
+// Counts counts the plan's nodes by state.
+func (g *Graph) Counts() messages.NodeCounts {
+	c := messages.NodeCounts{Total: len(g.Plan.Nodes)}
+	for _, n := range g.Plan.Nodes {
+		switch g.Node(n.ID).State {
+		case Completed:
+			c.Completed++
+		case Failed:
+			c.Failed++
+		case Cancelled:
+			c.Cancelled++
+		case Skipped:
+			c.Skipped++
+		}
+	}
+	return c
+}
+
+// setPlan sets (or replaces) the graph's plan and waves; the progress of
+// every node stays.
+func (g *Graph) setPlan(plan messages.Plan, waves [][]string) {
+	g.Plan, g.Waves = plan, waves
+	g.pos = make(map[string]int, len(plan.Nodes))
+	for i := range plan.Nodes {
+		g.pos[plan.Nodes[i].ID] = i
+	}
+	g.waveOf = make(map[string]int, len(plan.Nodes))
+	for w, ids := range waves {
+		for _, id := range ids {
+			g.waveOf[id] = w
+		}
+	}
+}
+
 func newGraph(lane messages.Lane, team string, plan messages.Plan, waves [][]string) *Graph {
-	return &Graph{Lane: lane, Team: team, Plan: plan, Waves: waves, Wave: -1, Nodes: map[string]*Node{}}
+	g := &Graph{Lane: lane, Team: team, Wave: -1, Nodes: map[string]*Node{}}
+	g.setPlan(plan, waves)
+	return g
 }
 
 // Lane is an open agent lane: what its agent had done in its current
@@ -219,6 +281,69 @@ func New(id messages.RunID) *Run {
 // GraphOf returns the graph whose lane is stream (the run's: "run"; a
 // team's: its node's lane), if it exists.
 func (r *Run) GraphOf(stream messages.StreamID) *Graph { return r.graphs[stream] }
+
+// Split moves the graph of a running team (whose lane is stream) out of
+// r into a state of its own, with everything open inside the team: its
+// nested lanes, interrupts (the team's node gates and its agents'),
+// nested teams and debates. The team's supervisor goes on from the new
+// state, r's from what is left, each applying its own events. It returns
+// nil if r has no such graph.
+func (r *Run) Split(stream messages.StreamID) *Run {
+	g := r.graphs[stream]
+	if g == nil {
+		return nil
+	}
+	s := New(r.ID)
+	s.Tenant, s.Started, s.StartedAt = r.Tenant, r.Started, r.StartedAt
+	parent := map[messages.StreamID]messages.StreamID{} // every open lane's parent
+	for id, l := range r.Lanes {
+		parent[id] = l.Lane.ParentStreamID
+	}
+	for id, x := range r.graphs {
+		parent[id] = x.Lane.ParentStreamID
+	}
+	for id, d := range r.debates {
+		parent[id] = d.Lane.ParentStreamID
+	}
+	inside := func(id messages.StreamID) bool { // strictly below stream
+		for seen := 0; seen <= len(parent); seen++ {
+			p, ok := parent[id]
+			if !ok {
+				return false
+			}
+			if p == stream {
+				return true
+			}
+			id = p
+		}
+		return false
+	}
+	for id, l := range r.Lanes {
+		if inside(id) {
+			s.Lanes[id] = l
+			delete(r.Lanes, id)
+		}
+	}
+	for id, in := range r.Interrupts {
+		if in.Lane.StreamID == stream || inside(in.Lane.StreamID) {
+			s.Interrupts[id] = in
+			delete(r.Interrupts, id)
+		}
+	}
+	for id, x := range r.graphs {
+		if id == stream || inside(id) {
+			s.graphs[id] = x
+			delete(r.graphs, id)
+		}
+	}
+	for id, d := range r.debates {
+		if inside(id) {
+			s.debates[id] = d
+			delete(r.debates, id)
+		}
+	}
+	return s
+}
 
 // Failing reports whether the run is ending: a node of its graph failed
 // or was cancelled.
@@ -366,7 +491,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.SubteamSpawnedPayload:
 		if g := r.graphs[stream]; g != nil {
-			g.Plan, g.Waves = p.Plan, p.Waves
+			g.setPlan(p.Plan, p.Waves)
 			if n := g.Nodes[p.ParentNodeID]; n != nil {
 				n.Spawn = nil
 			}
@@ -470,7 +595,7 @@ func (r *Run) setGraph(lane messages.Lane, plan messages.Plan, waves [][]string)
 		r.graphs[lane.StreamID] = r.Graph
 		return
 	}
-	r.Graph.Plan, r.Graph.Waves = plan, waves
+	r.Graph.setPlan(plan, waves)
 }
 
 // node is the plan node a node event (on the node's own lane) is about.

@@ -92,7 +92,7 @@ func (r *runActor) startTeam(ctx actor.Context) {
 // was: its nested graph goes on exactly as a run's does (resumeGraph).
 func (r *runActor) resumeTeam(ctx actor.Context) {
 	t := r.team
-	defer r.e.restoring.Done() // its parked agents were added before this Done
+	defer r.e.restoring.Done()                                // its parked agents were added before this Done
 	r.st, r.g = t.restore, t.restore.GraphOf(t.lane.StreamID) // the team's state is this supervisor's from now on
 	t.restore = nil
 	r.start = r.e.cfg.Now()

@@ -198,7 +198,14 @@ func (r *runActor) apply(agentID string, lane messages.Lane, p messages.Payload)
 	if r.g == nil {
 		r.g = r.st.GraphOf(r.base().StreamID)
 	}
+	if h := testHookApplied.Load(); h != nil {
+		(*h)(r.spec.runID, r.base().StreamID, p, r.g)
+	}
 }
+
+// testHookApplied, when set by a test, sees every event a supervisor
+// applies, with its graph right after (the fold property test).
+var testHookApplied atomic.Pointer[func(run messages.RunID, graph messages.StreamID, p messages.Payload, g *runstate.Graph)]
 
 func (r *runActor) Receive(ctx actor.Context) {
 	if r.freezing { // only the agents' ends matter now

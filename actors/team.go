@@ -103,8 +103,8 @@ func (r *runActor) resumeTeam(ctx actor.Context) {
 // agents first; their Terminated close their lanes (closeDeadLane), and the
 // last one ends the open wave. The parent closes the team's own lane.
 func (r *runActor) teamStopping(ctx actor.Context) {
-	if r.ended.Load() {
-		return
+	if r.ended.Load() || r.e.frozen.Load() {
+		return // ended, or frozen with the run: nothing more happens
 	}
 	r.team.stopped = true
 	for _, c := range r.children {

@@ -132,7 +132,11 @@ func (g *Graph) InWave() bool { return g.Wave >= 0 && !g.WaveDone }
 func (g *Graph) Counts() messages.NodeCounts {
 	c := messages.NodeCounts{Total: len(g.Plan.Nodes)}
 	for _, n := range g.Plan.Nodes {
-		switch g.Node(n.ID).State {
+		x := g.Nodes[n.ID]
+		if x == nil {
+			continue // pending
+		}
+		switch x.State {
 		case Completed:
 			c.Completed++
 		case Failed:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -174,20 +175,16 @@ func (e *Engine) foldRun(ctx context.Context, info journal.RunInfo) (s messages.
 
 // foldEvents folds what the journal keeps of a run's events.
 func (e *Engine) foldEvents(ctx context.Context, info journal.RunInfo) (messages.RunSummary, error) {
-	s := messages.RunSummary{RunID: info.Run, Wave: -1, Status: messages.StatusPlanning}
+	base := messages.RunSummary{RunID: info.Run, SessionID: info.Session}
 	if k, ok := sessKeyOf(info.Session); ok {
-		s.SessionID = k.id
-	} else {
-		s.SessionID = info.Session
+		base.SessionID = k.id
 	}
+	st := runstate.NewOutline(info.Run)
 	err := e.scanRuns(ctx, info.Session, info.FirstSeq, info.LastSeq, map[messages.RunID]bool{info.Run: true}, func(env *messages.Envelope) bool {
-		if p, ok := env.Payload.(*messages.RunStartedPayload); ok {
-			s.Question, s.CreatedAt = p.Question, env.Timestamp
-		}
-		runindex.Fold(&s, env)
+		st.Apply(env)
 		return true
 	})
-	return s, err
+	return runindex.Summarize(base, st), err
 }
 
 // summaryWriter stores the final summaries of ended runs with the

@@ -1,10 +1,11 @@
 // Package runindex keeps the summary of every run that is live in this
-// process, folded from the run's events as the journal acknowledges them,
-// for the runs API (status, node counts, outcome). Ended runs leave it
-// once their final summary is stored with the journal's run catalogue
-// (see actors: the engine reads ended runs from there), so it does not
-// grow with the number of runs ever served. Fold is the one definition of
-// how events change a summary; recovery folds the journal through it.
+// process, for the runs API (status, node counts, outcome). Each live run's
+// state is folded from its events as the journal acknowledges them,
+// through runstate (the one definition of what a run's events mean, in
+// its outline form); a summary is a projection of that state (Summarize).
+// Ended runs leave the index once their final summary is stored with the
+// journal's run catalogue (see actors: the engine reads ended runs from
+// there), so it does not grow with the number of runs ever served.
 package runindex
 
 import (
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -29,8 +31,12 @@ type Index struct {
 
 type entry struct {
 	tenant messages.TenantID
-	sum    messages.RunSummary
+	base   messages.RunSummary // what the events do not say: session, question, creation
+	st     *runstate.Run
+	status messages.RunStatus
 }
+
+func (e *entry) summary() messages.RunSummary { return Summarize(e.base, e.st) }
 
 // New returns an empty index.
 func New() *Index {
@@ -44,10 +50,8 @@ func (x *Index) Register(tenant messages.TenantID, run messages.RunID, session m
 	if _, ok := x.runs[run]; ok {
 		return
 	}
-	x.runs[run] = &entry{tenant: tenant, sum: messages.RunSummary{
-		RunID: run, SessionID: session, Question: question, Status: messages.StatusPlanning,
-		CreatedAt: at.UTC(), UpdatedAt: at.UTC(), Wave: -1,
-	}}
+	x.runs[run] = &entry{tenant: tenant, st: runstate.NewOutline(run), status: messages.StatusPlanning,
+		base: messages.RunSummary{RunID: run, SessionID: session, Question: question, CreatedAt: at.UTC(), UpdatedAt: at.UTC()}}
 	x.live[messages.StatusPlanning]++
 }
 
@@ -59,21 +63,20 @@ func (x *Index) Apply(tenant messages.TenantID, env *messages.Envelope) (final m
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.runs[env.RunID]
-	if e == nil || e.tenant != tenant || e.sum.SessionID != env.SessionID {
+	if e == nil || e.tenant != tenant || e.base.SessionID != env.SessionID {
 		return messages.RunSummary{}, false
 	}
-	s := &e.sum
-	before := s.Status
-	Fold(s, env)
-	if s.Status != before {
-		x.live[before]--
-		x.live[s.Status]++
+	e.st.Apply(env)
+	if st := Status(e.st); st != e.status {
+		x.live[e.status]--
+		x.live[st]++
+		e.status = st
 	}
 	if !env.Type.Terminal() {
 		return messages.RunSummary{}, false
 	}
-	x.ended[s.Status]++
-	return *s, true
+	x.ended[e.status]++
+	return e.summary(), true
 }
 
 // Remove drops an ended run whose summary is stored elsewhere.
@@ -81,63 +84,66 @@ func (x *Index) Remove(run messages.RunID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if e := x.runs[run]; e != nil {
-		x.live[e.sum.Status]--
+		x.live[e.status]--
 		delete(x.runs, run)
 	}
 }
 
-// Fold applies env to s. It is the one definition of how events change a
-// run's summary.
-func Fold(s *messages.RunSummary, env *messages.Envelope) {
-	s.UpdatedAt = env.Timestamp
-	s.LastSeq = env.Seq
-	switch p := env.Payload.(type) {
-	case *messages.PlanProposedPayload:
-		s.Nodes.Total = len(p.Plan.Nodes)
-		s.Waves = len(p.Waves)
-	case *messages.RunRewoundPayload:
-		s.Status = messages.StatusRunning
-		s.Nodes.Total, s.Waves = len(p.Plan.Nodes), len(p.Waves)
-		s.Nodes.Completed = len(p.Reused)
-	case *messages.PlanApprovedPayload:
-		s.Status = messages.StatusRunning
-		if p.Plan != nil { // an edited plan replaces the proposed one
-			s.Nodes.Total = len(p.Plan.Nodes)
-			s.Waves = len(p.Waves)
-		}
-	case *messages.WaveStartedPayload:
-		s.Wave = p.Wave
-	case *messages.NodeStartedPayload:
-		s.Running++
-	case *messages.NodeCompletedPayload:
-		s.Running--
-		s.Nodes.Completed++
-	case *messages.NodeFailedPayload:
-		s.Running--
-		s.Nodes.Failed++
-	case *messages.NodeCancelledPayload:
-		s.Running--
-		s.Nodes.Cancelled++
-	case *messages.NodeSkippedPayload:
-		s.Nodes.Skipped++
-	case *messages.SynthesisStartedPayload:
-		s.Status = messages.StatusSynthesizing
+// Status is a run's status in its state.
+func Status(r *runstate.Run) messages.RunStatus {
+	switch p := r.End.(type) {
 	case *messages.RunFinishedPayload:
-		s.Status, s.Answer, s.Usage, s.Nodes = messages.StatusFinished, p.Answer, p.Usage, p.Nodes
-		s.Running = 0
-		s.EndedAt = &env.Timestamp
+		return messages.StatusFinished
 	case *messages.RunErrorPayload:
-		s.Status = messages.StatusFailed
 		switch p.Code {
 		case messages.ErrCodeAborted:
-			s.Status = messages.StatusAborted
+			return messages.StatusAborted
 		case messages.ErrCodeInterrupted:
-			s.Status = messages.StatusInterrupted
+			return messages.StatusInterrupted
 		}
-		s.ErrorCode, s.Error, s.Usage, s.Nodes = p.Code, p.Message, p.Usage, p.Nodes
-		s.Running = 0
-		s.EndedAt = &env.Timestamp
+		return messages.StatusFailed
 	}
+	switch g := r.Graph; {
+	case g != nil && g.Synthesis.Started:
+		return messages.StatusSynthesizing
+	case r.GateDecided && !r.Rejected:
+		return messages.StatusRunning
+	}
+	return messages.StatusPlanning
+}
+
+// Summarize projects a run's state onto its summary; base holds what the
+// events do not say (session, and the question and creation time of a run
+// whose run_started is gone).
+func Summarize(base messages.RunSummary, r *runstate.Run) messages.RunSummary {
+	s := base
+	s.Status, s.Wave, s.LastSeq = Status(r), -1, r.LastSeq
+	if !r.UpdatedAt.IsZero() {
+		s.UpdatedAt = r.UpdatedAt
+	}
+	if r.Started != nil && s.Question == "" && s.CreatedAt.IsZero() {
+		s.Question, s.CreatedAt = r.Started.Question, r.StartedAt
+	}
+	if g := r.Graph; g != nil {
+		s.Wave, s.Waves, s.Nodes = g.Wave, len(g.Waves), g.Counts()
+		for _, n := range g.Nodes {
+			if n.State == runstate.Running {
+				s.Running++
+			}
+		}
+	}
+	s.Usage = r.Usage
+	switch p := r.End.(type) {
+	case *messages.RunFinishedPayload:
+		s.Answer, s.Usage, s.Nodes = p.Answer, p.Usage, p.Nodes
+	case *messages.RunErrorPayload:
+		s.ErrorCode, s.Error, s.Usage, s.Nodes = p.Code, p.Message, p.Usage, p.Nodes
+	}
+	if r.Ended {
+		at := r.EndedAt
+		s.EndedAt, s.Running = &at, 0
+	}
+	return s
 }
 
 // Get returns the summary of a run of tenant that is in the index.
@@ -148,7 +154,7 @@ func (x *Index) Get(tenant messages.TenantID, run messages.RunID) (messages.RunS
 	if e == nil || e.tenant != tenant {
 		return messages.RunSummary{}, false
 	}
-	return e.sum, true
+	return e.summary(), true
 }
 
 // Len is the number of runs in the index.

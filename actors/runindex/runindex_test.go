@@ -106,3 +106,44 @@ func TestIndex_ApplyChecksTenantAndSession(t *testing.T) {
 		t.Fatalf("status %s", s.Status)
 	}
 }
+
+// TestSummarize_RunGraphOnly: a summary counts the run's own plan (as the
+// terminal event does), not a team's nested nodes, and a team's waves do
+// not move the run's wave.
+func TestSummarize_RunGraphOnly(t *testing.T) {
+	t.Parallel()
+	x := runindex.New()
+	x.Register("t1", "r1", "s1", "why", time.Unix(0, 0))
+	run := messages.RunLane()
+	team := run.Child(messages.NodeStream("T"))
+	nested := team.Child(messages.NodeStream("T/x"))
+	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "T", Kind: messages.KindTeam, Team: &messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}}}}, {ID: "b"}}}
+	seq := uint64(0)
+	apply := func(lane messages.Lane, p messages.Payload) {
+		seq++
+		e := env(seq, "r1", p)
+		e.Lane = lane
+		x.Apply("t1", e)
+	}
+	apply(run.Child(messages.DirectorStream), &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"T", "b"}}})
+	apply(run, &messages.PlanApprovedPayload{})
+	apply(run, &messages.WaveStartedPayload{Wave: 0})
+	apply(team, &messages.NodeStartedPayload{NodeID: "T", Kind: messages.KindTeam})
+	apply(team, &messages.TeamStartedPayload{TeamID: "T", Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "T/x"}}}, Waves: [][]string{{"T/x"}, {"T/y"}}})
+	apply(team, &messages.WaveStartedPayload{Wave: 1, Team: "T"})
+	apply(nested, &messages.NodeStartedPayload{NodeID: "T/x"})
+	apply(nested, &messages.NodeCompletedPayload{NodeID: "T/x"})
+	apply(nested, &messages.TokenUsagePayload{Usage: messages.Usage{InputTokens: 7}})
+	s, _ := x.Get("t1", "r1")
+	if s.Status != messages.StatusRunning || s.Wave != 0 || s.Waves != 1 || s.Running != 1 || s.Nodes != (messages.NodeCounts{Total: 2}) || s.Usage.InputTokens != 7 {
+		t.Fatalf("summary %+v", s)
+	}
+	apply(team.Child(messages.SynthesisStreamOf("T")), &messages.SynthesisStartedPayload{})
+	if s, _ := x.Get("t1", "r1"); s.Status != messages.StatusRunning {
+		t.Fatalf("a team's synthesis made the run %s", s.Status)
+	}
+	apply(run.Child(messages.SynthesisStream), &messages.SynthesisStartedPayload{})
+	if s, _ := x.Get("t1", "r1"); s.Status != messages.StatusSynthesizing {
+		t.Fatalf("status %s", s.Status)
+	}
+}

@@ -9,8 +9,9 @@
 // The run supervisor applies the events it decides and the closing events
 // its agents report; recovery folds the journal through the same Apply to
 // put a run back where it was after a restart; rewind folds an ended run
-// to reuse its plan and outputs; the run index projects summaries from
-// the same events (runindex.Fold over Run's fields).
+// to reuse its plan and outputs; the run index keeps an outline state
+// (NewOutline) per live run and projects its summaries from it
+// (runindex.Summarize), as the runs API does for ended runs.
 package runstate
 
 import (
@@ -254,9 +255,14 @@ type Run struct {
 	Started   *messages.RunStartedPayload
 	StartedAt time.Time
 	LastSeq   uint64
-	Events    int64 // events applied
-	Ended     bool  // its terminal event was applied
-	Rewound   *messages.RunRewoundPayload
+	UpdatedAt time.Time // the last event's timestamp
+	Events    int64     // events applied
+	// Ended: its terminal event (End: run_finished or run_error) was
+	// applied, at EndedAt.
+	Ended   bool
+	End     messages.Payload
+	EndedAt time.Time
+	Rewound *messages.RunRewoundPayload
 
 	// Graph is the run's plan (nil before plan_proposed or run_rewound).
 	Graph         *Graph
@@ -274,12 +280,27 @@ type Run struct {
 
 	graphs  map[messages.StreamID]*Graph  // by graph lane: "run", "node:T", …
 	debates map[messages.StreamID]*Debate // by the debate node's lane
+	// outline: lanes are tracked open or closed, without what their agents
+	// streamed, and nodes and debate turns without their outputs
+	// (NewOutline).
+	outline bool
 }
 
 // New returns the state of a run before its first event.
 func New(id messages.RunID) *Run {
 	return &Run{ID: id, Lanes: map[messages.StreamID]*Lane{}, Interrupts: map[string]*Interrupt{},
 		Steering: map[string]*Note{}, graphs: map[messages.StreamID]*Graph{}, debates: map[messages.StreamID]*Debate{}}
+}
+
+// NewOutline returns the state of a run before its first event, for
+// readers that need its shape and progress but not what its agents
+// wrote: lanes' contents (text, tool calls and results), node outputs and
+// citations, debate transcripts — which the supervisor and recovery read.
+// The run index keeps one per live run.
+func NewOutline(id messages.RunID) *Run {
+	r := New(id)
+	r.outline = true
+	return r
 }
 
 // GraphOf returns the graph whose lane is stream (the run's: "run"; a
@@ -355,15 +376,18 @@ func (r *Run) Failing() bool { return r.Graph != nil && r.Graph.Failing }
 
 // Apply folds one event of the run (env.RunID must be r.ID).
 func (r *Run) Apply(env *messages.Envelope) {
-	r.LastSeq = env.Seq
+	r.LastSeq, r.UpdatedAt = env.Seq, env.Timestamp
 	r.Events++
 	stream := env.Lane.StreamID
 	lane := r.Lanes[stream]
+	if r.outline {
+		lane = nil // contents are not kept; opening and closing lanes is
+	}
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
 		r.Started, r.StartedAt, r.Tenant = p, env.Timestamp, p.Tenant
 	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
-		r.Ended = true
+		r.Ended, r.End, r.EndedAt = true, p, env.Timestamp
 	case *messages.RunRewoundPayload:
 		r.Rewound = p
 		r.setGraph(env.Lane, p.Plan, p.Waves)
@@ -465,7 +489,10 @@ func (r *Run) Apply(env *messages.Envelope) {
 	case *messages.NodeCompletedPayload:
 		delete(r.Lanes, stream)
 		if n := r.node(env); n != nil {
-			n.State, n.Output, n.Cites, n.Spawn = Completed, p.Output, p.Citations, p.Spawn
+			n.State, n.Spawn = Completed, p.Spawn
+			if !r.outline {
+				n.Output, n.Cites = p.Output, p.Citations
+			}
 		}
 		r.closeNode(stream)
 	case *messages.NodeFailedPayload:
@@ -542,7 +569,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.DebateTurnCompletedPayload:
 		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
-			if !p.Cancelled {
+			if !p.Cancelled && !r.outline {
 				d.Turns = append(d.Turns, Turn{Round: p.Round, Agent: p.AgentID, Text: p.Text, Stance: p.Stance})
 			}
 			d.Open = nil

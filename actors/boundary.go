@@ -107,7 +107,7 @@ func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
 	for i, role := range roles {
 		team.Nodes[i] = messages.PlanNode{ID: fmt.Sprintf("r%d", i+1), Goal: role + ": " + s.req.Goal, Role: role}
 	}
-	plan := dag.Clone(r.g.Plan)
+	plan := r.g.Plan.Clone()
 	for i := range plan.Nodes {
 		n := &plan.Nodes[i]
 		if !r.g.Fixed(n.ID) && slices.Contains(n.Deps, s.parent) {

@@ -283,7 +283,9 @@ func (r *restoredRun) failMsg() string {
 }
 
 // isSubagentLane reports whether stream is a sub-agent's lane.
-func isSubagentLane(stream messages.StreamID) bool { return strings.Contains(string(stream), "/sub:") }
+func isSubagentLane(stream messages.StreamID) bool {
+	return messages.ParseStreamID(stream).Kind == messages.LaneSubagent
+}
 
 // closeOpenLanes closes, deepest first, every lane a run that ends at
 // recovery had open: agents' lanes, debates' turns, judges and
@@ -355,15 +357,14 @@ func completeOpenWave(g *runstate.Graph, agent string, emit func(agent string, l
 // closingOf is the event that closes an agent lane of a run that ends at
 // recovery.
 func closingOf(r *runstate.Run, l *runstate.Lane, reason string) messages.Payload {
-	stream := l.Lane.StreamID
-	switch {
-	case stream == messages.DirectorStream:
+	switch ps := messages.ParseStreamID(l.Lane.StreamID); ps.Kind {
+	case messages.LaneDirector:
 		return &messages.PlanningFailedPayload{Error: "server restarted"}
-	case strings.HasPrefix(string(stream), "synthesis"):
+	case messages.LaneSynthesis, messages.LaneNodeSynthesis:
 		return &messages.SynthesisFailedPayload{Error: "server restarted"}
-	case strings.HasPrefix(string(stream), "node:"):
-		return &messages.NodeCancelledPayload{NodeID: strings.TrimPrefix(string(stream), "node:"), Reason: reason}
-	case isSubagentLane(stream):
+	case messages.LaneNode:
+		return &messages.NodeCancelledPayload{NodeID: ps.NodeID, Reason: reason}
+	case messages.LaneSubagent:
 		return &messages.SubagentFinishedPayload{SubagentID: l.AgentID, Outcome: messages.OutcomeCancelled, Error: "lost in a server restart"}
 	}
 	return nil
@@ -391,7 +392,7 @@ func debatesOf(r *runstate.Run) []*runstate.Debate {
 
 // localDebateNode is the node id of a debate's lane.
 func localDebateNode(d *runstate.Debate) string {
-	return strings.TrimPrefix(string(d.Lane.StreamID), "node:")
+	return messages.ParseStreamID(d.Lane.StreamID).NodeID
 }
 
 // debateSubClosing closes a debate's open turn or judge lane.

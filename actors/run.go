@@ -390,7 +390,7 @@ func (r *runActor) planGate(ctx actor.Context) {
 		r.boundary(ctx, 0)
 		return
 	}
-	plan := r.g.Plan
+	plan := r.g.Plan.Clone() // the interrupt keeps it; the graph may change
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves},
 		func(res *messages.Resolution) { r.planDecided(ctx, res) })
 }
@@ -404,7 +404,7 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 	case messages.DecisionApprove:
 		r.emit(ctx, &messages.PlanApprovedPayload{})
 	case messages.DecisionRevise:
-		p := *res.Plan // validated by the registry
+		p := res.Plan.Clone() // validated by the registry
 		r.emit(ctx, &messages.PlanApprovedPayload{Edited: true, Plan: &p, Waves: dag.Waves(p)})
 	default:
 		reason := res.Reason

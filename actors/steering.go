@@ -88,7 +88,7 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	r.steering.items = append(r.steering.items, it)
 	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note}
 	if r.g != nil {
-		p := dag.Clone(r.g.Plan)
+		p := r.g.Plan.Clone()
 		req.Plan = &p
 	}
 	spec := &agentSpec{steeringID: m.ID}

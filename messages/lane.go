@@ -1,6 +1,9 @@
 package messages
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // StreamID names one lane of output inside a run: the run itself, the
 // director, one council node, one sub-agent or the synthesiser. Together with
@@ -58,3 +61,99 @@ func JudgeStream(nodeID string, round int) StreamID {
 
 // SteeringStream is the lane of one steering note.
 func SteeringStream(steeringID string) StreamID { return StreamID("steering:" + steeringID) }
+
+// LaneKind is what kind of lane a stream id names (ParseStreamID).
+type LaneKind int
+
+// Lane kinds.
+const (
+	LaneUnknown       LaneKind = iota
+	LaneRun                    // "run"
+	LaneSession                // "session"
+	LaneDirector               // "director"
+	LaneSynthesis              // "synthesis": the run's synthesiser
+	LaneNode                   // NodeStream
+	LaneSubagent               // SubagentStream
+	LaneNodeSynthesis          // SynthesisStreamOf: a team's or a debate's synthesiser
+	LaneDebateTurn             // DebateTurnStream
+	LaneJudge                  // JudgeStream
+	LaneSteering               // SteeringStream
+)
+
+// ParsedStream is a stream id taken apart: the inverse of the lane
+// builders above.
+type ParsedStream struct {
+	Kind LaneKind
+	// NodeID: the node of a node, node synthesis, debate turn or judge
+	// lane.
+	NodeID string
+	// Round and AgentID: a debate turn's (Round alone: a judge's).
+	Round   int
+	AgentID string
+	// Parent and SubagentID: a sub-agent lane's delegating lane and id.
+	Parent     StreamID
+	SubagentID string
+	// SteeringID: a steering note's lane.
+	SteeringID string
+}
+
+// ParseStreamID takes a stream id apart; Kind is LaneUnknown for an id no
+// builder above makes.
+func ParseStreamID(id StreamID) ParsedStream {
+	s := string(id)
+	if i := strings.LastIndex(s, "/sub:"); i >= 0 {
+		return ParsedStream{Kind: LaneSubagent, Parent: StreamID(s[:i]), SubagentID: s[i+len("/sub:"):]}
+	}
+	switch id {
+	case RunStream:
+		return ParsedStream{Kind: LaneRun}
+	case SessionStream:
+		return ParsedStream{Kind: LaneSession}
+	case DirectorStream:
+		return ParsedStream{Kind: LaneDirector}
+	case SynthesisStream:
+		return ParsedStream{Kind: LaneSynthesis}
+	}
+	kind, rest, _ := strings.Cut(s, ":")
+	if rest == "" {
+		return ParsedStream{}
+	}
+	switch kind {
+	case "node":
+		return ParsedStream{Kind: LaneNode, NodeID: rest}
+	case "synthesis":
+		return ParsedStream{Kind: LaneNodeSynthesis, NodeID: rest}
+	case "steering":
+		return ParsedStream{Kind: LaneSteering, SteeringID: rest}
+	case "debate": // node ids may hold '/' (a team's "T/X"): parse from the right
+		j := strings.LastIndexByte(rest, '/')
+		if j < 0 {
+			return ParsedStream{}
+		}
+		node, round, ok := parseRound(rest[:j])
+		if !ok || j == len(rest)-1 {
+			return ParsedStream{}
+		}
+		return ParsedStream{Kind: LaneDebateTurn, NodeID: node, Round: round, AgentID: rest[j+1:]}
+	case "judge":
+		node, round, ok := parseRound(rest)
+		if !ok {
+			return ParsedStream{}
+		}
+		return ParsedStream{Kind: LaneJudge, NodeID: node, Round: round}
+	}
+	return ParsedStream{}
+}
+
+// parseRound splits "<node>/r<round>".
+func parseRound(s string) (node string, round int, ok bool) {
+	i := strings.LastIndex(s, "/r")
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+2:])
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return s[:i], n, true
+}

@@ -1,5 +1,7 @@
 package messages
 
+import "slices"
+
 // Plan is the director's task graph: nodes and their dependencies. It is
 // validated (ids, unknown dependencies, cycles, team depth and size, debate
 // settings) before anything runs; see actors/dag.
@@ -101,4 +103,33 @@ const (
 type AgentStance struct {
 	AgentID string `json:"agent_id"`
 	Stance  Stance `json:"stance"`
+}
+
+// Clone returns a deep copy of p: nested team plans and debate settings
+// included, nil and empty slices kept apart; nothing is shared with p.
+func (p Plan) Clone() Plan {
+	var q Plan
+	if p.Nodes != nil {
+		q.Nodes = make([]PlanNode, len(p.Nodes))
+		for i := range p.Nodes {
+			q.Nodes[i] = p.Nodes[i].Clone()
+		}
+	}
+	return q
+}
+
+// Clone returns a deep copy of n (see Plan.Clone).
+func (n PlanNode) Clone() PlanNode {
+	n.Deps = slices.Clone(n.Deps)
+	n.Tools = slices.Clone(n.Tools)
+	if n.Team != nil {
+		team := n.Team.Clone()
+		n.Team = &team
+	}
+	if n.Debate != nil {
+		debate := *n.Debate
+		debate.Agents = slices.Clone(debate.Agents)
+		n.Debate = &debate
+	}
+	return n
 }

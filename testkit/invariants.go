@@ -459,6 +459,9 @@ func (c *checker) addStream(r *runState, st *streamState) {
 }
 
 // Lane names of the council and delegation events (docs/events.md, Lanes).
+// The checker spells them out from the documentation instead of using
+// messages' lane builders and ParseStreamID: it is the oracle the engine's
+// streams are checked against, so it shares none of the code it checks.
 
 func synthesisStreamOf(nodeID string) messages.StreamID {
 	return messages.StreamID("synthesis:" + nodeID)

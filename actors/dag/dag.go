@@ -316,7 +316,7 @@ func WavesFrom(p messages.Plan, fixed map[string]int, from int) [][]string {
 // named prefix. Nested Team plans are copied unchanged; they are qualified
 // when their own team runs.
 func Qualify(prefix string, p messages.Plan) messages.Plan {
-	q := Clone(p)
+	q := p.Clone()
 	for i := range q.Nodes {
 		n := &q.Nodes[i]
 		n.ID = prefix + "/" + n.ID
@@ -350,35 +350,6 @@ func CountAgents(p messages.Plan) int {
 	return count
 }
 
-// clonePlan returns a deep copy of p: no slice or pointer is shared.
-// Clone returns a deep copy of p (nested team plans and debate settings
-// included).
-func Clone(p messages.Plan) messages.Plan {
-	var q messages.Plan
-	if p.Nodes != nil {
-		q.Nodes = make([]messages.PlanNode, len(p.Nodes))
-		for i := range p.Nodes {
-			q.Nodes[i] = cloneNode(p.Nodes[i])
-		}
-	}
-	return q
-}
-
-// cloneNode returns a deep copy of n.
-func cloneNode(n messages.PlanNode) messages.PlanNode {
-	n.Deps = slices.Clone(n.Deps)
-	n.Tools = slices.Clone(n.Tools)
-	if n.Team != nil {
-		team := Clone(*n.Team)
-		n.Team = &team
-	}
-	if n.Debate != nil {
-		debate := *n.Debate
-		debate.Agents = slices.Clone(debate.Agents)
-		n.Debate = &debate
-	}
-	return n
-}
 
 // Downstream returns every node that depends, directly or transitively, on id.
 func Downstream(p messages.Plan, id string) map[string]bool {

@@ -122,7 +122,7 @@ func TestApply_RandomDiffs(t *testing.T) {
 	const iterations = 500
 	for i := range iterations {
 		p := dag.RandomPlan(r, randomOptions(r))
-		before := Clone(p)
+		before := p.Clone()
 		waves := dag.Waves(p)
 		from := r.IntN(len(waves) + 1)
 		fixed := make(map[string]int)

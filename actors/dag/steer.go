@@ -45,7 +45,7 @@ func Apply(p messages.Plan, d messages.GraphDiff, frozen func(id string) bool) (
 	if err := d.Validate(); err != nil {
 		return messages.Plan{}, fmt.Errorf("%w: %w", ErrInvalidDiff, err)
 	}
-	a := applier{nodes: Clone(p).Nodes, frozen: frozen}
+	a := applier{nodes: p.Clone().Nodes, frozen: frozen}
 	for i := range d.Ops {
 		if err := a.apply(&d.Ops[i]); err != nil {
 			return messages.Plan{}, fmt.Errorf("%w: ops[%d] (%s): %w", ErrInvalidDiff, i, d.Ops[i].Op, err)
@@ -72,7 +72,7 @@ func (a *applier) apply(op *messages.DiffOp) error {
 		if a.find(op.Node.ID) >= 0 {
 			return fmt.Errorf("node %q already exists", op.Node.ID)
 		}
-		a.nodes = append(a.nodes, cloneNode(*op.Node))
+		a.nodes = append(a.nodes, op.Node.Clone())
 		return nil
 	case messages.OpRemoveNode:
 		return a.remove(op.NodeID)
@@ -188,7 +188,7 @@ func (a *applier) split(id string, into []messages.PlanNode) error {
 	ids := make([]string, len(into))
 	skip := make(map[string]bool, len(into))
 	for k, n := range into {
-		n = cloneNode(n)
+		n = n.Clone()
 		n.Deps = dedup(append(n.Deps, old.Deps...))
 		parts[k], ids[k], skip[n.ID] = n, n.ID, true
 	}

@@ -46,29 +46,6 @@ func frozenSet(ids ...string) func(string) bool {
 	return func(id string) bool { return slices.Contains(ids, id) }
 }
 
-// clonePlan deep-copies p, keeping nil and empty slices apart, so a test can
-// check that Apply left its input alone.
-func Clone(p messages.Plan) messages.Plan {
-	if p.Nodes == nil {
-		return p
-	}
-	nodes := make([]messages.PlanNode, len(p.Nodes))
-	for i, nd := range p.Nodes {
-		nd.Deps = slices.Clone(nd.Deps)
-		nd.Tools = slices.Clone(nd.Tools)
-		if nd.Team != nil {
-			t := Clone(*nd.Team)
-			nd.Team = &t
-		}
-		if nd.Debate != nil {
-			c := *nd.Debate
-			c.Agents = slices.Clone(c.Agents)
-			nd.Debate = &c
-		}
-		nodes[i] = nd
-	}
-	return messages.Plan{Nodes: nodes}
-}
 
 func TestApply(t *testing.T) {
 	t.Parallel()
@@ -175,7 +152,7 @@ func TestApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			before := Clone(tt.plan)
+			before := tt.plan.Clone()
 			var frozen func(string) bool
 			if tt.frozen != nil {
 				frozen = frozenSet(tt.frozen...)
@@ -220,7 +197,7 @@ func TestApply_SharesNothing(t *testing.T) {
 	p := plan(withTools(n("a"), "search"), team("t", plan(n("x")), "a"), dep(debate("d", 2, 1), "t"))
 	add := withTools(n("e", "a"), "fetch")
 	d := messages.GraphDiff{Ops: []messages.DiffOp{addNode(add), splitNode("d", n("d1"), n("d2"))}}
-	pBefore, dBefore := Clone(p), Clone(plan(*d.Ops[0].Node, d.Ops[1].Into[0], d.Ops[1].Into[1]))
+	pBefore, dBefore := p.Clone(), (plan(*d.Ops[0].Node, d.Ops[1].Into[0], d.Ops[1].Into[1])).Clone()
 	got, err := dag.Apply(p, d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +309,7 @@ func TestWavesFrom(t *testing.T) {
 func TestQualify(t *testing.T) {
 	t.Parallel()
 	p := plan(n("a"), team("t", plan(n("a"), n("b", "a")), "a"), n("c", "t", "a"))
-	before := Clone(p)
+	before := p.Clone()
 	got := dag.Qualify("u/v", p)
 	want := plan(n("u/v/a"), team("u/v/t", plan(n("a"), n("b", "a")), "u/v/a"), n("u/v/c", "u/v/t", "u/v/a"))
 	if !reflect.DeepEqual(got, want) {

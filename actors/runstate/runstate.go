@@ -635,8 +635,11 @@ func (r *Run) node(env *messages.Envelope) *Node {
 	if g == nil {
 		return nil
 	}
-	id := strings.TrimPrefix(string(env.Lane.StreamID), "node:")
-	return g.Node(id)
+	ps := messages.ParseStreamID(env.Lane.StreamID)
+	if ps.Kind != messages.LaneNode {
+		return nil
+	}
+	return g.Node(ps.NodeID)
 }
 
 // closeNode forgets what a closed team or debate node kept open.

@@ -210,26 +210,8 @@ func New(s messages.Scenario) (*Model, error) {
 func (m *Model) Name() string { return Name }
 
 // Plan returns the plan the director outputs. It shares no memory with m.
-func (m *Model) Plan() messages.Plan { return clonePlan(m.plan) }
+func (m *Model) Plan() messages.Plan { return m.plan.Clone() }
 
-func clonePlan(p messages.Plan) messages.Plan {
-	nodes := make([]messages.PlanNode, len(p.Nodes))
-	for i, n := range p.Nodes {
-		n.Deps = slices.Clone(n.Deps)
-		n.Tools = slices.Clone(n.Tools)
-		if n.Team != nil {
-			t := clonePlan(*n.Team)
-			n.Team = &t
-		}
-		if n.Debate != nil {
-			d := *n.Debate
-			d.Agents = slices.Clone(d.Agents)
-			n.Debate = &d
-		}
-		nodes[i] = n
-	}
-	return messages.Plan{Nodes: nodes}
-}
 
 // FailNodes returns the ids of the nodes that fail, sorted.
 func (m *Model) FailNodes() []string { return slices.Clone(m.failIDs) }

@@ -1,0 +1,36 @@
+package messages
+
+import "testing"
+
+// TestParseStreamID: every lane builder's id parses back to what built it,
+// including team-qualified node ids ("T/x") and nested sub-agents.
+func TestParseStreamID(t *testing.T) {
+	t.Parallel()
+	node := NodeStream("T/x")
+	for _, tc := range []struct {
+		id   StreamID
+		want ParsedStream
+	}{
+		{RunStream, ParsedStream{Kind: LaneRun}},
+		{SessionStream, ParsedStream{Kind: LaneSession}},
+		{DirectorStream, ParsedStream{Kind: LaneDirector}},
+		{SynthesisStream, ParsedStream{Kind: LaneSynthesis}},
+		{node, ParsedStream{Kind: LaneNode, NodeID: "T/x"}},
+		{SubagentStream(node, "s1"), ParsedStream{Kind: LaneSubagent, Parent: node, SubagentID: "s1"}},
+		{SubagentStream(SubagentStream(node, "s1"), "s2"), ParsedStream{Kind: LaneSubagent, Parent: SubagentStream(node, "s1"), SubagentID: "s2"}},
+		{SynthesisStreamOf("T/d"), ParsedStream{Kind: LaneNodeSynthesis, NodeID: "T/d"}},
+		{DebateTurnStream("T/d", 3, "a2"), ParsedStream{Kind: LaneDebateTurn, NodeID: "T/d", Round: 3, AgentID: "a2"}},
+		{JudgeStream("T/d", 12), ParsedStream{Kind: LaneJudge, NodeID: "T/d", Round: 12}},
+		{SteeringStream("n-1"), ParsedStream{Kind: LaneSteering, SteeringID: "n-1"}},
+		{"", ParsedStream{}},
+		{"node:", ParsedStream{}},
+		{"what:ever", ParsedStream{}},
+		{"debate:d/rx/a1", ParsedStream{}},
+		{"debate:d/r1/", ParsedStream{}},
+		{"judge:d", ParsedStream{}},
+	} {
+		if got := ParseStreamID(tc.id); got != tc.want {
+			t.Errorf("ParseStreamID(%q) = %+v, want %+v", tc.id, got, tc.want)
+		}
+	}
+}

@@ -105,7 +105,14 @@ type Config struct {
 }
 
 // MaxConcurrency caps StartRun.Concurrency.
-const MaxConcurrency = 1024
+const MaxConcurrency = messages.MaxConcurrency
+
+// Config defaults: the nodes of a wave running at once, and how long an
+// interrupt waits for a human.
+const (
+	DefaultConcurrency      = 8
+	DefaultInterruptTimeout = 10 * time.Minute
+)
 
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
@@ -130,10 +137,10 @@ func (c Config) withDefaults() Config {
 		c.RestartWindow = time.Minute
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 8
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.InterruptTimeout == 0 {
-		c.InterruptTimeout = 10 * time.Minute
+		c.InterruptTimeout = DefaultInterruptTimeout
 	}
 	if c.HubIdleAfter == 0 {
 		c.HubIdleAfter = DefaultHubIdleAfter
@@ -330,92 +337,32 @@ func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
 }
 
 func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
-	}
-	if cmd.Question == "" {
-		return nil, bad("question is required")
-	}
-	if len(cmd.Question) > messages.MaxQuestionBytes {
-		return nil, bad("question is longer than %d bytes", messages.MaxQuestionBytes)
-	}
-	hitl, err := messages.ParseHITLMode(string(cmd.HITL))
+	o, err := cmd.Options(e.runDefaults())
 	if err != nil {
-		return nil, bad("%v", err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	timeout := e.cfg.InterruptTimeout
-	if s := cmd.ApprovalTimeoutSeconds; s != 0 {
-		if s < 1 || s > messages.MaxApprovalTimeoutSeconds {
-			return nil, bad("approval_timeout_seconds must be in 1..%d, got %d", messages.MaxApprovalTimeoutSeconds, s)
-		}
-		timeout = time.Duration(s) * time.Second
-	}
-	action := cmd.ApprovalTimeoutAction
-	switch action {
-	case "":
-		action = messages.DecisionReject
-	case messages.DecisionReject, messages.DecisionApprove:
-	default:
-		return nil, bad("approval_timeout_action must be reject or approve, got %q", action)
-	}
-	tenant := cmd.Tenant
-	if tenant == "" {
-		tenant = messages.LocalTenant
-	} else if _, err := messages.NewTenantID(string(tenant)); err != nil {
-		return nil, bad("%v", err) // a tenant is part of the session's journal key (tenant/session)
-	}
-	session := cmd.SessionID
-	if session == "" {
-		session = messages.SessionID(e.cfg.NewID().String())
-	} else if _, err := messages.NewSessionID(string(session)); err != nil {
-		return nil, bad("%v", err)
-	}
-	var sc messages.Scenario
-	if cmd.Scenario != nil {
-		sc = *cmd.Scenario
-	}
-	if cmd.Seed != nil {
-		sc.Seed = *cmd.Seed
-	}
-	sc = sc.WithDefaults()
-	if err := sc.Validate(); err != nil {
-		return nil, bad("%v", err)
+	if o.SessionID == "" {
+		o.SessionID = messages.SessionID(e.cfg.NewID().String())
 	}
 	// Checked whatever the hitl mode: a human who could reject nodes could
 	// also approve them all, and a run parked on its plan gate already
 	// holds its whole plan.
-	if budget := e.limits(tenant).EventsPerRun; budget > 0 {
-		if n := sc.MinEvents(); n > budget {
-			return nil, &QuotaError{Code: QuotaScenarioTooLarge, Tenant: tenant,
+	if budget := e.limits(o.Tenant).EventsPerRun; budget > 0 {
+		if n := o.Scenario.MinEvents(); n > budget {
+			return nil, &QuotaError{Code: QuotaScenarioTooLarge, Tenant: o.Tenant,
 				Message: fmt.Sprintf("the scenario needs at least %d events, over the run's budget of %d (events_per_run quota)", n, budget)}
 		}
 	}
-	conc := cmd.Concurrency
-	if conc == 0 {
-		conc = e.cfg.Concurrency
-	}
-	if conc < 1 || conc > MaxConcurrency {
-		return nil, bad("concurrency %d not in 1..%d", conc, MaxConcurrency)
-	}
-	rounds := cmd.MaxDelegationRounds
-	if rounds == 0 {
-		rounds = messages.DefaultMaxDelegationRounds
-	}
-	if rounds < 1 || rounds > messages.MaxMaxDelegationRounds {
-		return nil, bad("max_delegation_rounds must be in 1..%d, got %d", messages.MaxMaxDelegationRounds, rounds)
-	}
-	if o := cmd.Advisor; o != nil && (o.MaxRedirects < 0 || o.MaxRedirects > messages.MaxAdvisorRedirects) {
-		return nil, bad("advisor.max_redirects must be in 0..%d, got %d", messages.MaxAdvisorRedirects, o.MaxRedirects)
-	}
-	m, err := e.cfg.Models(sc)
+	m, err := e.cfg.Models(o.Scenario)
 	if err != nil {
-		return nil, bad("model: %v", err)
+		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)
 	}
-	return &runSpec{
-		tenant: tenant, runID: messages.RunID(e.cfg.NewID().String()), session: session,
-		question: cmd.Question, hitl: hitl, scenario: &sc, concurrency: conc, model: m,
-		approvalTimeout: timeout, timeoutAction: action, advisor: cmd.Advisor, maxDelegationRounds: rounds,
-	}, nil
+	return newRunSpec(messages.RunID(e.cfg.NewID().String()), o, m), nil
+}
+
+// runDefaults are the engine's defaults for what a StartRun leaves out.
+func (e *Engine) runDefaults() messages.RunDefaults {
+	return messages.RunDefaults{Concurrency: e.cfg.Concurrency, ApprovalTimeout: e.cfg.InterruptTimeout}
 }
 
 // Subscribe attaches a consumer to a session: it receives every event with

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -196,24 +195,11 @@ func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID,
 	return nil
 }
 
-// specOf rebuilds a run's spec from its run_started.
+// specOf rebuilds a run's spec from its run_started (recovery, rewind).
 func (e *Engine) specOf(k sessKey, id messages.RunID, st *messages.RunStartedPayload, m model.Model) *runSpec {
-	spec := &runSpec{
-		tenant: k.tenant, runID: id, session: k.id, question: st.Question, hitl: st.HITL,
-		scenario: st.Scenario, concurrency: st.Concurrency, model: m,
-		approvalTimeout: time.Duration(st.ApprovalTimeoutSeconds) * time.Second, timeoutAction: st.ApprovalTimeoutAction,
-		advisor: st.Advisor, maxDelegationRounds: st.MaxDelegationRounds, // 0: delegation.Limits defaults it
-	}
-	if spec.concurrency == 0 {
-		spec.concurrency = e.cfg.Concurrency
-	}
-	if spec.approvalTimeout == 0 {
-		spec.approvalTimeout = e.cfg.InterruptTimeout
-	}
-	if spec.timeoutAction == "" {
-		spec.timeoutAction = messages.DecisionReject
-	}
-	return spec
+	o := st.Options(e.runDefaults())
+	o.Tenant, o.SessionID = k.tenant, k.id
+	return newRunSpec(id, o, m)
 }
 
 // scenarioOf is a run's scenario (empty if it had none).

@@ -48,6 +48,16 @@ type runSpec struct {
 	outcome outcome
 }
 
+// newRunSpec is the spec of run id with options o, driven by model m.
+func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpec {
+	sc := o.Scenario
+	return &runSpec{
+		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
+		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
+		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds,
+	}
+}
+
 // post sends an event of the run from an actor (see outbox).
 func (s *runSpec) post(ctx actor.SenderContext, agentID string, lane messages.Lane, p messages.Payload) {
 	s.out.post(ctx, &messages.Emit{RunID: s.runID, AgentID: agentID, Lane: lane, Payload: p})

@@ -328,26 +328,56 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// hitlOptions validates --hitl, --approval-timeout and
-// --approval-timeout-action: usage errors naming the flag.
-func (c *runCmd) hitlOptions(fs *pflag.FlagSet) (mode messages.HITLMode, timeoutSeconds int, action messages.Decision, err error) {
-	if mode, err = messages.ParseHITLMode(c.hitl); err != nil {
-		return "", 0, "", usageError(fmt.Errorf("invalid --hitl %q: must be none, plan, node or tools", c.hitl))
+// startRequest is the run the flags ask for, checked by the same
+// StartRun.Options the server uses (one set of rules and messages; the
+// CLI names its flags where the API names JSON fields). --approval-timeout
+// is a duration here: it must be whole seconds.
+func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Scenario) (messages.StartRun, messages.RunOptions, error) {
+	req := messages.StartRun{
+		SessionID:             messages.SessionID(c.session),
+		Question:              question,
+		HITL:                  messages.HITLMode(c.hitl),
+		Scenario:              &sc,
+		Concurrency:           c.concurrency,
+		ApprovalTimeoutAction: messages.Decision(c.timeoutAction),
+		Advisor:               c.council.advisorOptions(),
+		MaxDelegationRounds:   c.council.maxDelegation,
 	}
 	if fs.Changed("approval-timeout") {
 		d := c.approvalTimeout
-		if d < time.Second || d%time.Second != 0 || d > messages.MaxApprovalTimeoutSeconds*time.Second {
-			return "", 0, "", usageError(fmt.Errorf("invalid --approval-timeout %s: must be whole seconds in 1s..%s",
-				d, time.Duration(messages.MaxApprovalTimeoutSeconds)*time.Second))
+		if d < time.Second || d%time.Second != 0 {
+			return req, messages.RunOptions{}, usageError(fmt.Errorf("invalid --approval-timeout %s: must be whole seconds, at least 1s", d))
 		}
-		timeoutSeconds = int(d / time.Second)
+		req.ApprovalTimeoutSeconds = int(d / time.Second) // Options checks the range
 	}
-	switch action = messages.Decision(c.timeoutAction); action {
-	case messages.DecisionReject, messages.DecisionApprove:
-	default:
-		return "", 0, "", usageError(fmt.Errorf("invalid --approval-timeout-action %q: must be reject or approve", c.timeoutAction))
+	if fs.Changed("concurrency") && c.concurrency == 0 {
+		req.Concurrency = -1 // --concurrency 0 is refused, not the default
 	}
-	return mode, timeoutSeconds, action, nil
+	o, err := req.Options(messages.RunDefaults{Concurrency: actors.DefaultConcurrency, ApprovalTimeout: actors.DefaultInterruptTimeout})
+	if err != nil {
+		return req, o, usageError(flagError(err))
+	}
+	return req, o, nil
+}
+
+// flagNames are the flags of StartRun's fields.
+var flagNames = map[string]string{
+	"hitl": "--hitl", "approval_timeout_seconds": "--approval-timeout", "approval_timeout_action": "--approval-timeout-action",
+	"concurrency": "--concurrency", "max_delegation_rounds": "--max-delegation-rounds", "question": "question",
+}
+
+// flagError renames the field a StartRun error is about to its flag.
+func flagError(err error) error {
+	var fe *messages.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := flagNames[fe.Field]; ok {
+			return fmt.Errorf("invalid %s: %s", name, fe.Problem)
+		}
+	}
+	if errors.Is(err, messages.ErrInvalidID) {
+		return fmt.Errorf("invalid --session: %w", err)
+	}
+	return err
 }
 
 // run starts the council, follows it to its terminal event and maps the
@@ -362,7 +392,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	if err != nil {
 		return err
 	}
-	hitl, timeoutSeconds, timeoutAction, err := c.hitlOptions(fs)
+	req, opts, err := c.startRequest(fs, question, sc)
 	if err != nil {
 		return err
 	}
@@ -385,18 +415,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 		}
 	}()
 
-	ref, err := eng.StartRun(ctx, messages.StartRun{
-		SessionID:   messages.SessionID(c.session),
-		Question:    question,
-		HITL:        hitl,
-		Scenario:    &sc,
-		Concurrency: c.concurrency,
-
-		ApprovalTimeoutSeconds: timeoutSeconds,
-		ApprovalTimeoutAction:  timeoutAction,
-		Advisor:                c.council.advisorOptions(),
-		MaxDelegationRounds:    c.council.maxDelegation,
-	})
+	ref, err := eng.StartRun(ctx, req)
 	if err != nil {
 		if errors.Is(err, actors.ErrInvalidRequest) {
 			return usageError(err)
@@ -433,7 +452,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	stopCancel := context.AfterFunc(ctx, in.cancel)
 	defer stopCancel()
 	f.ask = &asker{
-		eng: eng, tenant: ref.Tenant, action: timeoutAction, auto: c.autoApprove, in: in,
+		eng: eng, tenant: ref.Tenant, action: opts.ApprovalTimeoutAction, auto: c.autoApprove, in: in,
 		w: pw, aside: f.out.aside, prompting: f.out.prompt, answered: f.out.answered, now: c.app.now, told: make(map[string]bool),
 	}
 	term, err := f.follow(ctx)

@@ -1,0 +1,71 @@
+package messages
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartRunOptions_Defaults(t *testing.T) {
+	t.Parallel()
+	seed := int64(42)
+	d := RunDefaults{Concurrency: 5, ApprovalTimeout: time.Minute}
+	o, err := StartRun{Question: "q", Scenario: &Scenario{Nodes: 2}, Seed: &seed}.Options(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RunOptions{Tenant: LocalTenant, Question: "q", HITL: HITLNone, Scenario: Scenario{Nodes: 2, Seed: 42}.WithDefaults(),
+		Concurrency: 5, ApprovalTimeout: time.Minute, ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds}
+	if o.Scenario.Seed != 42 || o.Scenario.Waves != 2 {
+		t.Fatalf("scenario %+v", o.Scenario)
+	}
+	o.Scenario, want.Scenario = Scenario{}, Scenario{}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("options\n got %+v\nwant %+v", o, want)
+	}
+	// What run_started recorded comes back the same.
+	st := &RunStartedPayload{Question: "q", HITL: HITLNone, Tenant: LocalTenant, Concurrency: 5, ApprovalTimeoutSeconds: 60,
+		ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds}
+	if got := st.Options(RunDefaults{Concurrency: 9, ApprovalTimeout: time.Hour}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("run_started options\n got %+v\nwant %+v", got, want)
+	}
+	// An old run_started without the settings gets the server's defaults.
+	old := (&RunStartedPayload{Question: "q"}).Options(d)
+	if old.Concurrency != 5 || old.ApprovalTimeout != time.Minute || old.HITL != HITLNone || old.Tenant != LocalTenant {
+		t.Fatalf("old run_started options %+v", old)
+	}
+}
+
+func TestStartRunOptions_Refused(t *testing.T) {
+	t.Parallel()
+	d := RunDefaults{Concurrency: 8, ApprovalTimeout: time.Minute}
+	for _, tc := range []struct {
+		req   StartRun
+		field string // "" : not a FieldError
+		says  string
+	}{
+		{StartRun{}, "question", "question is required"},
+		{StartRun{Question: strings.Repeat("x", MaxQuestionBytes+1)}, "question", "longer than"},
+		{StartRun{Question: "q", HITL: "sometimes"}, "hitl", `hitl must be none, plan, node or tools, got "sometimes"`},
+		{StartRun{Question: "q", ApprovalTimeoutSeconds: -1}, "approval_timeout_seconds", "must be in 1..604800, got -1"},
+		{StartRun{Question: "q", ApprovalTimeoutAction: "maybe"}, "approval_timeout_action", "must be reject or approve"},
+		{StartRun{Question: "q", Concurrency: MaxConcurrency + 1}, "concurrency", "concurrency must be in 1..1024, got 1025"},
+		{StartRun{Question: "q", MaxDelegationRounds: -2}, "max_delegation_rounds", "must be in 1..32"},
+		{StartRun{Question: "q", Advisor: &AdvisorOptions{MaxRedirects: 99}}, "advisor.max_redirects", "must be in 0..16"},
+		{StartRun{Question: "q", Tenant: "no spaces"}, "", "tenant"},
+		{StartRun{Question: "q", SessionID: "a/b"}, "", "session_id"},
+		{StartRun{Question: "q", Scenario: &Scenario{Nodes: 2, Waves: 3}}, "", "waves must be in 1..nodes"},
+	} {
+		_, err := tc.req.Options(d)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%+v: error %v, want it to say %q", tc.req, err, tc.says)
+			continue
+		}
+		var fe *FieldError
+		if isField := errors.As(err, &fe); isField != (tc.field != "") || (isField && fe.Field != tc.field) {
+			t.Errorf("%+v: error %#v, want field %q", tc.req, err, tc.field)
+		}
+	}
+}

@@ -350,7 +350,6 @@ func CountAgents(p messages.Plan) int {
 	return count
 }
 
-
 // Downstream returns every node that depends, directly or transitively, on id.
 func Downstream(p messages.Plan, id string) map[string]bool {
 	dependents := make(map[string][]string, len(p.Nodes))

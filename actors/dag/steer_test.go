@@ -46,7 +46,6 @@ func frozenSet(ids ...string) func(string) bool {
 	return func(id string) bool { return slices.Contains(ids, id) }
 }
 
-
 func TestApply(t *testing.T) {
 	t.Parallel()
 	abc := plan(n("a"), n("b", "a"), n("c", "b"))

@@ -212,7 +212,6 @@ func (m *Model) Name() string { return Name }
 // Plan returns the plan the director outputs. It shares no memory with m.
 func (m *Model) Plan() messages.Plan { return m.plan.Clone() }
 
-
 // FailNodes returns the ids of the nodes that fail, sorted.
 func (m *Model) FailNodes() []string { return slices.Clone(m.failIDs) }
 

@@ -125,7 +125,7 @@ func (c Config) withDefaults() Config {
 		c.NewID = uuid.New
 	}
 	if c.Models == nil {
-		c.Models = scripted.Factory
+		c.Models = scripted.NewFactory().Model
 	}
 	if c.Tools == nil {
 		c.Tools = scriptedTools{}

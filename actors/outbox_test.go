@@ -66,7 +66,7 @@ func TestOutbox_ModelWaitsForTheJournal(t *testing.T) {
 		var pulled atomic.Int64
 		j := &gatedJournal{Memory: journal.NewMemory(), release: make(chan struct{})}
 		e := testkit.NewEngine(t, actors.Config{Journal: j, Models: func(sc messages.Scenario) (model.Model, error) {
-			m, err := scripted.Factory(sc)
+			m, err := scripted.NewFactory().Model(sc)
 			return countingModel{m, &pulled}, err
 		}})
 		ctx := context.Background()

@@ -58,7 +58,7 @@ var ErrClosed = errors.New("scripted: stream closed")
 var (
 	_ model.Model   = (*Model)(nil)
 	_ model.Stream  = (*stream)(nil)
-	_ model.Factory = Factory
+	_ model.Factory = (*Factory)(nil).Model
 )
 
 // Panic is the value a panic node panics with (see Scenario.PanicNodes).
@@ -93,33 +93,32 @@ type Model struct {
 	steer           map[string][]string // scripted steering note → its diff JSON, chunked
 }
 
-// Factory builds a scripted model for a run; it is a model.Factory. A model
-// is immutable and depends only on its scenario, so runs with the same
-// scenario share one (the last cacheSize scenarios are kept).
-func Factory(s messages.Scenario) (model.Model, error) { return defaultCache.get(s) }
-
-const cacheSize = 64
-
-var defaultCache = &cache{m: map[string]*Model{}}
-
-// cache holds recently built models by scenario. It is safe for
-// concurrent use; it is a package-level memo of a pure function, not
-// mutable shared state anyone observes.
-type cache struct {
+// Factory builds the scripted models of runs. A model is immutable and
+// depends only on its scenario, so runs with the same scenario share one:
+// a Factory keeps the models of its last cacheSize scenarios. Its Model
+// method is a model.Factory; an engine owns the Factory it was given (no
+// cache is shared between engines). Safe for concurrent use.
+type Factory struct {
 	mu    sync.Mutex
 	m     map[string]*Model
 	order []string // insertion order, for eviction
 }
 
-func (c *cache) get(s messages.Scenario) (*Model, error) {
+// NewFactory returns a Factory with an empty cache.
+func NewFactory() *Factory { return &Factory{m: map[string]*Model{}} }
+
+const cacheSize = 64
+
+// Model returns the scripted model of scenario s (defaults applied).
+func (f *Factory) Model(s messages.Scenario) (model.Model, error) {
 	s = s.WithDefaults()
 	key, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
-	c.mu.Lock()
-	m, ok := c.m[string(key)]
-	c.mu.Unlock()
+	f.mu.Lock()
+	m, ok := f.m[string(key)]
+	f.mu.Unlock()
 	if ok {
 		return m, nil
 	}
@@ -127,15 +126,15 @@ func (c *cache) get(s messages.Scenario) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[string(key)]; !ok {
-		if len(c.order) == cacheSize {
-			delete(c.m, c.order[0])
-			c.order = c.order[1:]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[string(key)]; !ok {
+		if len(f.order) == cacheSize {
+			delete(f.m, f.order[0])
+			f.order = f.order[1:]
 		}
-		c.m[string(key)] = m
-		c.order = append(c.order, string(key))
+		f.m[string(key)] = m
+		f.order = append(f.order, string(key))
 	}
 	return m, nil
 }

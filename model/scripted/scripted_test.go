@@ -304,7 +304,7 @@ func TestNew_Invalid(t *testing.T) {
 			t.Errorf("New(%+v) succeeded", s)
 		}
 	}
-	if m, err := scripted.Factory(messages.Scenario{}); err != nil || m.Name() != "scripted" {
+	if m, err := scripted.NewFactory().Model(messages.Scenario{}); err != nil || m.Name() != "scripted" {
 		t.Errorf("Factory = %v, %v", m, err)
 	}
 }

@@ -101,7 +101,9 @@ type runActor struct {
 	// closing events its agents report, define it (runstate: the same
 	// reducer recovery folds the journal through); g is the graph it runs
 	// in st (the run's plan, or its team's), nil before the plan. Both
-	// change only by applying events (apply).
+	// change only by applying events (apply). Its lanes and interrupts are
+	// only those of the events it applies (the agents' own events go to
+	// the hub, not here): recovery's fold of the journal has all of them.
 	st *runstate.Run
 	g  *runstate.Graph
 

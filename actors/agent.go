@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,9 +71,18 @@ type agentActor struct {
 	next    int                // the next of them to run
 	results []model.ToolResult // their results
 	callIDs []string           // their lane-unique ids
-	waiting int                // sub-agents still working on those calls
-	subs    map[string]*subagent
-	parked  *parking // the pending interrupt, while parked
+	waiting int                // calls still working: sub-agents and tools
+	tools   toolRuns           // the tool calls running off the mailbox (toolcalls.go)
+	// working are the working calls of the turn not published yet, in call
+	// order, and answers their results as they come (callAnswered).
+	working []int
+	answers map[int]answer
+	// history is what the model said and called in this attempt's earlier
+	// turns (model.Request.History); turnText is the last turn's text.
+	history  []model.Exchange
+	turnText string
+	subs     map[string]*subagent
+	parked   *parking // the pending interrupt, while parked
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -133,10 +141,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.subagentTerminated(ctx, m.Who)
 	case *injectContext:
 		a.deleg.injected = append(a.deleg.injected, m.text)
+	case *toolDone:
+		a.toolFinished(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
 		a.target().cancelParked(ctx)
 		a.stopTurn()
+		a.tools.cancelAll()
 	}
 }
 
@@ -207,6 +218,7 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		return
 	}
 	a.text.WriteString(m.text)
+	a.turnText = m.text
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, m.err)
@@ -257,6 +269,10 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		i := a.next
 		a.next++
 		c := a.calls[i]
+		if err := a.spec.e.cfg.Tools.Validate(c.Name, c.Args); err != nil {
+			a.toolResult(ctx, i, "", err) // the model sees why and can call again
+			continue
+		}
 		switch {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
@@ -268,6 +284,50 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		a.execute(ctx, i, c)
 	}
 	if a.waiting == 0 && !a.finished {
+		a.startTurn(ctx)
+	}
+}
+
+// startWorking marks call i as working: a sub-agent or a tool answers it
+// later (callAnswered).
+func (a *agentActor) startWorking(i int) {
+	a.waiting++
+	a.working = append(a.working, i)
+}
+
+// answer is a working call's result, until its turn to be published.
+type answer struct {
+	out     string
+	err     error
+	sources []model.Source // a tool's, numbered as the result is published
+}
+
+// callAnswered takes the result of working call i. Results are published
+// in call order (a fast call's waits for the slower calls before it), so a
+// lane's events are the same for the same seed whatever order the work
+// finished in; the next turn starts after the turn's last.
+func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
+	if a.answers == nil {
+		a.answers = map[int]answer{}
+	}
+	a.answers[i] = r
+	for len(a.working) > 0 {
+		k := a.working[0]
+		r, ok := a.answers[k]
+		if !ok {
+			return
+		}
+		delete(a.answers, k)
+		for _, src := range r.sources {
+			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name); err == nil {
+				a.cites = m
+			}
+		}
+		a.toolResult(ctx, k, r.out, r.err)
+		a.working = a.working[1:]
+		a.waiting--
+	}
+	if a.waiting == 0 && a.next == len(a.calls) && a.parked == nil && !a.finished && !a.stopping {
 		a.startTurn(ctx)
 	}
 }
@@ -309,8 +369,12 @@ func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *m
 	case messages.DecisionApprove:
 		a.execute(ctx, i, c)
 	case messages.DecisionRevise:
-		c.Args = res.EditedArgs // validated: a JSON object
+		c.Args = res.EditedArgs // a JSON object (the registry checked)
 		a.calls[i] = c
+		if err := a.spec.e.cfg.Tools.Validate(c.Name, c.Args); err != nil {
+			a.toolResult(ctx, i, "", fmt.Errorf("the edited arguments are refused: %w", err))
+			break
+		}
 		a.execute(ctx, i, c)
 	default:
 		reason := "rejected by a human"
@@ -325,19 +389,34 @@ func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *m
 	a.continueTools(ctx)
 }
 
-// execute runs call i now: delegate spawns a sub-agent (it answers later),
-// anything else runs inline.
+// execute runs call i, whose arguments are valid: the runtime's own tools
+// here (delegate spawns a sub-agent, which answers later), the others on
+// a goroutine of their own (toolcalls.go), which answers with toolDone.
 func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 	if a.runtimeTool(ctx, i, c) {
 		return
 	}
-	out, err := a.spec.e.cfg.Tools.RunTool(context.Background(), c)
-	for _, src := range out.Sources {
-		if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+c.Name); err == nil {
-			a.cites = m
-		}
+	t, def, ok := a.spec.e.cfg.Tools.Lookup(c.Name)
+	if !ok { // Validate knows it: a runtime tool runtimeTool does not handle
+		a.toolResult(ctx, i, "", fmt.Errorf("tool %q is not available to this agent", c.Name))
+		return
 	}
-	a.toolResult(ctx, i, out.Content, err)
+	a.startWorking(i)
+	if a.tools.max == 0 {
+		a.tools.max = a.spec.e.cfg.ToolParallel
+	}
+	a.tools.start(ctx, a.spec.e, toolStart{idx: i, t: t, def: def, args: c.Args})
+}
+
+// toolFinished takes a tool call's outcome from its goroutine.
+func (a *agentActor) toolFinished(ctx actor.Context, d *toolDone) {
+	if a.finished || a.stopping {
+		return
+	}
+	if !a.tools.finished(ctx, a.spec.e, d) {
+		return // stale: an earlier turn's, or the instance's before a restart
+	}
+	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources})
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
@@ -373,7 +452,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id, seq: sh.subSeq}
 	a.subs[pid.Id] = s
 	if !async {
-		a.waiting++
+		a.startWorking(idx)
 	}
 	return s
 }
@@ -448,11 +527,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 }
 
 func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string, err error) {
-	a.toolResult(ctx, s.idx, out, err)
-	a.waiting--
-	if a.waiting == 0 && a.next == len(a.calls) && a.parked == nil && !a.finished && !a.stopping {
-		a.startTurn(ctx)
-	}
+	a.callAnswered(ctx, s.idx, answer{out: out, err: err})
 }
 
 func (a *agentActor) finishOK(ctx actor.Context) {

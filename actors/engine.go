@@ -37,6 +37,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/tool"
 )
 
 // Errors returned by the Engine.
@@ -74,8 +75,15 @@ type Config struct {
 	Journal journal.Journal
 	// Models builds the model of each run. Default: the scripted model.
 	Models model.Factory
-	// Tools runs tool calls other than delegate. Default: scripted tools.
-	Tools ToolRunner
+	// Tools are the tools agents may call besides the runtime's own
+	// (tool.Builtins). Default: the scripted search tool.
+	Tools *tool.Set
+	// ToolTimeout bounds a tool call whose definition sets no timeout.
+	// Default DefaultToolTimeout.
+	ToolTimeout time.Duration
+	// ToolParallel bounds the calls of one model turn running at once.
+	// Default DefaultToolParallel.
+	ToolParallel int
 	// SubscriberQueue bounds each subscriber's live queue. Default: feed.DefaultQueue.
 	SubscriberQueue int
 	// RestartLimit is how many times an agent may be restarted after a panic
@@ -112,6 +120,8 @@ const MaxConcurrency = messages.MaxConcurrency
 const (
 	DefaultConcurrency      = 8
 	DefaultInterruptTimeout = 10 * time.Minute
+	DefaultToolTimeout      = time.Minute
+	DefaultToolParallel     = 4
 )
 
 func (c Config) withDefaults() Config {
@@ -128,7 +138,13 @@ func (c Config) withDefaults() Config {
 		c.Models = scripted.NewFactory().Model
 	}
 	if c.Tools == nil {
-		c.Tools = scriptedTools{}
+		c.Tools = defaultTools
+	}
+	if c.ToolTimeout == 0 {
+		c.ToolTimeout = DefaultToolTimeout
+	}
+	if c.ToolParallel == 0 {
+		c.ToolParallel = DefaultToolParallel
 	}
 	if c.RestartLimit == 0 {
 		c.RestartLimit = 3
@@ -159,6 +175,11 @@ type Engine struct {
 	store      routine.Group // the summary writer
 	interrupts *interrupts.Registry
 	turns      routine.Group
+	// toolRuns are the tool calls in progress (toolcalls.go); toolCtx ends
+	// them all at shutdown.
+	toolRuns   routine.Group
+	toolCtx    context.Context
+	toolCancel context.CancelFunc
 	background routine.Group // the idle-hub sweeper
 	stopSweep  chan struct{}
 	// legacy maps the sessions journaled by earlier versions (without a
@@ -195,6 +216,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now),
 		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
+	e.toolCtx, e.toolCancel = context.WithCancel(context.Background())
 	if cfg.Journal == nil {
 		// Never closed: a memory journal holds nothing but memory, and
 		// staying readable lets subscriptions that lag behind drain their
@@ -603,6 +625,13 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		e.turns.Close()
 		if err := e.turns.Wait(ctx); err != nil {
 			return err
+		}
+		// Tool calls still running are ended: their agents are stopping
+		// (or frozen), and a call's result after this is lost, as in a crash.
+		e.toolRuns.Close()
+		e.toolCancel()
+		if err := e.toolRuns.Wait(ctx); err != nil {
+			return fmt.Errorf("actors: tool calls still running (a tool that ignores its context?): %w", err)
 		}
 		e.interrupts.Close() // frozen runs' interrupts: no timer may fire now
 		e.reqMu.Lock()       // waits for requests in flight (the engine actor answers them)

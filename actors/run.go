@@ -589,7 +589,7 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	}
 	r.running++
 	info := &nodeInfo{node: n, wave: r.g.Wave, scope: r.base()}
-	req := model.Request{Goal: n.Goal, Context: inputs, Tools: n.Tools}
+	req := model.Request{Goal: n.Goal, Context: inputs, Tools: r.e.cfg.Tools.Defs(n.Tools)}
 	if n.Role != "" {
 		req.Goal = "As the " + n.Role + ": " + n.Goal // the node's specialist role reaches the model with its goal
 	}

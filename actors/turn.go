@@ -36,6 +36,11 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	a.turn++
 	req := a.spec.req
 	a.mergeSubCitations()
+	if len(a.calls) > 0 { // the last turn called tools: it and their results join the history
+		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.calls, Results: a.results})
+		a.calls, a.next = nil, 0
+	}
+	req.History = a.history
 	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.results
 	req.AsyncTasks = a.deleg.tasks.Snapshot() // its own channel: never trimmed with the context
 	req.Guidance, a.advice.guidance = a.advice.guidance, ""

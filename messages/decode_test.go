@@ -19,12 +19,6 @@ func TestDecodeStrict(t *testing.T) {
 		A  int   `json:"a"`
 		In inner `json:"in"`
 	}
-	var (
-		syntax  *json.SyntaxError
-		typ     *json.UnmarshalTypeError
-		unknown *messages.UnknownFieldError
-		badUTF8 *messages.InvalidUTF8Error
-	)
 	tests := []struct {
 		name string
 		in   string
@@ -37,14 +31,32 @@ func TestDecodeStrict(t *testing.T) {
 		{"stray brace", `{"a":3}}`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
 		{"second value", `{"a":3} {}`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
 		{"junk", `{"a":3}x`, func(err error) bool { return errors.Is(err, messages.ErrTrailingData) }},
-		{"unknown", `{"a":1,"colour":"red"}`, func(err error) bool { return errors.As(err, &unknown) && unknown.Field == "colour" }},
-		{"unknown deep", `{"in":{"b":"x","c":1}}`, func(err error) bool { return errors.As(err, &unknown) && unknown.Field == "c" }},
-		{"syntax", `{"a":}`, func(err error) bool { return errors.As(err, &syntax) }},
-		{"type", `{"a":"one"}`, func(err error) bool { return errors.As(err, &typ) && typ.Field == "a" }},
+		{"unknown", `{"a":1,"colour":"red"}`, func(err error) bool {
+			var unknown *messages.UnknownFieldError
+			return errors.As(err, &unknown) && unknown.Field == "colour"
+		}},
+		{"unknown deep", `{"in":{"b":"x","c":1}}`, func(err error) bool {
+			var unknown *messages.UnknownFieldError
+			return errors.As(err, &unknown) && unknown.Field == "c"
+		}},
+		{"syntax", `{"a":}`, func(err error) bool { var syntax *json.SyntaxError; return errors.As(err, &syntax) }},
+		{"type", `{"a":"one"}`, func(err error) bool {
+			var typ *json.UnmarshalTypeError
+			return errors.As(err, &typ) && typ.Field == "a"
+		}},
 		{"truncated", `{"a":1`, func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
-		{"invalid utf-8 in a string", "{\"in\":{\"b\":\"x\xff\"}}", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 13 }},
-		{"invalid utf-8 in a field name", "{\"\xc3\":1}", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 2 }},
-		{"invalid utf-8 after the value", "{}\xff", func(err error) bool { return errors.As(err, &badUTF8) && badUTF8.Offset == 2 }},
+		{"invalid utf-8 in a string", "{\"in\":{\"b\":\"x\xff\"}}", func(err error) bool {
+			var badUTF8 *messages.InvalidUTF8Error
+			return errors.As(err, &badUTF8) && badUTF8.Offset == 13
+		}},
+		{"invalid utf-8 in a field name", "{\"\xc3\":1}", func(err error) bool {
+			var badUTF8 *messages.InvalidUTF8Error
+			return errors.As(err, &badUTF8) && badUTF8.Offset == 2
+		}},
+		{"invalid utf-8 after the value", "{}\xff", func(err error) bool {
+			var badUTF8 *messages.InvalidUTF8Error
+			return errors.As(err, &badUTF8) && badUTF8.Offset == 2
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

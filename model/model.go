@@ -115,12 +115,18 @@ type Request struct {
 	Context []string
 	// Turn is 1-based within the agent's current attempt.
 	Turn int
+	// History is what the model said and called in the earlier turns of
+	// this attempt, oldest first, with the calls' results: what a chat
+	// model needs to go on. (An agent put back parked after a restart has
+	// only its last turn.)
+	History []Exchange
 	// Attempt is 1-based; it grows when a supervisor restarts the agent.
 	Attempt int
-	// ToolResults answers the tool calls of the previous turn.
+	// ToolResults answers the tool calls of the previous turn (the last
+	// Exchange's results).
 	ToolResults []ToolResult
-	// Tools the agent may call.
-	Tools []string
+	// Tools the agent may call: their definitions.
+	Tools []ToolDef
 	// Role-specific inputs.
 	//
 	// Persona and Round: a debater's persona and the 1-based round (also
@@ -143,6 +149,22 @@ type Request struct {
 	Injected []string
 	// Depth is the delegation round of a sub-agent (1 = a node's own).
 	Depth int
+}
+
+// ToolDef is what a model is told about a tool it may call.
+type ToolDef struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema of the call's arguments (a JSON object).
+	Schema json.RawMessage
+}
+
+// Exchange is one earlier turn of an agent: its text, its tool calls and
+// their results (in the calls' order).
+type Exchange struct {
+	Text    string
+	Calls   []ToolCall
+	Results []ToolResult
 }
 
 // ToolCall is a tool invocation requested by the model.

@@ -1,0 +1,129 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/tool"
+)
+
+// Tool calls run off the agent's mailbox: each on a goroutine of the
+// engine's tool group, as model turns do, with a context that ends when
+// the agent stops (abort, run end, restart), when the engine shuts down,
+// or at the tool's timeout. The result comes back to the agent as a
+// toolDone message, which publishes tool_call_finished; the agent never
+// waits. At most Config.ToolParallel calls of an agent run at once; the
+// rest wait in call order. (The agent publishes the results of its
+// working calls in call order: see agentActor.callAnswered.)
+
+// toolRuns are an agent's tool calls in progress.
+type toolRuns struct {
+	max     int
+	running map[int]*toolRun // by call index in the turn
+	queue   []toolStart
+}
+
+// toolRun is one call in progress; its identity tells a live result from
+// a stale one (a call of an earlier turn, or of the agent's instance
+// before a restart).
+type toolRun struct {
+	cancel context.CancelFunc
+	// dropped: the agent no longer wants the result (it is stopping); the
+	// goroutine does not send it, which would make a dead letter.
+	dropped atomic.Bool
+}
+
+// toolStart is a call ready to run.
+type toolStart struct {
+	idx  int
+	t    tool.Tool
+	def  tool.Def
+	args json.RawMessage
+}
+
+// toolDone is a call's outcome, sent by its goroutine to its agent.
+type toolDone struct {
+	run *toolRun
+	idx int
+	res tool.Result
+	err error
+}
+
+// start runs the call now, or queues it behind the calls running.
+func (r *toolRuns) start(ctx actor.Context, e *Engine, s toolStart) {
+	if r.running == nil {
+		r.running = map[int]*toolRun{}
+	}
+	if len(r.running) >= r.max {
+		r.queue = append(r.queue, s)
+		return
+	}
+	timeout := s.def.Timeout
+	if timeout <= 0 {
+		timeout = e.cfg.ToolTimeout
+	}
+	cctx, cancel := context.WithTimeout(e.toolCtx, timeout)
+	run := &toolRun{cancel: cancel}
+	r.running[s.idx] = run
+	root, self := ctx.ActorSystem().Root, sendablePID(ctx.Self())
+	done := &toolDone{run: run, idx: s.idx}
+	started := e.toolRuns.Go(func() {
+		defer cancel()
+		done.res, done.err = callTool(cctx, s)
+		if !run.dropped.Load() {
+			root.Send(self, done)
+		}
+	})
+	if !started {
+		cancel()
+		done.err = ErrShuttingDown
+		root.Send(self, done)
+	}
+}
+
+// callTool runs one call, turning a panic and a timeout into errors.
+func callTool(ctx context.Context, s toolStart) (res tool.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = tool.Result{}, fmt.Errorf("%s panicked: %v", s.def.Name, v)
+		}
+	}()
+	res, err = s.t.Call(ctx, s.args)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%s timed out: %w", s.def.Name, err)
+	}
+	return res, err
+}
+
+// finished takes a call's outcome, starts the next queued call, and
+// reports whether the outcome is live (false: stale, to be dropped).
+func (r *toolRuns) finished(ctx actor.Context, e *Engine, d *toolDone) bool {
+	if r.running[d.idx] != d.run {
+		return false
+	}
+	d.run.cancel()
+	delete(r.running, d.idx)
+	if len(r.queue) > 0 {
+		n := r.queue[0]
+		r.queue = r.queue[1:]
+		r.start(ctx, e, n)
+	}
+	return true
+}
+
+// cancelAll ends every call in progress and drops the queued ones; their
+// results, if any still come, are stale.
+func (r *toolRuns) cancelAll() {
+	for idx, run := range r.running {
+		run.dropped.Store(true)
+		run.cancel()
+		delete(r.running, idx)
+	}
+	r.queue = nil
+}
+

@@ -14,6 +14,7 @@ import (
 	"github.com/conclave-ai/conclave/actors/dag"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/tool"
 )
 
 // agentShared is an agent's state that survives supervisor restarts
@@ -88,6 +89,7 @@ type agentActor struct {
 	cites  citations.Manager
 	advice adviceState // the advisor gate (advise.go)
 
+	repaired bool          // a director's or steerer's invalid answer got its one repair turn
 	finished bool          // reported AgentDone (or is failing: see failing)
 	failing  *agentFailure // failed; waits for its sub-agents to stop before closing its lane
 	stopping bool          // Stopping or Restarting received
@@ -539,13 +541,11 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
 	case model.RoleDirector:
-		var plan messages.Plan
-		if err := json.Unmarshal([]byte(done.Output), &plan); err != nil {
-			a.finishFailed(ctx, fmt.Errorf("director output is not a plan: %w", err))
-			return
-		}
-		if err := dag.Validate(plan); err != nil {
-			a.finishFailed(ctx, err)
+		plan, err := a.decodePlan(done.Output)
+		if err != nil {
+			if !a.repair(ctx, "plan", err) {
+				a.finishFailed(ctx, err)
+			}
 			return
 		}
 		done.Plan, done.Waves = &plan, dag.Waves(plan)
@@ -560,7 +560,9 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		// The supervisor closes the steering lane at the wave boundary.
 		d, err := messages.DecodeGraphDiff(strings.NewReader(done.Output))
 		if err != nil {
-			a.finishFailed(ctx, fmt.Errorf("the model's answer is not a graph diff: %w", err))
+			if err = fmt.Errorf("the model's answer is not a graph diff: %w", err); !a.repair(ctx, "graph diff", err) {
+				a.finishFailed(ctx, err)
+			}
 			return
 		}
 		done.Diff = &d
@@ -569,6 +571,54 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		a.emit(ctx, done.Closing)
 	}
 	a.report(ctx, done)
+}
+
+// decodePlan reads and validates the director's plan: a DAG whose nodes
+// use only tools the engine has.
+func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
+	var plan messages.Plan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		return plan, fmt.Errorf("director output is not a plan: %w", err)
+	}
+	if err := dag.Validate(plan); err != nil {
+		return plan, err
+	}
+	return plan, unknownTools(plan, a.spec.e.cfg.Tools)
+}
+
+// unknownTools reports the first tool a plan's node (or a team's nested
+// node) names that the engine does not have.
+func unknownTools(p messages.Plan, tools *tool.Set) error {
+	for _, n := range p.Nodes {
+		for _, name := range n.Tools {
+			if !tools.Has(name) {
+				return fmt.Errorf("plan: node %s uses tool %q, which does not exist (tools: %s)", n.ID, name, strings.Join(tools.AllNames(), ", "))
+			}
+		}
+		if n.Team != nil {
+			if err := unknownTools(*n.Team, tools); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// repair gives a director or steerer whose answer is invalid one more turn
+// to correct it, the error as its guidance (a real model's JSON can be
+// off); the lane says so with a warning. It reports false when the repair
+// turn was spent already.
+func (a *agentActor) repair(ctx actor.Context, what string, err error) bool {
+	if a.repaired {
+		return false
+	}
+	a.repaired = true
+	a.emit(ctx, &messages.WarningPayload{Code: "invalid_output", Message: fmt.Sprintf("the %s is invalid; the model gets one turn to correct it: %v", what, err)})
+	a.history = append(a.history, model.Exchange{Text: a.turnText}) // the model sees what it answered
+	a.advice.guidance = fmt.Sprintf("Your previous answer was not a valid %s: %v. Answer again with only the corrected JSON.", what, err)
+	a.text.Reset()
+	a.startTurn(ctx)
+	return true
 }
 
 func (a *agentActor) finishFailed(ctx actor.Context, err error) {

@@ -415,7 +415,7 @@ func (r *runActor) resume(ctx actor.Context) {
 		return
 	case rs.Graph == nil: // still planning: the director starts again
 		r.phase = phasePlanning
-		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), model.Request{Goal: r.spec.question}, nil, rs.Lanes[messages.DirectorStream])
+		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), r.directorRequest(), nil, rs.Lanes[messages.DirectorStream])
 		return
 	}
 	for id, n := range rs.Steering { // notes with a diff (the others were rejected): the next boundary applies them

@@ -254,7 +254,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.emit(ctx, started)
 		r.phase = phasePlanning
 		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
-			model.Request{Goal: r.spec.question}, nil)
+			r.directorRequest(), nil)
 	case *messages.AgentDone:
 		r.agentDone(ctx, m)
 	case *actor.Terminated:
@@ -754,6 +754,12 @@ func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayloa
 func (r *runActor) emitCostEstimate(ctx actor.Context) {
 	n := int64(dag.CountAgents(r.g.Plan))
 	r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
+}
+
+// directorRequest is the director's turn: the question, and every tool
+// the plan may give its nodes.
+func (r *runActor) directorRequest() model.Request {
+	return model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
 }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.

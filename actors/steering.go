@@ -86,7 +86,7 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 	}
 	it.translating = true
 	r.steering.items = append(r.steering.items, it)
-	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note}
+	req := model.Request{Goal: "Turn the steering note into a graph diff.", Note: m.Note, Tools: r.e.cfg.Tools.All()}
 	if r.g != nil {
 		p := r.g.Plan.Clone()
 		req.Plan = &p

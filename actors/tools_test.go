@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/tool"
 )
@@ -260,4 +262,81 @@ func toolFinished(events []*messages.Envelope) []*messages.ToolCallFinishedPaylo
 		}
 	}
 	return out
+}
+
+// repairingModel is the scripted model whose director answers bad first:
+// turn 1 is not a plan (or names a tool that does not exist); turn 2,
+// given the error as guidance, is the plan — unless stubborn.
+type repairingModel struct {
+	*scripted.Model
+	first    string
+	plan     string
+	stubborn bool
+	guidance chan string
+}
+
+func (m repairingModel) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.Role != model.RoleDirector {
+		return m.Model.Stream(ctx, req)
+	}
+	if req.Turn == 1 || m.stubborn {
+		return &textStream{chunks: []string{m.first}}, nil
+	}
+	m.guidance <- req.Guidance
+	if len(req.History) != 1 || req.History[0].Text != m.first {
+		return nil, fmt.Errorf("%w: the repair turn does not show the first answer: %+v", model.ErrModel, req.History)
+	}
+	return &textStream{chunks: []string{m.plan}}, nil
+}
+
+// TestDirector_OneRepairTurn: a director whose plan is invalid gets one
+// more turn with the error as guidance; a second invalid answer fails the
+// planning with that error.
+func TestDirector_OneRepairTurn(t *testing.T) {
+	t.Parallel()
+	sm, err := scripted.New(messages.Scenario{Tokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := `{"nodes":[{"id":"a","goal":"look","tools":["search"]}]}`
+	for _, tc := range []struct {
+		name, first string
+		stubborn    bool
+		says        string
+	}{
+		{"not json", `{"nodes": [`, false, "not a plan"},
+		{"unknown tool", `{"nodes":[{"id":"a","goal":"look","tools":["teleport"]}]}`, false, `uses tool "teleport", which does not exist`},
+		{"stubborn", `nope`, true, "not a plan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			guidance := make(chan string, 1)
+			m := repairingModel{Model: sm, first: tc.first, plan: good, stubborn: tc.stubborn, guidance: guidance}
+			e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return m, nil }})
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
+			testkit.AssertInvariants(t, events)
+			warned := false
+			for _, env := range events {
+				if w, ok := env.Payload.(*messages.WarningPayload); ok && w.Code == "invalid_output" && strings.Contains(w.Message, tc.says) {
+					warned = true
+				}
+			}
+			if !warned {
+				t.Error("no invalid_output warning naming the error")
+			}
+			end := testkit.Terminal(events, ref.RunID)
+			if tc.stubborn {
+				if p, ok := end.Payload.(*messages.RunErrorPayload); !ok || p.Code != messages.ErrCodePlanningFailed || !strings.Contains(p.Message, tc.says) {
+					t.Fatalf("terminal %+v", end.Payload)
+				}
+				return
+			}
+			if g := <-guidance; !strings.Contains(g, tc.says) {
+				t.Errorf("guidance %q does not give the error", g)
+			}
+			if end.Type != messages.RunFinished {
+				t.Fatalf("terminal %+v", end.Payload)
+			}
+		})
+	}
 }

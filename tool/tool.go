@@ -179,6 +179,22 @@ func (s *Set) Defs(names []string) []model.ToolDef {
 	return out
 }
 
+// All returns the definitions of every tool a plan may give its nodes:
+// the set's, then the runtime's own.
+func (s *Set) All() []model.ToolDef { return s.Defs(s.AllNames()) }
+
+// AllNames lists the names of the set's tools, then the runtime's own.
+func (s *Set) AllNames() []string {
+	names := s.Names()
+	for _, d := range Builtins {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// Has reports whether name is a tool of the set or a runtime tool.
+func (s *Set) Has(name string) bool { return s.entry(name) != nil || IsBuiltin(name) }
+
 func (s *Set) entry(name string) *entry {
 	if s == nil {
 		return nil

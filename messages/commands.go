@@ -102,6 +102,16 @@ type Resume struct {
 	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
 	Plan        *Plan           `json:"plan,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
+	// Signature signs the decision of a policy-covered interrupt: the
+	// statement {interrupt_id, evidence_digest, decision, edited_args}
+	// (see docs/governance.md). One resume carries one approver's.
+	Signature *ResumeSignature `json:"signature,omitempty"`
+}
+
+// ResumeSignature is an approver's signature in a resume.
+type ResumeSignature struct {
+	Approver  string `json:"approver"`
+	Signature []byte `json:"signature"` // base64 in JSON
 }
 
 // Rewind re-runs an ended run from a wave, as a new run in the same

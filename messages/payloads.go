@@ -364,6 +364,36 @@ type InterruptRaisedPayload struct {
 	Waves  [][]string `json:"waves,omitempty"`
 	NodeID string     `json:"node_id,omitempty"`
 	Goal   string     `json:"goal,omitempty"`
+	// Evidence is what the human decides on (every approval kind); its
+	// risk level decides whether signatures are needed.
+	Evidence *EvidencePackage `json:"evidence,omitempty"`
+	// Approval, when set, is the policy this interrupt falls under: an
+	// approval needs signatures (see docs/governance.md).
+	Approval *ApprovalRequirement `json:"approval,omitempty"`
+}
+
+// ApprovalRequirement is the m-of-n rule a policy-covered interrupt needs.
+type ApprovalRequirement struct {
+	// EvidenceDigest is what a statement names (governance.EvidenceDigest
+	// of Evidence).
+	EvidenceDigest string   `json:"evidence_digest"`
+	Required       int      `json:"required"`
+	RejectRequired int      `json:"reject_required"`
+	Approvers      []string `json:"approvers"`
+}
+
+// ApprovalSignatureAddedPayload records a valid signature of a
+// policy-covered interrupt.
+type ApprovalSignatureAddedPayload struct {
+	InterruptID string            `json:"interrupt_id"`
+	Approver    string            `json:"approver"`
+	Statement   ApprovalStatement `json:"statement"`
+	Signature   []byte            `json:"signature"`
+	// Count is how many valid signatures the statement's decision has;
+	// Required how many it needs.
+	Count         int  `json:"count"`
+	Required      int  `json:"required"`
+	IsFullySigned bool `json:"is_fully_signed"`
 }
 
 // InterruptResolvedPayload records the answer to an interrupt.
@@ -377,6 +407,9 @@ type InterruptResolvedPayload struct {
 	// Plan is the edited plan of a revised plan approval.
 	Plan   *Plan  `json:"plan,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Signers are the approvers whose signatures decided a policy-covered
+	// interrupt (their approval_signature_added events carry them).
+	Signers []string `json:"signers,omitempty"`
 }
 
 // InterruptExpiredPayload records an interrupt's timeout.
@@ -395,35 +428,36 @@ type ReplayTruncatedPayload struct {
 	FirstRetained uint64 `json:"first_retained"`
 }
 
-func (*RunStartedPayload) EventType() EventType         { return RunStarted }
-func (*RunRewoundPayload) EventType() EventType         { return RunRewound }
-func (*RunFinishedPayload) EventType() EventType        { return RunFinished }
-func (*RunErrorPayload) EventType() EventType           { return RunError }
-func (*PlanningStartedPayload) EventType() EventType    { return PlanningStarted }
-func (*PlanProposedPayload) EventType() EventType       { return PlanProposed }
-func (*PlanningFailedPayload) EventType() EventType     { return PlanningFailed }
-func (*PlanApprovedPayload) EventType() EventType       { return PlanApproved }
-func (*PlanRejectedPayload) EventType() EventType       { return PlanRejected }
-func (*WaveStartedPayload) EventType() EventType        { return WaveStarted }
-func (*WaveCompletedPayload) EventType() EventType      { return WaveCompleted }
-func (*NodeStartedPayload) EventType() EventType        { return NodeStarted }
-func (*NodeCompletedPayload) EventType() EventType      { return NodeCompleted }
-func (*NodeFailedPayload) EventType() EventType         { return NodeFailed }
-func (*NodeCancelledPayload) EventType() EventType      { return NodeCancelled }
-func (*NodeSkippedPayload) EventType() EventType        { return NodeSkipped }
-func (*TextDeltaPayload) EventType() EventType          { return TextDelta }
-func (*ReasoningDeltaPayload) EventType() EventType     { return ReasoningDelta }
-func (*ToolCallStartedPayload) EventType() EventType    { return ToolCallStarted }
-func (*ToolCallFinishedPayload) EventType() EventType   { return ToolCallFinished }
-func (*TokenUsagePayload) EventType() EventType         { return TokenUsage }
-func (*AgentRestartedPayload) EventType() EventType     { return AgentRestarted }
-func (*WarningPayload) EventType() EventType            { return Warning }
-func (*SubagentStartedPayload) EventType() EventType    { return SubagentStarted }
-func (*SubagentFinishedPayload) EventType() EventType   { return SubagentFinished }
-func (*SynthesisStartedPayload) EventType() EventType   { return SynthesisStarted }
-func (*SynthesisCompletedPayload) EventType() EventType { return SynthesisCompleted }
-func (*SynthesisFailedPayload) EventType() EventType    { return SynthesisFailed }
-func (*InterruptRaisedPayload) EventType() EventType    { return InterruptRaised }
-func (*ReplayTruncatedPayload) EventType() EventType    { return ReplayTruncated }
-func (*InterruptResolvedPayload) EventType() EventType  { return InterruptResolved }
-func (*InterruptExpiredPayload) EventType() EventType   { return InterruptExpired }
+func (*RunStartedPayload) EventType() EventType             { return RunStarted }
+func (*RunRewoundPayload) EventType() EventType             { return RunRewound }
+func (*RunFinishedPayload) EventType() EventType            { return RunFinished }
+func (*RunErrorPayload) EventType() EventType               { return RunError }
+func (*PlanningStartedPayload) EventType() EventType        { return PlanningStarted }
+func (*PlanProposedPayload) EventType() EventType           { return PlanProposed }
+func (*PlanningFailedPayload) EventType() EventType         { return PlanningFailed }
+func (*PlanApprovedPayload) EventType() EventType           { return PlanApproved }
+func (*PlanRejectedPayload) EventType() EventType           { return PlanRejected }
+func (*WaveStartedPayload) EventType() EventType            { return WaveStarted }
+func (*WaveCompletedPayload) EventType() EventType          { return WaveCompleted }
+func (*NodeStartedPayload) EventType() EventType            { return NodeStarted }
+func (*NodeCompletedPayload) EventType() EventType          { return NodeCompleted }
+func (*NodeFailedPayload) EventType() EventType             { return NodeFailed }
+func (*NodeCancelledPayload) EventType() EventType          { return NodeCancelled }
+func (*NodeSkippedPayload) EventType() EventType            { return NodeSkipped }
+func (*TextDeltaPayload) EventType() EventType              { return TextDelta }
+func (*ReasoningDeltaPayload) EventType() EventType         { return ReasoningDelta }
+func (*ToolCallStartedPayload) EventType() EventType        { return ToolCallStarted }
+func (*ToolCallFinishedPayload) EventType() EventType       { return ToolCallFinished }
+func (*TokenUsagePayload) EventType() EventType             { return TokenUsage }
+func (*AgentRestartedPayload) EventType() EventType         { return AgentRestarted }
+func (*WarningPayload) EventType() EventType                { return Warning }
+func (*SubagentStartedPayload) EventType() EventType        { return SubagentStarted }
+func (*SubagentFinishedPayload) EventType() EventType       { return SubagentFinished }
+func (*SynthesisStartedPayload) EventType() EventType       { return SynthesisStarted }
+func (*SynthesisCompletedPayload) EventType() EventType     { return SynthesisCompleted }
+func (*SynthesisFailedPayload) EventType() EventType        { return SynthesisFailed }
+func (*InterruptRaisedPayload) EventType() EventType        { return InterruptRaised }
+func (*ReplayTruncatedPayload) EventType() EventType        { return ReplayTruncated }
+func (*InterruptResolvedPayload) EventType() EventType      { return InterruptResolved }
+func (*InterruptExpiredPayload) EventType() EventType       { return InterruptExpired }
+func (*ApprovalSignatureAddedPayload) EventType() EventType { return ApprovalSignatureAdded }

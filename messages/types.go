@@ -101,6 +101,9 @@ const (
 	InterruptRaised   EventType = "interrupt_raised"
 	InterruptResolved EventType = "interrupt_resolved"
 	InterruptExpired  EventType = "interrupt_expired"
+	// ApprovalSignatureAdded: an approver's valid signature of a
+	// policy-covered interrupt (governance).
+	ApprovalSignatureAdded EventType = "approval_signature_added"
 )
 
 // StreamRole says how an event type relates to the lifecycle of the stream
@@ -250,6 +253,7 @@ var specList = []spec{
 	{InterruptRaised, RoleWithin, func() Payload { return new(InterruptRaisedPayload) }, "An agent needs a human; its actor is parked until the interrupt is resolved or expires. Carries the lane of the raising agent."},
 	{InterruptResolved, RoleWithin, func() Payload { return new(InterruptResolvedPayload) }, "A human answered an interrupt."},
 	{InterruptExpired, RoleWithin, func() Payload { return new(InterruptExpiredPayload) }, "An interrupt timed out; the configured action was taken."},
+	{ApprovalSignatureAdded, RoleWithin, func() Payload { return new(ApprovalSignatureAddedPayload) }, "On the interrupt's lane: a valid ML-DSA-65 signature of an approver for a policy-covered interrupt (see docs/governance.md), with how many the signed decision has and needs; `is_fully_signed` when it reached them (the interrupt_resolved follows)."},
 }
 
 var specs = func() map[EventType]spec {

@@ -80,10 +80,11 @@ type agentActor struct {
 	answers map[int]answer
 	// history is what the model said and called in this attempt's earlier
 	// turns (model.Request.History); turnText is the last turn's text.
-	history  []model.Exchange
-	turnText string
-	subs     map[string]*subagent
-	parked   *parking // the pending interrupt, while parked
+	history   []model.Exchange
+	turnText  string
+	reasoning []string // the reasoning of this attempt's turns, for evidence packages
+	subs      map[string]*subagent
+	parked    *parking // the pending interrupt, while parked
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -172,7 +173,8 @@ func (a *agentActor) begin(ctx actor.Context) {
 func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
 	t.lane = a.spec.node.scope
-	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal},
+	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal,
+		Evidence: a.nodeEvidence(a.spec.e.cfg.NewID().String())},
 		func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
 }
 
@@ -221,6 +223,9 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 	}
 	a.text.WriteString(m.text)
 	a.turnText = m.text
+	if m.reasoning != "" {
+		a.reasoning = append(a.reasoning, m.reasoning)
+	}
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, m.err)
@@ -279,7 +284,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
 			return
-		case a.spec.run.hitl.Includes(messages.HITLTools):
+		case a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name):
 			a.approveTool(ctx, i, c)
 			return
 		}
@@ -360,8 +365,9 @@ func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution
 }
 
 func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
+	ev := a.toolEvidence(a.spec.e.cfg.NewID().String(), c)
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
-		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i]},
+		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
 		func(res *messages.Resolution) { a.approved(ctx, i, c, res) })
 }
 

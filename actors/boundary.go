@@ -78,7 +78,7 @@ func (r *runActor) continueBoundary(ctx actor.Context) {
 // spawnGate asks a human whether a worker's sub-team may run.
 func (r *runActor) spawnGate(ctx actor.Context, s *spawnAsk) {
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptSpawnApproval, NodeID: s.parent,
-		Goal: s.req.Goal + " (roles: " + strings.Join(s.req.Roles, ", ") + ")"},
+		Goal: s.req.Goal + " (roles: " + strings.Join(s.req.Roles, ", ") + ")", Evidence: r.spawnEvidence(r.e.cfg.NewID().String(), s)},
 		func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runindex"
 	"github.com/conclave-ai/conclave/actors/runstate"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -60,6 +61,10 @@ var (
 // the interrupt stays pending.
 type InvalidResumeError = interrupts.InvalidError
 
+// SignatureError is a signed resume whose signature was refused
+// (governance: a bad, unknown, duplicate or misdirected signature).
+type SignatureError = interrupts.SignatureError
+
 // Config configures an Engine. The zero value is valid.
 type Config struct {
 	// Logger receives the engine's and protoactor's logs. Default: discard.
@@ -76,11 +81,16 @@ type Config struct {
 	// Models builds the model of each run. Default: the scripted model.
 	Models model.Factory
 	// Tools are the tools agents may call besides the runtime's own
-	// (tool.Builtins). Default: the scripted search tool.
+	// (tool.Builtins). Default: the scripted tools (search, and the
+	// high-risk publish).
 	Tools *tool.Set
 	// ToolTimeout bounds a tool call whose definition sets no timeout.
 	// Default DefaultToolTimeout.
 	ToolTimeout time.Duration
+	// Governance, when set, gives tenants approvers and a policy: an
+	// approval whose risk level the policy covers needs m of n approvers'
+	// ML-DSA-65 signatures (docs/governance.md).
+	Governance *governance.Config
 	// ToolParallel bounds the calls of one model turn running at once.
 	// Default DefaultToolParallel.
 	ToolParallel int

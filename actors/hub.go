@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,10 @@ type hubShared struct {
 	// credits are the outbox credits of the pending events (and of events
 	// dropped since the last flush): given back by the next flush, once
 	// the journal has answered, so a producer waits for the journal.
-	credits    []chan struct{}
+	credits []chan struct{}
+	// durables are the senders waiting for pending events (postDurable),
+	// answered by the next flush.
+	durables   []chan<- error
 	subs       map[*feed.Subscription]struct{}
 	terminated *recentRuns // runs whose terminal event was stamped lately
 	failed     error       // set when the journal refused a batch
@@ -195,6 +199,12 @@ func (h *hubActor) Receive(ctx actor.Context) {
 		}
 	case *messages.Emit:
 		h.stamp(ctx, m)
+	case *durableEmit:
+		if !h.stamp(ctx, &m.Emit) {
+			m.done <- errEventDropped
+			return
+		}
+		h.s.durables = append(h.s.durables, m.done)
 	case *creditedEmit:
 		h.s.credits = append(h.s.credits, m.credit)
 		if !h.stamp(ctx, &m.Emit) && len(h.s.pending) == 0 {
@@ -289,6 +299,19 @@ func (h *hubActor) releaseCredits() {
 	h.s.credits = h.s.credits[:0]
 }
 
+// errEventDropped answers a durable event the hub could not record.
+var errEventDropped = errors.New("actors: the event was not recorded (the journal failed, or its run has ended)")
+
+// answerDurables tells the senders waiting for the events flushed so far
+// how it went.
+func (h *hubActor) answerDurables(err error) {
+	for i, d := range h.s.durables {
+		d <- err
+		h.s.durables[i] = nil
+	}
+	h.s.durables = h.s.durables[:0]
+}
+
 func (h *hubActor) flush() {
 	defer h.releaseCredits() // journaled, or refused and dropped: either way the producers may go on
 	batch := h.s.pending
@@ -296,6 +319,7 @@ func (h *hubActor) flush() {
 		return
 	}
 	if err := h.s.journal.Append(context.Background(), h.s.key, batch); err != nil {
+		h.answerDurables(err)
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
 		h.s.fail(err)
 		h.s.pending = nil
@@ -309,6 +333,7 @@ func (h *hubActor) flush() {
 	h.s.head.Store(batch[len(batch)-1].Seq)
 	h.s.touch()
 	h.s.acknowledged(batch)
+	h.answerDurables(nil)
 	h.e.published.Add(uint64(len(batch)))
 	for _, enc := range batch {
 		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded

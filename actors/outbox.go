@@ -109,6 +109,33 @@ func budgetStop(budget int64) *messages.StopRun {
 		Reason: fmt.Sprintf("the run published more than its budget of %d events (events_per_run)", budget)}
 }
 
+// postDurable sends an event to the hub and waits until the journal has
+// acknowledged it (fsynced), for what must not be lost once answered: an
+// approver's signature. It is called from outside the actors (an API
+// request); it fails if the event was dropped, the journal failed, or
+// ctx ended first.
+func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *messages.Emit) error {
+	if o.e.frozen.Load() {
+		return ErrShuttingDown
+	}
+	o.count()
+	done := make(chan error, 1)
+	root.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("actors: the event was not acknowledged by the journal in time: %w", ctx.Err())
+	}
+}
+
+// durableEmit is an Emit whose sender waits for the journal (postDurable):
+// the hub answers on done once its batch is appended, or refused.
+type durableEmit struct {
+	messages.Emit
+	done chan<- error
+}
+
 // creditedEmit is an Emit that holds a credit of its run's outbox; the hub
 // returns it once the event is journaled or dropped.
 type creditedEmit struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -50,7 +51,7 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	p.TimeoutSeconds = int(timeout.Seconds())
 	created := t.e.cfg.Now()
 	p.ExpiresAt = created.Add(timeout).UTC()
-	t.park(ctx, p, t.lane, created, p.ExpiresAt, onResolved)
+	t.park(ctx, p, t.lane, created, p.ExpiresAt, t.signing(p, t.lane, nil), onResolved)
 	// Published last: whoever sees interrupt_raised can resume it at once.
 	t.run.post(ctx, t.agent, t.lane, p)
 }
@@ -58,11 +59,11 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 // reattach parks the actor again on an interrupt raised before a restart,
 // with the same id and expiry; interrupt_raised is already in the journal.
 func (t interruptTarget) reattach(ctx actor.Context, in *runstate.Interrupt, onResolved func(*messages.Resolution)) {
-	t.park(ctx, in.Raised, in.Lane, in.RaisedAt, in.ExpiresAt, onResolved)
+	t.park(ctx, in.Raised, in.Lane, in.RaisedAt, in.ExpiresAt, t.signing(in.Raised, in.Lane, in.Signatures), onResolved)
 }
 
 // park suspends the actor's mailbox and registers the interrupt.
-func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayload, lane messages.Lane, created, expires time.Time, onResolved func(*messages.Resolution)) {
+func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayload, lane messages.Lane, created, expires time.Time, signing *interrupts.Signing, onResolved func(*messages.Resolution)) {
 	id := p.InterruptID
 	emit := func(pl messages.Payload) {
 		t.run.post(ctx, t.agent, lane, pl)
@@ -88,7 +89,7 @@ func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayl
 			emit(&messages.InterruptExpiredPayload{InterruptID: id, Kind: p.Kind, Action: r.Decision})
 		default:
 			emit(&messages.InterruptResolvedPayload{InterruptID: id, Kind: p.Kind, Decision: r.Decision, Feedback: r.Feedback,
-				Response: r.Response, EditedArgs: r.EditedArgs, Plan: r.Plan, Reason: r.Reason})
+				Response: r.Response, EditedArgs: r.EditedArgs, Plan: r.Plan, Reason: r.Reason, Signers: r.Signers})
 		}
 		t.e.interrupts.Done(id)
 		if !r.Cancelled && !selfCancelled {
@@ -99,7 +100,7 @@ func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayl
 	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: lane}
 	t.e.interrupts.RaiseAt(t.run.tenant, info, created, expires, t.run.timeoutAction, func(r *messages.Resolution) {
 		t.e.system.Root.Send(f.PID(), r)
-	})
+	}, signing)
 }
 
 // cancelParked cancels the actor's pending interrupt, if any, from its

@@ -44,9 +44,10 @@ func (j *sessionsJournal) Close() error { return nil } // outlives the engines
 // restartable starts engines on one journal: each restart freezes the
 // previous engine and recovers from the journal.
 type restartable struct {
-	t *testing.T
-	j *sessionsJournal
-	e *actors.Engine
+	t   *testing.T
+	j   *sessionsJournal
+	e   *actors.Engine
+	cfg actors.Config // the engines' settings besides the journal and logger
 }
 
 func newRestartable(t *testing.T) *restartable {
@@ -57,7 +58,9 @@ func newRestartable(t *testing.T) *restartable {
 }
 
 func (r *restartable) start() {
-	e, err := actors.New(actors.Config{Journal: r.j, KeepRunsOnShutdown: true, Logger: testkit.TestLogger(r.t, 0)})
+	cfg := r.cfg
+	cfg.Journal, cfg.KeepRunsOnShutdown, cfg.Logger = r.j, true, testkit.TestLogger(r.t, 0)
+	e, err := actors.New(cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -403,7 +403,8 @@ func (r *runActor) planGate(ctx actor.Context) {
 		return
 	}
 	plan := r.g.Plan.Clone() // the interrupt keeps it; the graph may change
-	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves},
+	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves,
+		Evidence: r.planEvidence(r.e.cfg.NewID().String(), &plan, r.g.Waves)},
 		func(res *messages.Resolution) { r.planDecided(ctx, res) })
 }
 

@@ -11,6 +11,10 @@ import (
 	"github.com/conclave-ai/conclave/model"
 )
 
+// maxKeptReasoning bounds the reasoning an agent keeps of a turn (for the
+// evidence packages of its approvals).
+const maxKeptReasoning = 16 << 10
+
 // turnHandle is the agent's handle on its running turn goroutine.
 type turnHandle struct {
 	cancel context.CancelFunc
@@ -20,10 +24,11 @@ type turnHandle struct {
 // Messages a turn goroutine sends to its own agent.
 type (
 	turnDone struct {
-		text  string
-		calls []model.ToolCall
-		usage messages.Usage
-		err   error
+		text      string
+		reasoning string
+		calls     []model.ToolCall
+		usage     messages.Usage
+		err       error
 	}
 	turnPanicked struct{ value any }
 )
@@ -128,7 +133,7 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 		res.err = err
 	} else {
 		defer stream.Close()
-		var text strings.Builder
+		var text, reasoning strings.Builder
 		for {
 			c, err := stream.Recv()
 			if err == io.EOF {
@@ -143,6 +148,9 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				text.WriteString(c.Text)
 				err = t.publish(ctx, &messages.TextDeltaPayload{Delta: c.Text})
 			case *model.Reasoning:
+				if reasoning.Len() < maxKeptReasoning {
+					reasoning.WriteString(c.Text)
+				}
 				err = t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: c.Text})
 			case *model.Call:
 				res.calls = append(res.calls, c.Call)
@@ -155,7 +163,7 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				break
 			}
 		}
-		res.text = text.String()
+		res.text, res.reasoning = text.String(), reasoning.String()
 	}
 	if ctx.Err() != nil {
 		return // the agent is stopping and waits only for done

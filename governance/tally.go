@@ -80,18 +80,35 @@ func (t *Tally) Add(approver string, st messages.ApprovalStatement, sig []byte) 
 	case !Verify(t.keys[approver], st, sig):
 		return 0, false, ErrBadSignature
 	}
-	key, err := StatementBytes(st)
-	if err != nil {
+	if _, err := StatementBytes(st); err != nil {
 		return 0, false, err
 	}
 	t.signed[approver] = true
 	t.sigs = append(t.sigs, Signature{Approver: approver, Statement: st, Signature: sig})
+	count = len(t.Signers(st))
+	return count, count >= t.Required(st.Decision), nil
+}
+
+// Remove forgets approver's signature (one that could not be recorded).
+func (t *Tally) Remove(approver string) {
+	delete(t.signed, approver)
+	t.sigs = slices.DeleteFunc(t.sigs, func(s Signature) bool { return s.Approver == approver })
+}
+
+// Signers lists the approvers who signed st (the same decision and edited
+// arguments), in arrival order.
+func (t *Tally) Signers(st messages.ApprovalStatement) []string {
+	key, err := StatementBytes(st)
+	if err != nil {
+		return nil
+	}
+	var out []string
 	for _, s := range t.sigs {
 		if b, _ := StatementBytes(s.Statement); string(b) == string(key) {
-			count++
+			out = append(out, s.Approver)
 		}
 	}
-	return count, count >= t.Required(st.Decision), nil
+	return out
 }
 
 // Signatures are the valid signatures counted, in arrival order.

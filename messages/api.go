@@ -88,6 +88,15 @@ type Interrupt struct {
 	ExpiresAt time.Time       `json:"expires_at"`
 	// Seq is the seq of its interrupt_raised event.
 	Seq uint64 `json:"seq,omitempty"`
+	// Signed lists the valid signatures a policy-covered interrupt has so
+	// far (see Approval in the raised payload for what it needs).
+	Signed []SignedBy `json:"signed,omitempty"`
+}
+
+// SignedBy is one approver's counted signature.
+type SignedBy struct {
+	Approver string   `json:"approver"`
+	Decision Decision `json:"decision"`
 }
 
 // InterruptList answers GET /api/v1/interrupts.
@@ -100,6 +109,10 @@ type InterruptList struct {
 type Resumed struct {
 	InterruptID string          `json:"interrupt_id"`
 	Status      InterruptStatus `json:"status"`
+	// Signed lists the signatures a policy-covered interrupt has so far;
+	// while it is pending (202) more are needed (interrupt_raised's
+	// approval says how many).
+	Signed []SignedBy `json:"signed,omitempty"`
 }
 
 // SteerAccepted answers POST /api/v1/runs/{id}/steer.

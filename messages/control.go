@@ -55,6 +55,9 @@ type Resolution struct {
 	Expired bool
 	// Cancelled: the run or agent stopped first; nothing is to be done.
 	Cancelled bool
+	// Signers are the approvers whose signatures decided a policy-covered
+	// interrupt.
+	Signers []string
 }
 
 // SpawnRequest is a worker's spawn_subteam request, carried to its

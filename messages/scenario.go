@@ -44,6 +44,10 @@ type Scenario struct {
 	// makes exactly this many approval-gated calls when ToolsPerNode and
 	// SubagentsPerNode are 0.
 	Approvals int `json:"approvals,omitempty"`
+	// RiskyApprovals makes this many of the Approvals calls high-risk:
+	// they call the publish tool (risk high) instead of search, spread
+	// over the worker nodes as Approvals are (governance).
+	RiskyApprovals int `json:"risky_approvals,omitempty"`
 	// InfoRequests adds this many ask_human tool calls, one per worker node
 	// in id order (wrapping around); each raises an info_request interrupt.
 	InfoRequests int `json:"info_requests,omitempty"`
@@ -205,6 +209,7 @@ func (s Scenario) Validate() error {
 	check(s.SubagentsPerNode >= 0 && s.SubagentsPerNode <= MaxSubagents, "subagents_per_node must be in 0..%d, got %d", MaxSubagents, s.SubagentsPerNode)
 	check(s.PanicAttempts >= 1 && s.PanicAttempts <= 100, "panic_attempts must be in 1..100, got %d", s.PanicAttempts)
 	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)
+	check(s.RiskyApprovals >= 0 && s.RiskyApprovals <= s.Approvals, "risky_approvals must be in 0..approvals (%d), got %d", s.Approvals, s.RiskyApprovals)
 	check(s.InfoRequests >= 0 && s.InfoRequests <= MaxNodes, "info_requests must be in 0..%d, got %d", MaxNodes, s.InfoRequests)
 	check(s.Teams >= 0 && s.Teams <= s.Nodes, "teams must be in 0..nodes (%d), got %d", s.Nodes, s.Teams)
 	check(s.TeamSize >= 0 && s.TeamSize <= MaxTeamSize, "team_size must be in 0..%d, got %d", MaxTeamSize, s.TeamSize)

@@ -70,6 +70,9 @@ func (r Role) String() string {
 const (
 	// ToolSearch looks something up; args {"query": string}.
 	ToolSearch = "search"
+	// ToolPublish publishes a text; args {"text": string}. It is the
+	// scripted model's high-risk tool (Scenario.RiskyApprovals).
+	ToolPublish = "publish"
 	// ToolDelegate hands a task to a sub-agent; args {"task": string}. The
 	// runtime runs the sub-agent and returns its output as the tool result.
 	ToolDelegate = "delegate"

@@ -23,17 +23,20 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
 
-// Risk is how much harm a call can do; governance gates high-risk calls.
-type Risk string
+// Risk is how much harm a call can do; a governance policy may require
+// signed approvals from a risk level on.
+type Risk = messages.RiskLevel
 
 // Risk levels.
 const (
-	RiskLow    Risk = "low"
-	RiskMedium Risk = "medium"
-	RiskHigh   Risk = "high"
+	RiskLow      = messages.RiskLow
+	RiskMedium   = messages.RiskMedium
+	RiskHigh     = messages.RiskHigh
+	RiskCritical = messages.RiskCritical
 )
 
 // Def defines a tool.

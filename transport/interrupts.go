@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -14,12 +15,19 @@ const (
 	codeInterruptConflict = "interrupt_conflict"
 	codeInterruptExpired  = "interrupt_expired"
 	codeInvalidResume     = "invalid_resume"
+	codeSignatureRefused  = "signature_refused"
+	codeSignatureTwice    = "signature_duplicate"
 )
 
 // resumeError maps the engine's resume errors to API errors.
 func resumeError(err error) *apiError {
 	var invalid *actors.InvalidResumeError
+	var refused *actors.SignatureError
 	switch {
+	case errors.Is(err, governance.ErrDuplicateApprover):
+		return errorf(http.StatusConflict, codeSignatureTwice, err.Error())
+	case errors.As(err, &refused):
+		return errorf(http.StatusUnprocessableEntity, codeSignatureRefused, err.Error())
 	case errors.Is(err, actors.ErrInterruptNotFound):
 		return errorf(http.StatusNotFound, codeNotFound, "interrupt not found, or already resolved")
 	case errors.Is(err, actors.ErrInterruptResolved):
@@ -51,11 +59,21 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tenant messages.
 		return
 	}
 	res.Tenant, res.InterruptID = tenant, id
-	if _, err := s.engine.Resume(res); err != nil {
+	info, err := s.engine.Resume(res)
+	if err != nil {
 		writeError(w, resumeError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, messages.Resumed{InterruptID: id, Status: messages.InterruptResolving})
+	writeJSON(w, resumedStatus(info), messages.Resumed{InterruptID: id, Status: info.Status, Signed: info.Signed})
+}
+
+// resumedStatus is 200 for a resume that decided the interrupt, 202 for a
+// signature counted while the decision needs more.
+func resumedStatus(info messages.Interrupt) int {
+	if info.Status == messages.InterruptPending {
+		return http.StatusAccepted
+	}
+	return http.StatusOK
 }
 
 // listInterrupts: GET /api/v1/interrupts?session_id=…&cursor=&limit=, the

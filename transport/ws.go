@@ -187,10 +187,12 @@ func (s *Server) wsResume(c *streamConn, m *messages.WSClientMessage) {
 	res := m.Resume
 	res.Tenant, res.InterruptID = c.tenant, m.InterruptID
 	reply := messages.WSReply{ReplyTo: messages.WSResume, RequestID: m.RequestID, InterruptID: m.InterruptID, OK: true, Status: http.StatusOK}
-	if _, err := s.engine.Resume(res); err != nil {
+	if info, err := s.engine.Resume(res); err != nil {
 		aerr := resumeError(err)
 		reply.OK, reply.Status = false, aerr.Status
 		reply.Error = &messages.APIError{Code: aerr.Code, Message: aerr.Message}
+	} else {
+		reply.Status = resumedStatus(info)
 	}
 	b, _ := json.Marshal(reply)
 	c.reply(b)

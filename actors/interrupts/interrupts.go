@@ -13,6 +13,13 @@
 // (at most MaxTombstones of them) to answer so; after that they are
 // unknown. A resume that lacks what its kind needs is an *InvalidError and
 // leaves the interrupt pending.
+//
+// A policy-covered interrupt (governance) is raised with a Signing: a
+// resume must then carry an approver's signature of its decision, which
+// the registry verifies and counts under its lock (so concurrent
+// submissions are each counted once); the interrupt stays pending until
+// a decision has the signatures it needs. A refused signature is a
+// *SignatureError and changes nothing.
 package interrupts
 
 import (
@@ -24,6 +31,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -50,6 +58,29 @@ const (
 	TombstoneTTL  = 10 * time.Minute
 	MaxTombstones = 100_000
 )
+
+// SignatureError is a signature the registry refused (Err is one of
+// governance's errors, or the error of recording it).
+type SignatureError struct{ Err error }
+
+func (e *SignatureError) Error() string { return "interrupts: signature refused: " + e.Err.Error() }
+func (e *SignatureError) Unwrap() error { return e.Err }
+
+// Signing makes an interrupt need signatures (governance).
+type Signing struct {
+	// Tally verifies and counts the signatures (those recorded before a
+	// restart already restored into it).
+	Tally *governance.Tally
+	// Digest is the evidence digest statements must name.
+	Digest string
+	// Record makes a valid signature durable and visible (its
+	// approval_signature_added event, the audit log) before it counts; an
+	// error refuses it. Refused reports a refused one (a warning event).
+	// Both are called without the registry's lock, one at a time per
+	// interrupt.
+	Record  func(sig governance.Signature, count, required int, full bool) error
+	Refused func(approver string, err error)
+}
 
 // InvalidError is a resume that does not fit its interrupt's kind.
 type InvalidError struct{ Reason string }
@@ -105,6 +136,8 @@ type entry struct {
 	action  messages.Decision // what a timeout decides
 	deliver Deliver
 	timer   *time.Timer
+	signing *Signing   // set for a policy-covered interrupt
+	signMu  sync.Mutex // one signature at a time: verify, record, count
 }
 
 // New returns an empty registry.
@@ -118,15 +151,19 @@ func New(now func() time.Time) *Registry {
 // info's payload is shared, not copied: it must not change afterwards.
 func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, timeout time.Duration, action messages.Decision, deliver Deliver) {
 	created := r.now().UTC()
-	r.RaiseAt(tenant, info, created, created.Add(timeout), action, deliver)
+	r.RaiseAt(tenant, info, created, created.Add(timeout), action, deliver, nil)
 }
 
 // RaiseAt registers an interrupt raised at created that expires at expires
 // (an interrupt recovered from the journal after a restart). One already
-// past its expiry expires at once.
-func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, created, expires time.Time, action messages.Decision, deliver Deliver) {
+// past its expiry expires at once. signing, when set, makes the interrupt
+// need signatures.
+func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, created, expires time.Time, action messages.Decision, deliver Deliver, signing *Signing) {
 	timeout := expires.Sub(r.now())
-	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver}
+	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver, signing: signing}
+	if signing != nil {
+		e.info.Signed = signedBy(signing.Tally)
+	}
 	e.info.Status = messages.InterruptPending
 	e.info.CreatedAt = created.UTC()
 	e.info.ExpiresAt = expires.UTC()
@@ -181,9 +218,16 @@ func (r *Registry) expire(e *entry) {
 }
 
 // Resolve applies a human's answer. On success the parked actor receives
-// it and the interrupt is resolving until the actor calls Done.
+// it and the interrupt is resolving until the actor calls Done. For a
+// policy-covered interrupt the answer is one approver's signed decision:
+// it is verified and counted; until a decision has the signatures it
+// needs, the interrupt stays pending (the returned info lists Signed).
 func (r *Registry) Resolve(res messages.Resume) (messages.Interrupt, error) {
 	r.mu.Lock()
+	if e, ok := r.byID[res.InterruptID]; ok && e.signing != nil && e.tenant == res.Tenant {
+		r.mu.Unlock()
+		return r.resolveSigned(e, res)
+	}
 	e, ok := r.byID[res.InterruptID]
 	if !ok {
 		ts, ok := r.ended[res.InterruptID]
@@ -217,6 +261,89 @@ func (r *Registry) Resolve(res messages.Resume) (messages.Interrupt, error) {
 	r.mu.Unlock()
 	deliver(&messages.Resolution{Resume: res, Kind: info.Kind})
 	return info, nil
+}
+
+// resolveSigned counts one approver's signed decision of e.
+func (r *Registry) resolveSigned(e *entry, res messages.Resume) (messages.Interrupt, error) {
+	if res.Signature == nil {
+		return messages.Interrupt{}, &InvalidError{Reason: "this interrupt's decision needs approvers' signatures: sign the statement " +
+			"{interrupt_id, evidence_digest, decision, edited_args} (docs/governance.md) and send it as signature {approver, signature}"}
+	}
+	if e.info.Kind != messages.InterruptToolApproval && res.Decision == messages.DecisionRevise {
+		return messages.Interrupt{}, &InvalidError{Reason: fmt.Sprintf("a signed %s is approved or rejected; revise is not signable", e.info.Kind)}
+	}
+	if err := Validate(e.info.Kind, &res); err != nil {
+		return messages.Interrupt{}, err
+	}
+	e.signMu.Lock() // verify, record and count one signature at a time
+	defer e.signMu.Unlock()
+	r.mu.Lock()
+	if err := r.openLocked(e, res.Tenant); err != nil {
+		r.mu.Unlock()
+		return messages.Interrupt{}, err
+	}
+	r.mu.Unlock()
+	s := e.signing
+	st := messages.ApprovalStatement{InterruptID: e.info.InterruptID, EvidenceDigest: s.Digest, Decision: res.Decision, EditedArgs: res.EditedArgs}
+	count, decided, err := s.Tally.Add(res.Signature.Approver, st, res.Signature.Signature)
+	if err == nil {
+		sig := governance.Signature{Approver: res.Signature.Approver, Statement: st, Signature: res.Signature.Signature}
+		if err = s.Record(sig, count, s.Tally.Required(st.Decision), decided); err != nil {
+			s.Tally.Remove(res.Signature.Approver)
+		}
+	}
+	if err != nil {
+		if s.Refused != nil {
+			s.Refused(res.Signature.Approver, err)
+		}
+		return messages.Interrupt{}, &SignatureError{Err: err}
+	}
+	r.mu.Lock()
+	if err := r.openLocked(e, res.Tenant); err != nil { // it expired or was cancelled meanwhile
+		r.mu.Unlock()
+		return messages.Interrupt{}, err
+	}
+	e.info.Signed = signedBy(s.Tally)
+	if !decided {
+		info := e.info
+		r.mu.Unlock()
+		return info, nil
+	}
+	e.info.Status = messages.InterruptResolving
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	info, deliver := e.info, e.deliver
+	r.mu.Unlock()
+	deliver(&messages.Resolution{Resume: res, Kind: info.Kind, Signers: s.Tally.Signers(st)})
+	return info, nil
+}
+
+// openLocked reports why e can no longer be answered, if it cannot. Must
+// be called with r.mu held.
+func (r *Registry) openLocked(e *entry, tenant messages.TenantID) error {
+	if r.byID[e.info.InterruptID] == e && e.info.Status == messages.InterruptPending {
+		return nil
+	}
+	ts, ok := r.ended[e.info.InterruptID]
+	switch {
+	case e.info.Status == messages.InterruptResolving:
+		return ErrConflict
+	case !ok || ts.tenant != tenant:
+		return ErrNotFound
+	case ts.status == messages.InterruptTimedOut:
+		return ErrExpired
+	}
+	return ErrResolved
+}
+
+// signedBy lists a tally's signatures as the API shows them.
+func signedBy(t *governance.Tally) []messages.SignedBy {
+	var out []messages.SignedBy
+	for _, s := range t.Signatures() {
+		out = append(out, messages.SignedBy{Approver: s.Approver, Decision: s.Statement.Decision})
+	}
+	return out
 }
 
 // Done marks a resolving interrupt resolved: the parked actor applied the

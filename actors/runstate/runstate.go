@@ -207,6 +207,9 @@ type Interrupt struct {
 	AgentID   string
 	RaisedAt  time.Time
 	ExpiresAt time.Time
+	// Signatures are the approvers' signatures recorded so far (a
+	// policy-covered interrupt).
+	Signatures []*messages.ApprovalSignatureAddedPayload
 }
 
 // Note is a steering note whose lane is open.
@@ -606,6 +609,10 @@ func (r *Run) Apply(env *messages.Envelope) {
 			exp = env.Timestamp.Add(time.Duration(p.TimeoutSeconds) * time.Second)
 		}
 		r.Interrupts[p.InterruptID] = &Interrupt{Raised: p, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp}
+	case *messages.ApprovalSignatureAddedPayload:
+		if in := r.Interrupts[p.InterruptID]; in != nil {
+			in.Signatures = append(in.Signatures, p)
+		}
 	case *messages.InterruptResolvedPayload:
 		delete(r.Interrupts, p.InterruptID)
 	case *messages.InterruptExpiredPayload:

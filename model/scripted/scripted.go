@@ -364,7 +364,7 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 		}
 		return 1
 	}
-	approvals, asks := m.extraCalls(req.AgentID)
+	approvals, _, asks := m.extraCalls(req.AgentID)
 	_, spawns := m.spawn[req.AgentID]
 	async := m.asyncTasks()
 	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async
@@ -449,12 +449,12 @@ func textStep(n int, lastTurn bool, context []string) step {
 // and InfoRequests (ask_human calls) fall on node id: one per leaf node in
 // id order, wrapping around (team and debate nodes have no worker and get
 // none).
-func (m *Model) extraCalls(id string) (approvals, asks int) {
+func (m *Model) extraCalls(id string) (approvals, risky, asks int) {
 	i, ok := m.nodeIndex[id]
 	leaves := m.s.Nodes - m.nonLeaf
 	i -= m.nonLeaf
 	if !ok || i < 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	share := func(total int) int {
 		n := total / leaves
@@ -463,7 +463,7 @@ func (m *Model) extraCalls(id string) (approvals, asks int) {
 		}
 		return n
 	}
-	return share(m.s.Approvals), share(m.s.InfoRequests)
+	return share(m.s.Approvals), share(m.s.RiskyApprovals), share(m.s.InfoRequests)
 }
 
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
@@ -473,7 +473,7 @@ func (m *Model) extraCalls(id string) (approvals, asks int) {
 // calls.
 func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
-	approvals, asks := m.extraCalls(req.AgentID)
+	approvals, risky, asks := m.extraCalls(req.AgentID)
 	async := m.asyncTasks()
 	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async)}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
@@ -483,6 +483,10 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 		c.add(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
 	for k := 1; k <= approvals; k++ {
+		if k <= risky { // the node's share of RiskyApprovals comes first
+			c.add(model.ToolPublish, publishArgs{Text: strings.TrimSpace(goal + " report " + strconv.Itoa(k))})
+			continue
+		}
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " gated " + strconv.Itoa(k))})
 	}
 	for k := 1; k <= asks; k++ {
@@ -554,6 +558,10 @@ type askArgs struct {
 
 type searchArgs struct {
 	Query string `json:"query"`
+}
+
+type publishArgs struct {
+	Text string `json:"text"`
 }
 
 type delegateArgs struct {

@@ -33,3 +33,27 @@ func (searchTool) Call(ctx context.Context, args json.RawMessage) (tool.Result, 
 	}
 	return tool.Result{Content: SearchResult(in.Query), Sources: SearchSources(in.Query)}, nil
 }
+
+// PublishTool is the scripted high-risk tool (Scenario.RiskyApprovals):
+// it "publishes" a text, answering with a deterministic receipt.
+func PublishTool() tool.Tool { return publishTool{} }
+
+type publishTool struct{}
+
+func (publishTool) Def() tool.Def {
+	return tool.Def{Name: model.ToolPublish, Description: "Publish a text to the outside world (irreversible).", Risk: tool.RiskHigh,
+		Schema: json.RawMessage(`{"type": "object", "properties": {"text": {"type": "string", "minLength": 1}}, "required": ["text"], "additionalProperties": false}`)}
+}
+
+func (publishTool) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for publish: %v", tool.ErrInvalidArgs, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return tool.Result{}, err
+	}
+	return tool.Result{Content: fmt.Sprintf("published %d bytes", len(in.Text))}, nil
+}

@@ -32,6 +32,11 @@ type InterruptData struct {
 	TimeoutSeconds int             `json:"timeoutSeconds"`
 	ExpiresAt      string          `json:"expiresAt,omitempty"`
 	ResponseSchema json.RawMessage `json:"responseSchema"`
+	// Evidence is what the human decides on (approval kinds); Approval,
+	// when set, says the decision needs approvers' signatures, sent
+	// through the HTTP API or `conclave approve` (docs/governance.md).
+	Evidence *messages.EvidencePackage     `json:"evidence,omitempty"`
+	Approval *messages.ApprovalRequirement `json:"approval,omitempty"`
 }
 
 // ResumeData is a data part of a resume message: the answer to one
@@ -63,6 +68,7 @@ func interruptData(o OpenInterrupt) InterruptData {
 		Question: o.Question, ContextSnippet: o.ContextSnippet,
 		Plan: o.Plan, Waves: o.Waves, NodeID: o.NodeID, Goal: o.Goal,
 		TimeoutSeconds: o.TimeoutSeconds, ResponseSchema: responseSchema(o.Kind),
+		Evidence: o.Evidence, Approval: o.Approval,
 	}
 	switch {
 	case !o.ExpiresAt.IsZero():

@@ -177,6 +177,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.settle(env, pl.InterruptID, "Input received, resuming")
 	case *messages.InterruptExpiredPayload:
 		return p.settle(env, pl.InterruptID, fmt.Sprintf("Nobody answered in time: %s taken, resuming", pl.Action))
+	case *messages.ApprovalSignatureAddedPayload:
+		return p.progress(env, fmt.Sprintf("%s signed %s of interrupt %s: %d of %d signatures", pl.Approver, pl.Statement.Decision, pl.InterruptID, pl.Count, pl.Required))
 	case *messages.RunCostEstimatePayload:
 		return p.progress(env, fmt.Sprintf("Estimated cost: %d agents, about %d tokens, about %d s", pl.NodeCount, pl.EstTokens, pl.EstWallSeconds))
 	case *messages.TeamStartedPayload:

@@ -423,6 +423,12 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.node("n001", &messages.InterruptExpiredPayload{InterruptID: "i1", Kind: messages.InterruptToolApproval, Action: messages.DecisionReject})
 			},
 			[]string{`status WORKING "Nobody answered in time: reject taken, resuming"`}, a2a.StateWorking},
+		{"approval_signature_added", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.ApprovalSignatureAddedPayload{InterruptID: "i1", Approver: "alice",
+					Statement: messages.ApprovalStatement{Decision: messages.DecisionApprove}, Count: 1, Required: 2})
+			},
+			[]string{`status WORKING "alice signed approve of interrupt i1: 1 of 2 signatures"`}, a2a.StateWorking},
 		{"run_finished after synthesis",
 			func(s *script) []*messages.Envelope {
 				return append(started(s), s.ev(synthLane, "synthesizer", &messages.SynthesisCompletedPayload{Answer: "42"}))

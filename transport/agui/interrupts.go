@@ -34,6 +34,9 @@ func (p *Projector) interrupt(pi *pendingInterrupt, expires time.Time) Interrupt
 		expires = pi.raisedAt.Add(time.Duration(in.TimeoutSeconds) * time.Second)
 	}
 	out := Interrupt{ID: in.InterruptID, Metadata: Metadata{"conclave": in}}
+	if in.Evidence != nil {
+		out.Metadata["evidence"] = in.Evidence // also inside "conclave"; named here for clients that look for it
+	}
 	if !expires.IsZero() {
 		out.ExpiresAt = expires.UTC().Format(expiresFormat)
 	}

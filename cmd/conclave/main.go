@@ -102,6 +102,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(newRunCmd(a))
 	root.AddCommand(newServeCmd(a))
 	root.AddCommand(newBenchCmd(a))
+	root.AddCommand(newApproveCmd(a))
 	return root
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/transport"
 )
@@ -29,6 +30,7 @@ type serveCmd struct {
 	flushDelay time.Duration
 	logLevel   string
 	dataDir    string
+	governance string // --governance: the approvers and policy file
 	memory     bool
 	retainAge  time.Duration
 	retainN    uint64
@@ -61,6 +63,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.DurationVar(&c.flushDelay, "flush-delay", transport.DefaultFlushDelay, "how long a woken stream waits so more events share one write")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level on stderr: debug|info|warn|error")
 	fs.StringVar(&c.dataDir, "data", "./data", "data directory of the durable journal (created if missing)")
+	fs.StringVar(&c.governance, "governance", "", "JSON `file` of approvers' public keys and the m-of-n signature policy per tenant (docs/governance.md)")
 	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
@@ -102,6 +105,12 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
+	if c.governance != "" {
+		if ecfg.Governance, err = governance.LoadConfig(c.governance); err != nil {
+			return usageError(fmt.Errorf("--governance: %w", err))
+		}
+		logger.Info("governance policy loaded", "file", c.governance, "tenants", len(ecfg.Governance.Tenants))
+	}
 	// What SIGTERM does to live runs depends on the journal.
 	stopping := "shutting down: ending live runs with run_error interrupted (the in-memory journal keeps nothing), closing streams"
 	if !c.memory {

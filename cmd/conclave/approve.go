@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-ai/conclave/governance"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// approveCmd holds the flags of `conclave approve`.
+type approveCmd struct {
+	app        *app
+	key        string
+	approver   string
+	server     string
+	decision   string
+	editedArgs string
+	timeout    time.Duration
+}
+
+func newApproveCmd(a *app) *cobra.Command {
+	c := &approveCmd{app: a}
+	cmd := &cobra.Command{
+		Use:   "approve INTERRUPT_ID --key FILE --server URL",
+		Short: "Sign an approval decision with an approver's ML-DSA-65 key and send it",
+		Long: `approve fetches the interrupt from the server, shows its evidence package,
+signs the statement {interrupt_id, evidence_digest, decision, edited_args}
+(RFC 8785 canonical JSON, ML-DSA-65, context "conclave/approval/v1"; see
+docs/governance.md) with the approver's key and sends it as a resume. The
+decision happens once the policy's m approvers have signed it; until then
+the server answers 202 with the signatures so far.
+
+The bearer token, if the server needs one, is read from CONCLAVE_TOKEN.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError(errors.New("expected one interrupt id: conclave approve INTERRUPT_ID --key FILE --server URL"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd.Context(), args[0]) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&c.key, "key", "", "the approver's private key `file` (NAME.key, from conclave keys generate)")
+	fs.StringVar(&c.approver, "approver", "", "approver name (default: the key file's name without .key)")
+	fs.StringVar(&c.server, "server", "http://127.0.0.1:8080", "the conclave server's base `URL`")
+	fs.StringVar(&c.decision, "decision", string(messages.DecisionApprove), "approve|reject|revise")
+	fs.StringVar(&c.editedArgs, "edited-args", "", "with --decision revise: the tool's full replacement arguments, a JSON object")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the server")
+	return cmd
+}
+
+func (c *approveCmd) run(ctx context.Context, id string) error {
+	if c.key == "" {
+		return usageError(errors.New("--key is required"))
+	}
+	base, err := url.Parse(c.server)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return usageError(fmt.Errorf("invalid --server %q: want http(s)://host:port", c.server))
+	}
+	d := messages.Decision(c.decision)
+	switch d {
+	case messages.DecisionApprove, messages.DecisionReject:
+		if c.editedArgs != "" {
+			return usageError(errors.New("--edited-args goes with --decision revise"))
+		}
+	case messages.DecisionRevise:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(c.editedArgs), &obj) != nil {
+			return usageError(errors.New("--decision revise needs --edited-args, a JSON object"))
+		}
+	default:
+		return usageError(fmt.Errorf("invalid --decision %q: approve, reject or revise", c.decision))
+	}
+	sk, err := governance.ReadPrivateKey(c.key)
+	if err != nil {
+		return usageError(fmt.Errorf("--key: %w", err))
+	}
+	approver := c.approver
+	if approver == "" {
+		approver = strings.TrimSuffix(filepath.Base(c.key), ".key")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cl := &apiClient{base: base, token: c.app.env("CONCLAVE_TOKEN")}
+
+	var in messages.Interrupt
+	if err := cl.do(ctx, http.MethodGet, "/api/v1/interrupts/"+url.PathEscape(id), nil, &in); err != nil {
+		return failure(err)
+	}
+	if in.InterruptRaisedPayload == nil || in.Approval == nil {
+		return failure(fmt.Errorf("interrupt %s needs no signature; answer it with a plain resume", id))
+	}
+	if ev := in.Evidence; ev != nil {
+		fmt.Fprintf(c.app.stderr, "%s [%s risk]\n%s\n", ev.Title, ev.RiskLevel, ev.Narrative)
+	}
+	st := messages.ApprovalStatement{InterruptID: id, EvidenceDigest: in.Approval.EvidenceDigest, Decision: d}
+	if c.editedArgs != "" {
+		st.EditedArgs = json.RawMessage(c.editedArgs)
+	}
+	sig, err := governance.Sign(sk, st)
+	if err != nil {
+		return failure(err)
+	}
+	res := messages.Resume{Decision: d, EditedArgs: st.EditedArgs, Signature: &messages.ResumeSignature{Approver: approver, Signature: sig}}
+	var out messages.Resumed
+	if err := cl.do(ctx, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(id)+"/resume", res, &out); err != nil {
+		return failure(err)
+	}
+	n := 0
+	for _, s := range out.Signed {
+		if s.Decision == d {
+			n++
+		}
+	}
+	need := in.Approval.Required
+	if d == messages.DecisionReject {
+		need = in.Approval.RejectRequired
+	}
+	if out.Status == messages.InterruptPending {
+		fmt.Fprintf(c.app.stdout, "%s signed %s of %s: %d of %d signatures; waiting for more\n", approver, d, id, n, need)
+	} else {
+		fmt.Fprintf(c.app.stdout, "%s signed %s of %s: %d of %d signatures; decided\n", approver, d, id, n, need)
+	}
+	return nil
+}
+
+// apiClient calls the conclave HTTP API.
+type apiClient struct {
+	base  *url.URL
+	token string
+}
+
+// do sends a JSON request and decodes a JSON answer; an API error becomes
+// an error with the server's message.
+func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.JoinPath(path).String(), rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e messages.ErrorBody
+		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+			return fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return json.Unmarshal(b, out)
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/governance"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// TestGovernance_ApproveCLI: `conclave serve --governance` with a 2-of-3
+// policy on high risk; a run's high-risk publish call waits; `conclave
+// approve` signs for alice (1 of 2, pending), a forged approval (carol's
+// key under bob's name) is refused with exit 1, and bob's decides it: the
+// tool runs and the stream holds both signatures and passes
+// testkit.Check.
+func TestGovernance_ApproveCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keys := map[string]string{}
+	for _, n := range []string{"alice", "bob", "carol"} {
+		k, _, err := governance.WriteKeyPair(filepath.Join(dir, "keys"), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[n] = k
+	}
+	gov := filepath.Join(dir, "governance.json")
+	if err := os.WriteFile(gov, []byte(`{"tenants": {"local": {
+		"approvers": {"alice": "keys/alice.pub", "bob": "keys/bob.pub", "carol": "keys/carol.pub"},
+		"policy": {"high": {"required": 2}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, 0, nil, "--governance", gov, "--runs-per-second", "-1")
+	a := newHardenAPI(t, srv, "")
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":1,"approvals":1,"risky_approvals":1}}`)
+	s := a.mustStream(t, rc.SessionID, 0)
+	var events []*messages.Envelope
+	next := func() *messages.Envelope {
+		t.Helper()
+		f, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := f.env()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, env)
+		return env
+	}
+	var id string
+	for id == "" {
+		if p, ok := next().Payload.(*messages.InterruptRaisedPayload); ok {
+			if p.Approval == nil || p.Approval.Required != 2 || p.Evidence == nil || p.Evidence.RiskLevel != messages.RiskHigh {
+				t.Fatalf("interrupt %+v", p)
+			}
+			id = p.InterruptID
+		}
+	}
+	approve := func(key string, extra ...string) result {
+		return runCLI(t, t.Context(), nil, false, append([]string{"approve", id, "--key", key, "--server", "http://" + srv.base}, extra...)...)
+	}
+	if r := approve(keys["alice"]); r.code != 0 || !strings.Contains(r.stdout, "alice signed approve of "+id+": 1 of 2 signatures; waiting") {
+		t.Fatalf("alice: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := approve(keys["carol"], "--approver", "bob"); r.code != exitFailed || !strings.Contains(r.stderr, "signature_refused") {
+		t.Fatalf("forged: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := approve(keys["alice"]); r.code != exitFailed || !strings.Contains(r.stderr, "signature_duplicate") {
+		t.Fatalf("alice again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := approve(keys["bob"]); r.code != 0 || !strings.Contains(r.stdout, "2 of 2 signatures; decided") {
+		t.Fatalf("bob: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for !next().Type.Terminal() {
+	}
+	testkit.AssertInvariants(t, events)
+	if n := testkit.Count(events, messages.ApprovalSignatureAdded); n != 2 {
+		t.Fatalf("%d approval_signature_added events", n)
+	}
+	ran := false
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "publish" && !p.IsError {
+			ran = true
+		}
+	}
+	if !ran {
+		t.Fatal("the approved publish call did not run")
+	}
+}

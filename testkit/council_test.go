@@ -314,6 +314,14 @@ func teamSpawnRun(id messages.RunID, restart bool) []messages.Emit {
 		events
 }
 
+// restartedBeforeTeamStarted: a crash between the team's node_started and
+// its team_started; after the restart, agent_restarted and team_started.
+func restartedBeforeTeamStarted(t *testing.T) []messages.Emit {
+	em := teamSpawnRun("r1", true)
+	i := first[*messages.TeamStartedPayload](t, em, "node:t")
+	return slices.Delete(em, i, i+1)
+}
+
 func council(id messages.RunID) []messages.Emit {
 	em, _ := councilRun(id)
 	return em
@@ -330,6 +338,7 @@ func TestCheck_CouncilValid(t *testing.T) {
 		{"team fails", teamFailRun("r1")},
 		{"sub-team spawned inside a team", teamSpawnRun("r1", false)},
 		{"team supervisor restarted", teamSpawnRun("r1", true)},
+		{"team restarted between node_started and team_started", restartedBeforeTeamStarted(t)},
 		{"interleaved", interleave(council("r1"), haltRun("r2"), teamFailRun("r3"), validRun("r4"), teamSpawnRun("r5", true))},
 	}
 	for _, tt := range tests {

@@ -758,7 +758,9 @@ func (c *checker) laneRules(r *runState, env *messages.Envelope, st *streamState
 	if t := st.team; t != nil {
 		switch {
 		case t.phase == teamAwaitStart && env.Type != messages.TeamStarted && env.Type != messages.NodeFailed &&
-			env.Type != messages.NodeCancelled && !t.flagged:
+			env.Type != messages.NodeCancelled && env.Type != messages.AgentRestarted && !t.flagged:
+			// agent_restarted: a crash (or a panic) between the team's
+			// node_started and its team_started; the team starts again.
 			t.flagged = true
 			c.report(env.Seq, r.id, RuleTeamOrder, "%s on the lane of team %q before its team_started, which comes right after node_started", env.Type, t.id)
 		case t.phase == teamSynthesized && env.Type != messages.NodeCompleted:

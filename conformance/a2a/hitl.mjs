@@ -24,6 +24,14 @@ main('hitl', async (client) => {
     const open = openInterrupts(status);
     check(open.length > 0, 'INPUT_REQUIRED without interrupts');
     mostOpen = Math.max(mostOpen, open.length);
+    for (const d of open) {
+      if (d.reason === 'info_request') continue;
+      // Every approval carries its evidence package (docs/governance.md).
+      const ev = d.evidence;
+      check(ev && ev.id && ev.title && Array.isArray(ev.recommended_actions) && ev.recommended_actions.length >= 1 &&
+        ev.recommended_actions.length <= 3 && ev.risk_level && Array.isArray(ev.reasoning_trace),
+        `approval without an evidence package: ${JSON.stringify(d).slice(0, 300)}`);
+    }
     let parts;
     if (open.length === 1 && rounds % 2 === 1) {
       // One question: answer in plain text, as a human would (every other

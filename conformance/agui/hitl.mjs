@@ -32,6 +32,13 @@ async function hitlLoop(agent, first, answer) {
       reasons[i.reason] = (reasons[i.reason] ?? 0) + 1;
       check(typeof i.message === "string" && i.expiresAt, `interrupt without message/expiresAt: ${JSON.stringify(i)}`);
       if (i.reason === "tool_call") check(i.toolCallId, "tool_call interrupt without toolCallId");
+      if (i.reason !== "input_required") {
+        // Every approval carries its evidence package (docs/governance.md).
+        const ev = i.metadata?.evidence;
+        check(ev && ev.id && ev.title && Array.isArray(ev.recommended_actions) && ev.recommended_actions.length >= 1 &&
+          ev.recommended_actions.length <= 3 && ev.risk_level && Array.isArray(ev.reasoning_trace),
+          `approval interrupt without an evidence package: ${JSON.stringify(i).slice(0, 300)}`);
+      }
       responses[i.id] = answer(i, rounds);
     }
     const resume = buildResumeArray(agent.pendingInterrupts, responses);

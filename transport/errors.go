@@ -20,6 +20,7 @@ const (
 	codeIdempotencyReuse = httpjson.CodeIdempotencyReuse
 	codeUnavailable      = httpjson.CodeUnavailable
 	codeInternal         = httpjson.CodeInternal
+	codeHTTPVersion      = httpjson.CodeHTTPVersionNotSupported
 )
 
 // apiError is an error answer decided before any response byte was written.

@@ -6,7 +6,11 @@
 // connection is taken over from net/http, and it holds no goroutine while
 // it has nothing to send: the session hub wakes it when events arrive, a
 // writer goroutine then sends everything pending in one write, and exits
-// once the connection has been idle for a while (stream.go).
+// once the connection has been idle for a while (stream.go). Where the
+// connection cannot be taken over (HTTP/2, HTTP/3, a ResponseWriter
+// wrapped by middleware that hides Hijack), an SSE stream is written and
+// flushed through the ResponseWriter by its handler's goroutine, with the
+// same semantics (ssesink.go); WebSocket streams need HTTP/1.1.
 package transport
 
 import (
@@ -232,7 +236,10 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the HTTP handler (for tests and embedding). The
 // connection limits (MaxConnections, TCP keepalive) apply only to
-// connections served by Serve.
+// connections served by Serve. Served by another http.Server, over HTTP/2
+// for instance, an SSE stream holds its request until it ends, and
+// Shutdown ends it: call Shutdown before that server's own Shutdown (or
+// from its RegisterOnShutdown hook), which waits for such requests.
 func (s *Server) Handler() http.Handler { return s.cors(readDeadlineDone(s.mux)) }
 
 func (s *Server) routes() {
@@ -245,7 +252,7 @@ func (s *Server) routes() {
 	// The two endpoints browsers open with EventSource and WebSocket, which
 	// cannot send headers: the only ones that take ?access_token=.
 	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.sseStream)}))
-	s.mux.HandleFunc("/api/v1/events/ws", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.wsStream)}))
+	s.mux.Handle("/api/v1/events/ws", http1Only(s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.wsStream)})))
 	s.mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
 	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
 	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
@@ -352,8 +359,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		origin := r.Header.Get("Origin")
 		if origin != "" && s.originAllowed(origin) {
 			h := w.Header()
-			h.Set("Access-Control-Allow-Origin", origin)
-			h.Add("Vary", "Origin")
+			allowOrigin(h, origin)
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, A2A-Version, A2A-Extensions")
@@ -364,6 +370,15 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// allowOrigin sets the CORS headers of an allowed origin's answer (once:
+// an SSE stream sets them again on the hijacked path's own header).
+func allowOrigin(h http.Header, origin string) {
+	h.Set("Access-Control-Allow-Origin", origin)
+	if !slices.Contains(h.Values("Vary"), "Origin") {
+		h.Add("Vary", "Origin")
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -398,8 +413,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.shutOnce.Do(func() { close(s.stopBeat) })
 	aerr := s.a2a.Shutdown(ctx) // A2A streams are not hijacked: end them before http.Shutdown waits for them
-	err := s.http.Shutdown(ctx) // stream connections are hijacked, so this does not wait for them
+	// SSE streams held by their handlers (HTTP/2, wrapped writers) would
+	// keep http.Shutdown waiting: end every stream first. One that starts
+	// afterwards is ended at once (streamSet.add), and new stream requests
+	// are refused (closing).
 	cerr := s.streams.closeAll(ctx)
+	err := s.http.Shutdown(ctx) // hijacked connections are not waited for; held streams have ended
 	s.writers.Close()
 	if werr := s.writers.Wait(ctx); err == nil {
 		err = werr

@@ -28,6 +28,9 @@ type harness struct {
 	srv    *transport.Server
 	base   string
 	client *http.Client
+	// rt opens streams (no timeout: they are long); nil means
+	// http.DefaultTransport.
+	rt http.RoundTripper
 }
 
 // newHarness serves a fresh engine on a random loopback port and tears
@@ -145,7 +148,11 @@ func (h *harness) sse(ctx context.Context, query string, hdr ...string) (*http.R
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	rt := h.rt
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,18 +15,17 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// sseHeader is written on the hijacked connection. The body is
-// close-delimited (no chunked framing), which every SSE client accepts; the
-// stream ends when the connection closes.
-const sseHeader = "HTTP/1.1 200 OK\r\n" +
-	"Content-Type: text/event-stream\r\n" +
-	"Cache-Control: no-cache\r\n" +
-	"X-Accel-Buffering: no\r\n" +
-	"Connection: close\r\n"
-
 // sseStream: GET /api/v1/events/stream?session_id=...[&after=N], or the
 // Last-Event-ID header. Everything is validated, and errors answered as
 // JSON, before the first byte of the stream.
+//
+// Then the connection is hijacked (HTTP/1.1): the stream holds no goroutine
+// while idle. Where it cannot be (HTTP/2 and HTTP/3, or a ResponseWriter
+// that hides Hijack even through http.ResponseController, as some
+// middleware's wrappers do), the stream is written through the
+// ResponseWriter and flushed, on this handler's goroutine, which it then
+// holds until the stream ends. Both are the same stream (streamConn,
+// sseFramer); only the sink differs (ssesink.go).
 func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
 	release, aerr := s.caps.acquire(tenant)
 	if aerr != nil {
@@ -50,37 +50,93 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, tenant messag
 		writeError(w, aerr)
 		return
 	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	rc := http.NewResponseController(w)
+	conn, brw, err := rc.Hijack()
+	switch {
+	case err == nil:
+		_ = brw // the client sends nothing more on a GET; its buffers are dropped with it
+		s.sseHijacked(conn, r, tenant, session, sub, release, until)
+	case errors.Is(err, http.ErrNotSupported) && canFlush(w):
+		s.sseHeld(w, r, rc, tenant, session, sub, release, until)
+	default:
 		sub.Close()
 		release()
-		writeError(w, errorf(http.StatusInternalServerError, codeInternal, "streaming is not supported on this connection"))
-		return
+		writeError(w, errorf(http.StatusInternalServerError, codeInternal,
+			"streaming is not supported on this connection: its ResponseWriter can neither be hijacked nor flushed"))
 	}
-	_ = brw // the client sends nothing more on a GET; its buffers are dropped with it
+}
+
+// sseHijacked serves a stream on a hijacked HTTP/1.1 connection. The body
+// is close-delimited (no chunked framing), which every SSE client accepts;
+// the stream ends when the connection closes.
+func (s *Server) sseHijacked(conn net.Conn, r *http.Request, tenant messages.TenantID, session messages.SessionID,
+	sub *actors.Subscription, release func(), until *untilRun) {
 	// The stream is validated: no read or write deadline of the request
 	// applies to it any more. It ends on the client's error or close, on
 	// shutdown, or over the maximum lag; never for being slow.
 	_ = conn.SetDeadline(time.Time{})
-	var hdr []byte
-	hdr = append(hdr, sseHeader...)
-	if origin := r.Header.Get("Origin"); origin != "" && s.originAllowed(origin) {
-		hdr = append(hdr, "Access-Control-Allow-Origin: "+origin+"\r\nVary: Origin\r\n"...)
-	}
-	hdr = append(hdr, "\r\n"...)
-	// retry: tells EventSource how soon to reconnect after the stream
-	// ends (browsers default to seconds); once, before any event.
-	hdr = append(hdr, "retry: "+strconv.FormatInt(s.cfg.SSERetry.Milliseconds(), 10)+"\n\n"...)
-	f := newSSEFramer(conn)
-	if err := f.write(hdr); err != nil {
+	h := make(http.Header, 6)
+	s.sseHeader(h, r)
+	var buf bytes.Buffer
+	buf.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&buf)
+	buf.WriteString("Connection: close\r\n\r\n")
+	buf.Write(s.sseRetry())
+	f := newSSEFramer(newConnSink(conn), newSendQueue(conn))
+	if err := f.write(buf.Bytes()); err != nil {
 		sub.Close()
 		release()
-		_ = conn.Close()
+		_ = f.out.close()
 		return
 	}
 	c := s.newStreamConn(f, f.fl, release, tenant, session, sub)
 	c.until = until
 	c.start()
+}
+
+// sseHeld serves a stream through the ResponseWriter (see sseStream) and
+// returns when it has ended. The body is framed by the protocol (HTTP/2
+// DATA frames, HTTP/1.1 chunks), and ends cleanly with the stream.
+func (s *Server) sseHeld(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, tenant messages.TenantID,
+	session messages.SessionID, sub *actors.Subscription, release func(), until *untilRun) {
+	// As on the hijacked path, the request's deadlines no longer apply: a
+	// read deadline left on an HTTP/1.1 connection would end the stream
+	// (net/http's background read fails and cancels the request). A writer
+	// that takes no deadlines keeps the server's (docs/api.md).
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	s.sseHeader(w.Header(), r)
+	w.WriteHeader(http.StatusOK)
+	out := newResponseSink(w, rc)
+	defer out.finish()
+	f := newSSEFramer(out, noSendQueue{}) // no socket to probe: bytes handed to net/http count as received
+	if err := f.write(s.sseRetry()); err != nil {
+		sub.Close()
+		release()
+		return
+	}
+	c := s.newStreamConn(f, f.fl, release, tenant, session, sub)
+	c.until = until
+	c.run(r.Context().Done())
+}
+
+// sseHeader sets the headers of an SSE stream's response on h, for both
+// paths: the hijacked one writes them itself, the held one through the
+// ResponseWriter (where cors has already set the CORS ones).
+func (s *Server) sseHeader(h http.Header, r *http.Request) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	if origin := r.Header.Get("Origin"); origin != "" && s.originAllowed(origin) {
+		allowOrigin(h, origin)
+	}
+}
+
+// sseRetry is the block that starts every SSE stream: retry: tells
+// EventSource how soon to reconnect after the stream ends (browsers
+// default to seconds); once, before any event.
+func (s *Server) sseRetry() []byte {
+	return []byte("retry: " + strconv.FormatInt(s.cfg.SSERetry.Milliseconds(), 10) + "\n\n")
 }
 
 // untilRun is the end of an SSE stream asked for with ?until=run_end: the
@@ -171,23 +227,18 @@ func (s *Server) subscribe(r *http.Request, tenant messages.TenantID) (*actors.S
 
 // sseFramer writes SSE frames: each event as
 // "id: <seq>\nevent: <type>\ndata: <envelope>\n\n" (LF only), heartbeats as
-// ": ping\n\n" comments, and a final "event: stream_closed" frame.
+// ": ping\n\n" comments, and a final "event: stream_closed" frame. Its
+// sink delivers them (ssesink.go).
 type sseFramer struct {
-	conn net.Conn  // closes and takes deadlines (the tracked connection)
-	w    io.Writer // writes: the socket itself where possible, so a batch is one writev
-	fl   *flight
-	once sync.Once
+	out sseSink
+	fl  *flight
 	// tail is the unwritten rest of a frame an aborted write cut; the
 	// final frame follows it so the client's parser stays in step.
 	tail []byte
 }
 
-func newSSEFramer(conn net.Conn) *sseFramer {
-	var w io.Writer = conn
-	if tc, ok := conn.(*trackedConn); ok {
-		w = tc.Conn // net.Buffers writes with writev only to the socket type itself
-	}
-	return &sseFramer{conn: conn, w: w, fl: newFlight(newSendQueue(conn))}
+func newSSEFramer(out sseSink, q sendQueue) *sseFramer {
+	return &sseFramer{out: out, fl: newFlight(q)}
 }
 
 // frameBufs pools the slices of frames handed to writev.
@@ -202,13 +253,11 @@ func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 		bufs = append(bufs, fr)
 		size += len(fr)
 	}
-	keep := bufs
 	f.fl.begin(size, len(evs))
-	n, err := bufs.WriteTo(f.w) // one writev for the whole batch
+	n, err := f.out.write(bufs) // one writev for the whole batch, or one flush
 	f.fl.done(int(n))
 	if err != nil && n > 0 {
-		// Find the frame the write cut, if it cut one, from the frames
-		// themselves (WriteTo consumed the slice headers in keep).
+		// Find the frame the write cut, if it cut one.
 		off := n
 		for _, e := range evs {
 			fr := e.SSEFrame()
@@ -221,17 +270,17 @@ func (f *sseFramer) writeEvents(evs []*messages.Encoded) error {
 			off -= int64(len(fr))
 		}
 	}
-	clear(keep)
-	*bp = keep[:0]
+	clear(bufs)
+	*bp = bufs[:0]
 	frameBufs.Put(bp)
 	return err
 }
 
 func (f *sseFramer) write(b []byte) error {
 	f.fl.begin(len(b), 0)
-	n, err := f.w.Write(b)
-	f.fl.done(n)
-	if err != nil && n > 0 && n < len(b) {
+	n, err := f.out.write(net.Buffers{b})
+	f.fl.done(int(n))
+	if err != nil && n > 0 && n < int64(len(b)) {
 		f.tail = b[n:]
 	}
 	return err
@@ -242,8 +291,8 @@ func (f *sseFramer) writeReplies([][]byte) error { return nil }
 
 func (f *sseFramer) writePing() error { return f.write([]byte(": ping\n\n")) }
 
-// abort makes the write under way fail (a deadline in the past).
-func (f *sseFramer) abort() { _ = f.conn.SetWriteDeadline(time.Unix(1, 0)) }
+// abort makes the write under way fail (sseSink.abort).
+func (f *sseFramer) abort() { f.out.abort() }
 
 // writeFinal sends "event: stream_closed" with the CloseReason as data,
 // after the rest of a frame an abort cut. A stream cut for lagging gets
@@ -253,17 +302,13 @@ func (f *sseFramer) writeFinal(reason *CloseReason) error {
 	if reason.Code == CloseCodeLagging {
 		deadline = time.Now().Add(finalWait) // wall clock: a socket deadline
 	}
-	_ = f.conn.SetWriteDeadline(deadline)
+	f.out.deadline(deadline)
 	data, _ := json.Marshal(reason)
 	b := append(append([]byte(nil), f.tail...), "event: stream_closed\ndata: "...)
 	f.tail = nil
 	return f.write(append(append(b, data...), "\n\n"...))
 }
 
-func (f *sseFramer) close() error {
-	var err error
-	f.once.Do(func() { err = f.conn.Close() })
-	return err
-}
+func (f *sseFramer) close() error { return f.out.close() }
 
 func (f *sseFramer) transport() string { return "sse" }

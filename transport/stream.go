@@ -51,6 +51,15 @@ type framer interface {
 //   - Write errors mean the client is gone; a closed subscription means the
 //     server (or the hub) ended the stream: the writer sends the final frame.
 //     Either way the writer closes the connection, once.
+//
+// A held stream (run) is the exception: where the connection cannot be
+// taken over from net/http (HTTP/2 and HTTP/3, ResponseWriters that hide
+// Hijack), the response lives only as long as its handler, so the
+// handler's goroutine is the writer for the stream's whole life. It runs
+// the same loop, woken the same way, but waits when idle instead of
+// exiting, and also wakes when the request's context says the client has
+// gone. Everything else (polling, batching, heartbeats, until, lag,
+// shutdown) is the same code; only the framer's sink differs (ssesink.go).
 type streamConn struct {
 	srv     *Server
 	f       framer
@@ -87,6 +96,12 @@ type streamConn struct {
 	// until, if set, ends the stream after a run's terminal event (SSE
 	// ?until=run_end). Set before start, read by the writer only.
 	until *untilRun
+	// held: the writer is the goroutine that called run, for the stream's
+	// whole life (see above). Set before start.
+	held bool
+	// gone is closed when the client has gone (a held stream's request
+	// context); nil otherwise. Read by the writer only.
+	gone <-chan struct{}
 	// alive, if set, is called when the client received bytes since the
 	// last check: a WebSocket client reading slowly answers pings late
 	// (they queue behind the events), and this keeps its reader's
@@ -123,6 +138,17 @@ func (c *streamConn) start() {
 		return
 	}
 	c.ready()
+}
+
+// run serves a held stream on the calling goroutine (a request handler,
+// which must outlive its response) and returns once the stream has ended;
+// gone is closed when the client leaves (the request's context). ready
+// never starts a writer goroutine for it: the caller is its writer.
+func (c *streamConn) run(gone <-chan struct{}) {
+	c.held, c.gone = true, gone
+	c.running.Store(true) // for good: ready only leaves wake-up tokens
+	c.start()
+	c.writeLoop()
 }
 
 func (c *streamConn) current() *actors.Subscription {
@@ -246,6 +272,17 @@ func (c *streamConn) writeLoop() {
 		if !c.drain() {
 			c.end()
 			return
+		}
+		if c.held { // the handler's goroutine: it waits, and never leaves the stream idle without a writer
+			select {
+			case <-c.wake:
+			case <-c.ctx.Done(): // drain sees the closed subscription
+			case <-c.gone:
+				c.setEnd(endClientGone)
+				c.end()
+				return
+			}
+			continue
 		}
 		if idle == nil {
 			idle = time.NewTimer(linger)

@@ -56,6 +56,25 @@ func (s *Server) upgrader() *websocket.Upgrader {
 	}
 }
 
+// http1Only answers 505 http_version_not_supported to a request that did
+// not come over HTTP/1.x, whatever its method: a WebSocket stream starts
+// with HTTP/1.1's Upgrade handshake and takes the connection over
+// (gorilla/websocket hijacks it), which HTTP/2 and HTTP/3 have no way to
+// do. WebSockets over HTTP/2 (RFC 8441's extended CONNECT, which Go's
+// server only accepts with GODEBUG=http2xconnect=1) are not supported
+// either. The SSE stream works over every version.
+func http1Only(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 1 {
+			writeError(w, errorf(http.StatusHTTPVersionNotSupported, codeHTTPVersion,
+				"WebSocket streams need HTTP/1.1 (an Upgrade request), and this request came over "+r.Proto+
+					"; connect over HTTP/1.1, or use the SSE stream (/api/v1/events/stream), which works over HTTP/2"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // wsStream: GET /api/v1/events/ws?session_id=...[&after=N]. Validation
 // errors are JSON answers before the upgrade. After it, every server message
 // is a text frame holding one or more envelopes, one JSON object per line

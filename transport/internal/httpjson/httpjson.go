@@ -45,6 +45,9 @@ const (
 	CodeRateLimited      = string(actors.QuotaRateLimited)
 	CodeScenarioTooLarge = string(actors.QuotaScenarioTooLarge)
 	CodeInternal         = "internal"
+	// CodeHTTPVersionNotSupported: the endpoint needs another HTTP version
+	// (505; the WebSocket endpoint needs HTTP/1.1).
+	CodeHTTPVersionNotSupported = "http_version_not_supported"
 )
 
 // Error is an answer decided before any byte of the response was written.

@@ -126,4 +126,3 @@ func (r *toolRuns) cancelAll() {
 	}
 	r.queue = nil
 }
-

@@ -183,10 +183,12 @@ var ErrInvalidOptions = errors.New("conclave: invalid options")
 // run_error{code:"interrupted"} (or freezes it, with KeepRunsOnShutdown),
 // lets every follower and stream deliver what was journaled, closes the
 // streams of the mounted handlers, and waits for every goroutine the
-// engine started. Call it before the http.Server that serves the handlers
-// shuts down (streams are taken over from net/http, which does not wait
-// for them). It is idempotent and returns ctx.Err() if ctx ends first; a
-// later call finishes the job.
+// engine started. Call it before shutting down the http.Server that
+// serves the handlers: that server would wait for the AG-UI and A2A
+// streams, which only this ends, and knows nothing of the SSE and
+// WebSocket streams, whose connections are taken over from it. It is
+// idempotent and returns ctx.Err() if ctx ends first; a later call
+// finishes the job.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.shutMu.Lock()
 	defer e.shutMu.Unlock()

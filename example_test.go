@@ -48,22 +48,18 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	results := 0
 	for ev, err := range e.Follow(ctx, run) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		switch ev.Type {
-		case conclave.ToolCallFinished:
-			results++
-		case conclave.RunFinished, conclave.RunError:
+		if ev.Type == conclave.RunFinished || ev.Type == conclave.RunError {
 			fmt.Println("the run ended with", ev.Type)
 		}
 	}
-	fmt.Println("tool results:", results, "calls:", calls.Load())
+	fmt.Println("search was called", calls.Load(), "times")
 	// Output:
 	// the run ended with run_finished
-	// tool results: 3 calls: 3
+	// search was called 3 times
 }
 
 // oneNode is a model of its own: its director plans one node, the node's

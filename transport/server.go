@@ -180,6 +180,7 @@ type Server struct {
 	conns   *connTracker
 	caps    *streamCaps
 	a2a     *a2a.Handler  // A2A agent card and JSON-RPC (transport/a2a)
+	agui    *agui.Handler // AG-UI runs (transport/agui)
 	writers routine.Group // stream writer goroutines and the heartbeat loop
 
 	closing  atomic.Bool
@@ -221,6 +222,7 @@ func New(cfg Config) (*Server, error) {
 	}); err != nil {
 		return nil, err
 	}
+	s.agui = agui.New(agui.Config{Engine: cfg.Engine, Logger: cfg.Logger, Now: cfg.Now})
 	s.routes()
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -243,22 +245,56 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.cors(readDeadlineDone(s.mux)) }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("/api/v1/runs", s.methods(map[string]http.HandlerFunc{
-		http.MethodPost: s.authed(s.createRun), http.MethodGet: s.authed(s.listRuns)}))
-	s.mux.HandleFunc("/api/v1/runs/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getRun)}))
-	s.mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.abortRun)}))
-	s.mux.HandleFunc("/api/v1/runs/{id}/steer", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.steerRun)}))
-	s.mux.HandleFunc("/api/v1/runs/{id}/rewind", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.rewindRun)}))
+	s.apiRoutes(s.mux, s.authed)
 	// The two endpoints browsers open with EventSource and WebSocket, which
 	// cannot send headers: the only ones that take ?access_token=.
-	s.mux.HandleFunc("/api/v1/events/stream", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.sseStream)}))
-	s.mux.Handle("/api/v1/events/ws", http1Only(s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authedStream(s.wsStream)})))
-	s.mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
-	s.mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.listInterrupts)}))
-	s.mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(s.getInterrupt)}))
-	s.mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(s.resume)}))
-	agh := agui.New(agui.Config{Engine: s.engine, Logger: s.cfg.Logger, Now: s.cfg.Now})
-	s.mux.HandleFunc("/api/v1/agui", s.methods(map[string]http.HandlerFunc{http.MethodPost: s.authed(
+	s.mux.HandleFunc("/api/v1/events/stream", s.sseEndpoint(s.authedStream))
+	s.mux.HandleFunc("/api/v1/events/ws", s.wsEndpoint(s.authedStream))
+	s.mux.HandleFunc("/api/v1/agui", s.aguiEndpoint(s.authed))
+	s.mux.Handle(a2a.CardPath, s.a2a.Card())
+	s.mux.Handle(a2a.RPCPath, s.preAuthA2A(s.tokenAuth(false), s.a2a.RPC()))
+	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
+	metricsH := s.metrics.handler()
+	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
+		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
+	s.mux.HandleFunc("/", notFound)
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, errorf(http.StatusNotFound, codeNotFound, "no such endpoint: "+r.URL.Path))
+}
+
+// withTenant wraps a handler that needs the caller's tenant: s.authed,
+// s.authedStream, or an embedder's Authenticate (handlers.go).
+type withTenant func(authedHandler) http.HandlerFunc
+
+// apiRoutes registers the runs and interrupts API on mux.
+func (s *Server) apiRoutes(mux *http.ServeMux, authed withTenant) {
+	mux.HandleFunc("/api/v1/runs", s.methods(map[string]http.HandlerFunc{
+		http.MethodPost: authed(s.createRun), http.MethodGet: authed(s.listRuns)}))
+	mux.HandleFunc("/api/v1/runs/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getRun)}))
+	mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.abortRun)}))
+	mux.HandleFunc("/api/v1/runs/{id}/steer", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.steerRun)}))
+	mux.HandleFunc("/api/v1/runs/{id}/rewind", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.rewindRun)}))
+	mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
+	mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listInterrupts)}))
+	mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getInterrupt)}))
+	mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
+}
+
+// sseEndpoint is GET /api/v1/events/stream.
+func (s *Server) sseEndpoint(authed withTenant) http.HandlerFunc {
+	return s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.sseStream)})
+}
+
+// wsEndpoint is GET /api/v1/events/ws (HTTP/1.1 only: http1Only).
+func (s *Server) wsEndpoint(authed withTenant) http.HandlerFunc {
+	return http1Only(s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.wsStream)})).ServeHTTP
+}
+
+// aguiEndpoint is POST /api/v1/agui.
+func (s *Server) aguiEndpoint(authed withTenant) http.HandlerFunc {
+	return s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(
 		func(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
 			release, aerr := s.caps.acquire(tenant) // every AG-UI request is a stream
 			if aerr != nil {
@@ -266,17 +302,8 @@ func (s *Server) routes() {
 				return
 			}
 			defer release()
-			agh.ServeTenant(w, r, tenant)
-		})}))
-	s.mux.Handle(a2a.CardPath, s.a2a.Card())
-	s.mux.Handle(a2a.RPCPath, s.preAuthA2A(s.a2a.RPC()))
-	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
-	metricsH := s.metrics.handler()
-	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
-		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, codeNotFound, "no such endpoint: "+r.URL.Path))
-	})
+			s.agui.ServeTenant(w, r, tenant)
+		})})
 }
 
 type tenantKey struct{}
@@ -291,8 +318,20 @@ func (s *Server) authed(h authedHandler) http.HandlerFunc { return s.auth(h, fal
 func (s *Server) authedStream(h authedHandler) http.HandlerFunc { return s.auth(h, true) }
 
 func (s *Server) auth(h authedHandler, queryToken bool) http.HandlerFunc {
+	return authWith(s.tokenAuth(queryToken), h)
+}
+
+// tenantOf finds the caller's tenant, or the error to answer.
+type tenantOf func(*http.Request) (messages.TenantID, *apiError)
+
+// tokenAuth authenticates with the server's bearer tokens.
+func (s *Server) tokenAuth(queryToken bool) tenantOf {
+	return func(r *http.Request) (messages.TenantID, *apiError) { return s.authenticate(r, queryToken) }
+}
+
+func authWith(authenticate tenantOf, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := s.authenticate(r, queryToken)
+		tenant, err := authenticate(r)
 		if err != nil {
 			// An unauthenticated request costs no more than its headers:
 			// answered at once, body unread, connection closed.
@@ -305,14 +344,17 @@ func (s *Server) auth(h authedHandler, queryToken bool) http.HandlerFunc {
 
 // preAuthA2A refuses an unauthenticated A2A request like every other
 // endpoint (answered at once, body unread, connection closed), in the
-// JSON-RPC error shape the A2A handler itself would answer.
-func (s *Server) preAuthA2A(next http.Handler) http.Handler {
+// JSON-RPC error shape the A2A handler itself would answer. The tenant
+// found goes in the request's context, where authenticateA2A reads it.
+func (s *Server) preAuthA2A(authenticate tenantOf, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			if _, aerr := s.authenticate(r, false); aerr != nil {
+			tenant, aerr := authenticate(r)
+			if aerr != nil {
 				httpjson.WriteAndClose(w, http.StatusUnauthorized, "application/json", a2a.UnauthorizedBody(aerr), aerr)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -412,7 +454,11 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.shutOnce.Do(func() { close(s.stopBeat) })
-	aerr := s.a2a.Shutdown(ctx) // A2A streams are not hijacked: end them before http.Shutdown waits for them
+	// A2A and AG-UI streams are not hijacked: end them before http.Shutdown waits for them.
+	aerr := s.a2a.Shutdown(ctx)
+	if gerr := s.agui.Shutdown(ctx); aerr == nil {
+		aerr = gerr
+	}
 	// SSE streams held by their handlers (HTTP/2, wrapped writers) would
 	// keep http.Shutdown waiting: end every stream first. One that starts
 	// afterwards is ended at once (streamSet.add), and new stream requests
@@ -435,6 +481,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // authenticateA2A is the A2A handler's Authenticate hook: the same bearer
 // tokens and tenants as the rest of the API.
 func (s *Server) authenticateA2A(r *http.Request) (messages.TenantID, error) {
+	if tenant, ok := r.Context().Value(tenantKey{}).(messages.TenantID); ok {
+		return tenant, nil // authenticated by preAuthA2A
+	}
 	tenant, aerr := s.authenticate(r, false)
 	if aerr != nil {
 		return "", aerr // only a non-nil *apiError: never a typed nil inside the error

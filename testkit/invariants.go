@@ -92,6 +92,10 @@ const (
 	// URLs, added between waves; run_finished.citations, when present, is
 	// the list of citations added.
 	RuleCitations = "citations"
+	// RuleSchema: every event validates against the catalogue's JSON Schema
+	// (messages.EventSchema). ValidateSchema checks it, apart from Check:
+	// a schema validation costs more than all the other rules together.
+	RuleSchema = "schema"
 )
 
 // Rules lists every rule name in documentation order.
@@ -101,6 +105,7 @@ func Rules() []string {
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
 		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
+		RuleSchema,
 	}
 }
 
@@ -146,7 +151,7 @@ const maxListed = 20
 // violations, listing up to 20 of them.
 func AssertInvariants(t testing.TB, events []*messages.Envelope) {
 	t.Helper()
-	vs := Check(events)
+	vs := append(Check(events), ValidateSchema(events)...)
 	if len(vs) == 0 {
 		return
 	}
@@ -1785,4 +1790,24 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ValidateSchema checks every event of events against the catalogue's JSON
+// Schema (rule schema): the events as they go on the wire, encoded again.
+func ValidateSchema(events []*messages.Envelope) []Violation {
+	var vs []Violation
+	for _, env := range events {
+		b, err := env.AppendJSON(nil)
+		if err == nil {
+			err = messages.ValidateEventJSON(b)
+		}
+		if err != nil {
+			detail := fmt.Sprintf("%s: %v", env.Type, err)
+			if len(detail) > 400 { // the validator quotes the offending value
+				detail = detail[:400] + "…"
+			}
+			vs = append(vs, Violation{Seq: env.Seq, RunID: env.RunID, Rule: RuleSchema, Detail: detail})
+		}
+	}
+	return vs
 }

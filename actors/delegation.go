@@ -30,8 +30,8 @@ import (
 //     sub-team, decided at the end of its wave (boundary.go).
 //
 // Delegation rounds: a node's sub-agent is round 1, its own sub-agent
-// round 2, and so on. A delegation reaching max_delegation_rounds warns
-// (warning delegation_soft_limit); one reaching twice that fails the
+// round 2, and so on. The delegation reaching max_delegation_rounds warns,
+// once per chain (warning delegation_soft_limit); one reaching twice that fails the
 // delegating agent with a delegation.RoundLimitError, and the failure
 // climbs the chain: the run ends with run_error{code: delegation_limit}.
 
@@ -180,6 +180,9 @@ func (a *agentActor) delegationAllowed(ctx actor.Context, i int) bool {
 		a.failCode(ctx, err, messages.ErrCodeDelegationLimit)
 		return false
 	case delegation.SoftLimit:
+		if !lim.Warns(round) {
+			break // its chain was warned at the soft limit
+		}
 		a.emit(ctx, &messages.WarningPayload{Code: "delegation_soft_limit",
 			Message: fmt.Sprintf("delegation round %d reached the soft limit %d (the hard limit is %d)", round, lim.Soft, 2*lim.Soft)})
 	}

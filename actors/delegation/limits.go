@@ -75,6 +75,11 @@ func (l Limits) Check(round int) Verdict {
 	}
 }
 
+// Warns reports whether a delegation reaching round warns: only the one
+// that makes its chain reach the soft limit, so a chain that goes deeper
+// warns once, not at every round up to the hard limit.
+func (l Limits) Warns(round int) bool { return round == l.EffectiveSoft() }
+
 // Err returns a *RoundLimitError for a round at the hard limit or above,
 // and nil for any other round.
 func (l Limits) Err(round int) error {

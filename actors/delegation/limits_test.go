@@ -87,3 +87,22 @@ func TestVerdict_String(t *testing.T) {
 		}
 	}
 }
+
+// TestLimits_Warns: a chain warns once, at the delegation that reaches the
+// soft limit, not at every round between the soft and the hard limit.
+func TestLimits_Warns(t *testing.T) {
+	t.Parallel()
+	l := delegation.Limits{Soft: 3}
+	var warned []int
+	for round := 1; round < l.Hard(); round++ {
+		if l.Warns(round) {
+			warned = append(warned, round)
+		}
+	}
+	if len(warned) != 1 || warned[0] != 3 {
+		t.Errorf("warned at rounds %v, want [3]", warned)
+	}
+	if !(delegation.Limits{}).Warns(messages.DefaultMaxDelegationRounds) {
+		t.Error("the default soft limit does not warn")
+	}
+}

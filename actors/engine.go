@@ -507,8 +507,17 @@ func (e *Engine) Interrupt(tenant messages.TenantID, id string) (messages.Interr
 
 // PendingInterrupts lists the open interrupts of a session of tenant, in
 // the order they were raised, after the interrupt id after, with the cursor
-// of the next page ("" on the last).
+// of the next page ("" on the last). With no session it lists those of
+// every session of tenant (interrupts.Registry.PendingAll: its own cursor
+// form; a malformed one is ErrInvalidRequest).
 func (e *Engine) PendingInterrupts(ctx context.Context, tenant messages.TenantID, session messages.SessionID, after string, limit int) ([]messages.Interrupt, string, error) {
+	if session == "" { // every session of the tenant
+		list, next, err := e.interrupts.PendingAll(tenantOr(tenant), after, limit)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+		return list, next, nil
+	}
 	if _, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}}); err != nil {
 		return nil, "", err
 	}

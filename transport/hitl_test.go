@@ -96,6 +96,14 @@ func TestHITL_SSEDisconnectResumeReconnect(t *testing.T) {
 				if !strings.Contains(string(body), p.InterruptID) {
 					t.Fatalf("pending list lacks %s: %s", p.InterruptID, body)
 				}
+				// So does the list of every session of the tenant.
+				_, body = h.do("GET", "/api/v1/interrupts?limit=200", nil)
+				if !strings.Contains(string(body), p.InterruptID) {
+					t.Fatalf("the tenant's pending list lacks %s: %s", p.InterruptID, body)
+				}
+				if resp, body := h.do("GET", "/api/v1/interrupts?cursor=nope", nil); resp.StatusCode != http.StatusUnprocessableEntity {
+					t.Fatalf("a malformed cursor: %d %s", resp.StatusCode, body)
+				}
 			}
 			if p.Kind == messages.InterruptToolApproval {
 				n++

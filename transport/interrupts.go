@@ -76,14 +76,18 @@ func resumedStatus(info messages.Interrupt) int {
 	return http.StatusOK
 }
 
-// listInterrupts: GET /api/v1/interrupts?session_id=…&cursor=&limit=, the
-// polling fallback: the session's open interrupts, oldest first.
+// listInterrupts: GET /api/v1/interrupts[?session_id=…]&cursor=&limit=,
+// the polling fallback: the open interrupts of the session, or of every
+// session of the caller's tenant, oldest first.
 func (s *Server) listInterrupts(w http.ResponseWriter, r *http.Request, tenant messages.TenantID) {
 	q := r.URL.Query()
-	session, err := messages.NewSessionID(q.Get("session_id"))
-	if err != nil {
-		writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "session_id: "+err.Error()))
-		return
+	var session messages.SessionID // none: every session of the tenant
+	if q.Has("session_id") {
+		var err error
+		if session, err = messages.NewSessionID(q.Get("session_id")); err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "session_id: "+err.Error()))
+			return
+		}
 	}
 	limit := defaultPage
 	if v := q.Get("limit"); v != "" {

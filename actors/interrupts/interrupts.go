@@ -27,6 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -497,6 +499,56 @@ func (r *Registry) Pending(tenant messages.TenantID, session messages.SessionID,
 		out = append(out, e.info)
 	}
 	return out, ""
+}
+
+// PendingAll lists the open interrupts of every session of a tenant,
+// oldest first (by creation time, then id), after cursor ("" from the
+// start), at most limit, with the cursor of the next page ("" at the end).
+// A cursor is "<created_at unix nanoseconds>.<interrupt id>", so a page
+// goes on where the last one ended even if that interrupt was resolved
+// since. A malformed cursor is an *InvalidError.
+func (r *Registry) PendingAll(tenant messages.TenantID, cursor string, limit int) ([]messages.Interrupt, string, error) {
+	var after struct {
+		at int64
+		id string
+	}
+	if cursor != "" {
+		at, id, ok := strings.Cut(cursor, ".")
+		n, err := strconv.ParseInt(at, 10, 64)
+		if !ok || err != nil || id == "" {
+			return nil, "", &InvalidError{Reason: "cursor: not a cursor of this list (<unix nanoseconds>.<interrupt id>)"}
+		}
+		after.at, after.id = n, id
+	}
+	r.mu.Lock()
+	var open []messages.Interrupt
+	for k, list := range r.bySession {
+		if k.tenant != tenant {
+			continue
+		}
+		for _, e := range list {
+			if e.info.Status != messages.InterruptPending && e.info.Status != messages.InterruptResolving {
+				continue
+			}
+			if at := e.info.CreatedAt.UnixNano(); cursor != "" && (at < after.at || at == after.at && e.info.InterruptID <= after.id) {
+				continue
+			}
+			open = append(open, e.info)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(open, func(a, b messages.Interrupt) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.InterruptID, b.InterruptID)
+	})
+	if len(open) <= limit {
+		return open, "", nil
+	}
+	open = open[:limit]
+	last := open[limit-1]
+	return open, strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "." + last.InterruptID, nil
 }
 
 // Validate checks that res carries what an interrupt of kind needs, and

@@ -294,3 +294,47 @@ func TestRegistry_RaisedAfterCancelRun(t *testing.T) {
 		t.Fatal("an interrupt raised after ForgetRun was cancelled")
 	}
 }
+
+// TestRegistry_PendingAll: a tenant's open interrupts across its sessions,
+// oldest first, paged; another tenant's are not listed; a page goes on
+// after an interrupt resolved since; a malformed cursor is refused.
+func TestRegistry_PendingAll(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	reg := interrupts.New(func() time.Time { clock = clock.Add(time.Second); return clock })
+	var rec recorder
+	for i, s := range []messages.SessionID{"a", "b", "a", "c", "b"} {
+		in := raised(string(rune('1'+i)), messages.InterruptNodeApproval)
+		in.SessionID = s
+		reg.Raise("t1", in, time.Hour, messages.DecisionReject, rec.deliver)
+	}
+	other := raised("x", messages.InterruptNodeApproval)
+	reg.Raise("t2", other, time.Hour, messages.DecisionReject, rec.deliver)
+
+	page1, next, err := reg.PendingAll("t1", "", 2)
+	if err != nil || len(page1) != 2 || page1[0].InterruptID != "1" || page1[1].InterruptID != "2" || next == "" {
+		t.Fatalf("page 1: %+v, %q, %v", page1, next, err)
+	}
+	// The last interrupt of the page is resolved before the next page.
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "2", Decision: messages.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	reg.Done("2")
+	page2, next, err := reg.PendingAll("t1", next, 2)
+	if err != nil || len(page2) != 2 || page2[0].InterruptID != "3" || page2[1].InterruptID != "4" || next == "" {
+		t.Fatalf("page 2: %+v, %q, %v", page2, next, err)
+	}
+	page3, next, err := reg.PendingAll("t1", next, 2)
+	if err != nil || len(page3) != 1 || page3[0].InterruptID != "5" || page3[0].SessionID != "b" || next != "" {
+		t.Fatalf("page 3: %+v, %q, %v", page3, next, err)
+	}
+	if all, _, _ := reg.PendingAll("t2", "", 10); len(all) != 1 || all[0].InterruptID != "x" {
+		t.Fatalf("tenant t2: %+v", all)
+	}
+	var invalid *interrupts.InvalidError
+	for _, c := range []string{"nope", "12", "x.1", "5."} {
+		if _, _, err := reg.PendingAll("t1", c, 2); !errors.As(err, &invalid) {
+			t.Errorf("cursor %q: %v, want an InvalidError", c, err)
+		}
+	}
+}

@@ -12,10 +12,15 @@
 // # Tasks and contexts
 //
 // A task is one Conclave run: taskId = run_id, contextId = session_id. A
-// message without taskId starts a run: its text parts, joined with
-// newlines, are the question; its contextId (optional) the session; its
-// metadata may carry the run options of POST /api/v1/runs (hitl, scenario,
-// seed, concurrency, approval_timeout_seconds, approval_timeout_action).
+// message without taskId starts a run: its text parts and data parts (the
+// card's application/json input mode: the data's compact JSON), joined in
+// order with newlines, are the question; its contextId (optional) the
+// session; its metadata may carry the run options of POST /api/v1/runs
+// (hitl, scenario, seed, concurrency, approval_timeout_seconds,
+// approval_timeout_action). Without a scenario, the scripted model runs
+// DefaultScenario: the engine's default at 15 ms per token, so a task is
+// WORKING for a few seconds, as a real council would be, rather than done
+// before a client can look.
 // A message with taskId answers the task's open interrupts: data parts
 // (ResumeData: {interruptId, decision, feedback, editedArgs, response,
 // plan, reason}), one per interrupt, or text, which answers the oldest
@@ -86,8 +91,15 @@
 // -32002 CancelTask on a terminal task, -32003 push notifications, -32004
 // a message to a terminal task or to a task not waiting for input, and
 // SubscribeToTask on a terminal task, -32005 a Content-Type other than
-// JSON or a non-text part in a question, -32007 GetExtendedAgentCard,
+// JSON or a raw or url part in a question, -32007 GetExtendedAgentCard,
 // -32009 an A2A-Version other than 1.0 (no header means 0.3). A failed
 // authentication is HTTP 401. An error after a stream has begun is a final
-// "event: error" frame.
+// "event: error" frame. An error of a streaming call (SendStreamingMessage,
+// SubscribeToTask) before its stream begins (an unknown or terminal task,
+// invalid params) is a plain JSON-RPC error response, HTTP 200, not an SSE
+// stream: what the reference server (@a2a-js/sdk) does, and what the
+// official TCK reads (its streaming client takes any text/event-stream
+// answer for a successful stream; STREAM-SUB-003/004 fail on an SSE error
+// frame). The official client accepts both, and gives the typed error only
+// for this one.
 package a2a

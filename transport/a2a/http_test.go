@@ -371,6 +371,18 @@ func TestHandler_SendMessage(t *testing.T) {
 		t.Fatalf("returnImmediately answered %s", st)
 	}
 	mustResult[a2a.Task](t, hs.call("CancelTask", map[string]any{"id": res.Task.ID}))
+
+	// A data part is structured input: its JSON is part of the question.
+	res = mustResult[a2a.SendMessageResponse](t, hs.call("SendMessage", map[string]any{"message": map[string]any{
+		"messageId": "m-data", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "Plan a trip"}, map[string]any{"data": map[string]any{"city": "Oslo", "days": 3}}},
+		"metadata": map[string]any{"scenario": map[string]any{"nodes": 1}}}}))
+	if res.Task == nil || res.Task.Status.State != a2a.StateCompleted {
+		t.Fatalf("a question with a data part: %+v", res.Task)
+	}
+	sum, err := hs.engine.Run("", messages.RunID(res.Task.ID))
+	if err != nil || sum.Question != "Plan a trip\n{\"city\":\"Oslo\",\"days\":3}" {
+		t.Fatalf("the question of a text and a data part: %q, %v", sum.Question, err)
+	}
 }
 
 // TestHandler_ListTasks: pagination, filters and tenants.

@@ -57,10 +57,20 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 	var cmd messages.StartRun
 	var texts []string
 	for i, p := range msg.Parts {
-		if p.Text == nil {
-			return cmd, rpcErrorf(CodeContentTypeNotSupported, "message.parts[%d]: a new task takes text parts only (the question)", i)
+		switch {
+		case p.Text != nil:
+			texts = append(texts, *p.Text)
+		case p.Data != nil:
+			// Structured input (the card's application/json input mode):
+			// its compact JSON is part of the question, in order.
+			var b bytes.Buffer
+			if err := json.Compact(&b, p.Data); err != nil {
+				return cmd, invalidParams(fmt.Sprintf("message.parts[%d].data", i), err)
+			}
+			texts = append(texts, b.String())
+		default:
+			return cmd, rpcErrorf(CodeContentTypeNotSupported, "message.parts[%d]: a new task takes text and data parts (the question); raw and url parts are not supported", i)
 		}
-		texts = append(texts, *p.Text)
 	}
 	cmd.Question = strings.Join(texts, "\n")
 	if strings.TrimSpace(cmd.Question) == "" {
@@ -78,9 +88,24 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 		return cmd, rerr
 	}
 	cmd.HITL, cmd.Scenario, cmd.Seed, cmd.Concurrency = opts.HITL, opts.Scenario, opts.Seed, opts.Concurrency
+	if cmd.Scenario == nil {
+		sc := DefaultScenario()
+		cmd.Scenario = &sc
+	}
 	cmd.ApprovalTimeoutSeconds, cmd.ApprovalTimeoutAction = opts.ApprovalTimeoutSeconds, opts.ApprovalTimeoutAction
 	cmd.Advisor, cmd.MaxDelegationRounds = opts.Advisor, opts.MaxDelegationRounds
 	return cmd, nil
+}
+
+// DefaultScenario is the scripted model's scenario of a task whose message
+// names none: the engine's default at a pace a watcher can follow (15 ms
+// per token, as `conclave run`), so a task spends a few seconds WORKING
+// instead of ending in milliseconds, and an agent or a conformance tool
+// sees its progress. A message's metadata.scenario replaces it.
+func DefaultScenario() messages.Scenario {
+	sc := messages.DefaultScenario()
+	sc.TokenDelayMS = 15
+	return sc
 }
 
 // decodeOptions reads the run options out of message metadata. The option

@@ -67,7 +67,7 @@ func TestHandler_Errors(t *testing.T) {
 		{"agent role", send(map[string]any{"messageId": "m", "role": "ROLE_AGENT", "parts": []any{text("q")}}), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "ROLE_USER"},
 		{"no parts", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{}}), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "parts"},
 		{"two kinds in a part", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "q", "url": "u"}}}), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "exactly one"},
-		{"data part question", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"data": map[string]any{}}}}), nil, 200, a2a.CodeContentTypeNotSupported, "CONTENT_TYPE_NOT_SUPPORTED", "text parts"},
+		{"url part question", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"url": "http://x"}}}), nil, 200, a2a.CodeContentTypeNotSupported, "CONTENT_TYPE_NOT_SUPPORTED", "text and data parts"},
 		{"empty question", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{text("  ")}}), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "empty"},
 		{"bad contextId", send(map[string]any{"messageId": "m", "role": "ROLE_USER", "contextId": "a b", "parts": []any{text("q")}}), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "contextId"},
 		{"bad hitl", send(userText("q", map[string]any{"hitl": "always"})), nil, 200, a2a.CodeInvalidParams, "INVALID_PARAMS", "hitl"},

@@ -84,7 +84,7 @@ func (r *runActor) planEvidence(id string, plan *messages.Plan, waves [][]string
 			{Decision: messages.DecisionApprove, Label: "Run the plan", Consequences: []string{"the waves start; the nodes use tools: " + toolList(tools)}},
 			{Decision: messages.DecisionReject, Label: "Reject the plan", Consequences: []string{"the run ends with run_error plan_rejected"}},
 		},
-		RiskLevel: r.e.toolsRisk(tools), SourceAgentID: directorAgentID, TaskID: string(r.spec.runID),
+		RiskLevel: r.e.toolsRisk(tools), SourceAgentID: directorID(r.directorLane().StreamID), TaskID: string(r.spec.runID),
 		Metadata: map[string]string{"nodes": fmt.Sprint(len(plan.Nodes)), "waves": fmt.Sprint(len(waves))},
 	}
 }

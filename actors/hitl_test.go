@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,55 @@ func TestHITL_PlanGate(t *testing.T) {
 		testkit.AssertInvariants(t, events)
 		if p := terminal[*messages.RunErrorPayload](t, events, ref.RunID); p.Code != messages.ErrCodePlanRejected || !strings.Contains(p.Message, "too broad") {
 			t.Fatalf("run_error %+v", p)
+		}
+		// Rejected three times: two re-plans (the default), then the end.
+		if n := len(payloads[*messages.ReplanAttemptPayload](events)); n != messages.DefaultMaxReplans {
+			t.Fatalf("%d replan_attempt, want %d", n, messages.DefaultMaxReplans)
+		}
+	})
+	t.Run("reject then approve: the director plans again", func(t *testing.T) {
+		var asked []*messages.InterruptRaisedPayload
+		ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &sc},
+			func(p *messages.InterruptRaisedPayload) messages.Resume {
+				asked = append(asked, p)
+				if len(asked) == 1 {
+					return messages.Resume{Decision: messages.DecisionReject, Feedback: "fewer nodes"}
+				}
+				return messages.Resume{Decision: messages.DecisionApprove}
+			})
+		testkit.AssertInvariants(t, events)
+		terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+		rej := payloads[*messages.PlanRejectedPayload](events)
+		re := payloads[*messages.ReplanAttemptPayload](events)
+		if len(rej) != 1 || !rej[0].Replanning || rej[0].Reason != "fewer nodes" {
+			t.Fatalf("plan_rejected %+v", rej)
+		}
+		if len(re) != 1 || re[0].Attempt != 1 || re[0].MaxAttempts != messages.DefaultMaxReplans || re[0].Reason != "fewer nodes" {
+			t.Fatalf("replan_attempt %+v", re)
+		}
+		var lanes []messages.StreamID
+		for _, env := range events {
+			if env.Type == messages.PlanProposed {
+				lanes = append(lanes, env.Lane.StreamID)
+			}
+		}
+		if !slices.Equal(lanes, []messages.StreamID{messages.DirectorStream, messages.DirectorStreamOf(2)}) {
+			t.Fatalf("plan_proposed on %v, want director then director:2", lanes)
+		}
+		if len(asked) != 2 || asked[1].Plan == nil {
+			t.Fatalf("plan gates %+v", asked)
+		}
+	})
+	t.Run("max_replans 0: a rejection ends the run", func(t *testing.T) {
+		none := 0
+		ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &sc, MaxReplans: &none},
+			func(*messages.InterruptRaisedPayload) messages.Resume {
+				return messages.Resume{Decision: messages.DecisionReject, Reason: "no"}
+			})
+		testkit.AssertInvariants(t, events)
+		terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+		if rej := payloads[*messages.PlanRejectedPayload](events); len(rej) != 1 || rej[0].Replanning || len(payloads[*messages.ReplanAttemptPayload](events)) != 0 {
+			t.Fatalf("plan_rejected %+v", rej)
 		}
 	})
 }

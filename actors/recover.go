@@ -413,9 +413,13 @@ func (r *runActor) resume(ctx actor.Context) {
 		}
 		r.endRestored(ctx, code, rs.LaneFailed)
 		return
-	case rs.Graph == nil: // still planning: the director starts again
+	case rs.Replanning: // the rejection was journaled, its replan_attempt not
+		r.replan(ctx)
+		return
+	case rs.Graph == nil: // still planning (a first plan, or a re-plan): the director starts again
 		r.phase = phasePlanning
-		r.restartAgent(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream), r.directorRequest(), nil, rs.Lanes[messages.DirectorStream])
+		lane := r.directorLane()
+		r.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
 		return
 	}
 	for id, n := range rs.Steering { // notes with a diff (the others were rejected): the next boundary applies them

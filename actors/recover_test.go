@@ -446,3 +446,81 @@ func TestRecover_UnresumableRunEnds(t *testing.T) {
 		t.Fatalf("still live in the catalogue: %+v", live)
 	}
 }
+
+// TestRecover_ReplanResumes: a restart while the director plans again
+// after a rejection (cut at replan_attempt, or at the re-plan's first
+// reasoning) resumes the re-plan on its own lane, told the rejection;
+// its plan gate comes, is approved, and the run finishes.
+func TestRecover_ReplanResumes(t *testing.T) {
+	t.Parallel()
+	for name, cut := range map[string]func(*messages.Envelope) bool{
+		"at replan_attempt": func(env *messages.Envelope) bool { return env.Type == messages.ReplanAttempt },
+		"while re-planning": func(env *messages.Envelope) bool {
+			return env.Type == messages.ReasoningDelta && env.Lane.StreamID == messages.DirectorStreamOf(2)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRestartable(t)
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+			defer cancel()
+			ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", HITL: messages.HITLPlan,
+				Scenario: &messages.Scenario{Nodes: 3, Tokens: 4, TokenDelayMS: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised })
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := evs[len(evs)-1].Payload.(*messages.InterruptRaisedPayload)
+			if _, err := r.e.Resume(messages.Resume{InterruptID: gate.InterruptID, Decision: messages.DecisionReject, Feedback: "fewer"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, cut); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			r.restart()
+			p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			gates := 0
+			for {
+				evs, err := p.Until(ctx, func(env *messages.Envelope) bool {
+					return env.Type == messages.InterruptRaised || testkit.TerminalOf(ref.RunID)(env)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := evs[len(evs)-1]
+				if last.Type.Terminal() {
+					break
+				}
+				in := last.Payload.(*messages.InterruptRaisedPayload)
+				if in.InterruptID == gate.InterruptID {
+					continue // the rejected gate, replayed
+				}
+				gates++
+				if _, err := r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			events := r.all("s")
+			testkit.AssertInvariants(t, events)
+			if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
+				t.Fatalf("terminal %s", env.Type)
+			}
+			if gates != 1 || testkit.Count(events, messages.ReplanAttempt) != 1 || testkit.Count(events, messages.PlanProposed) != 2 {
+				t.Fatalf("%d new gates, %d replan_attempt, %d plan_proposed; want 1, 1, 2", gates,
+					testkit.Count(events, messages.ReplanAttempt), testkit.Count(events, messages.PlanProposed))
+			}
+		})
+	}
+}

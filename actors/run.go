@@ -18,7 +18,6 @@ import (
 
 const (
 	supervisorAgentID  = "supervisor"
-	directorAgentID    = "director"
 	synthesizerAgentID = "synthesizer"
 	steeringAgentID    = "steering"
 )
@@ -40,6 +39,8 @@ type runSpec struct {
 	advisor *messages.AdvisorOptions
 	// maxDelegationRounds is the delegation soft cap.
 	maxDelegationRounds int
+	// maxReplans is how many times a rejected plan is planned again.
+	maxReplans int
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -54,7 +55,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 	return &runSpec{
 		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
-		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds,
+		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
 	}
 }
 
@@ -244,7 +245,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.start = r.e.cfg.Now()
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
-			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds}
+			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &r.spec.maxReplans}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -253,8 +254,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		}
 		r.emit(ctx, started)
 		r.phase = phasePlanning
-		r.spawn(ctx, model.RoleDirector, directorAgentID, messages.RunLane().Child(messages.DirectorStream),
-			r.directorRequest(), nil)
+		r.startDirector(ctx)
 	case *messages.AgentDone:
 		r.agentDone(ctx, m)
 	case *actor.Terminated:
@@ -427,7 +427,15 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 		if res.Expired {
 			reason = "plan approval timed out"
 		}
-		r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason})
+		// A human's rejection is planned again, with its reason, while
+		// max_replans allows; an expired gate is not: nobody is there to
+		// review another plan.
+		replan := !res.Expired && r.st.Replans < r.spec.maxReplans
+		r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason, Replanning: replan})
+		if replan {
+			r.replan(ctx)
+			return
+		}
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
 		return
 	}
@@ -469,7 +477,7 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	}
 	switch c.role {
 	case model.RoleDirector:
-		r.emitFor(ctx, c.agentID, messages.RunLane().Child(messages.DirectorStream), &messages.PlanningFailedPayload{Error: reason})
+		r.emitFor(ctx, c.agentID, c.lane, &messages.PlanningFailedPayload{Error: reason})
 		if !c.stopping {
 			r.fail(ctx, messages.ErrCodePlanningFailed, reason)
 		}
@@ -760,7 +768,41 @@ func (r *runActor) emitCostEstimate(ctx actor.Context) {
 // directorRequest is the director's turn: the question, and every tool
 // the plan may give its nodes.
 func (r *runActor) directorRequest() model.Request {
-	return model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
+	req := model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
+	if r.st.Replans > 0 { // planning again: what was rejected, and why
+		reason := r.st.Rejection
+		if reason == "" {
+			reason = "(no reason given)"
+		}
+		req.Plan = r.st.RejectedPlan
+		req.Guidance = "A human rejected your previous plan (given as the plan). Their reason: " + reason +
+			". Propose a new plan that answers it."
+	}
+	return req
+}
+
+// directorLane is the director's lane for the run's current plan (the
+// first, or a re-plan's).
+func (r *runActor) directorLane() messages.Lane {
+	return messages.RunLane().Child(messages.DirectorStreamOf(r.st.Replans + 1))
+}
+
+// startDirector spawns the director of the run's current plan.
+func (r *runActor) startDirector(ctx actor.Context) {
+	lane := r.directorLane()
+	r.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil)
+}
+
+// directorID is the agent id of the director of a plan: its lane's id
+// ("director", "director:2", …), so each re-plan's director is a new child.
+func directorID(stream messages.StreamID) string { return string(stream) }
+
+// replan: the plan was rejected and the director plans again, told why.
+func (r *runActor) replan(ctx actor.Context) {
+	r.emit(ctx, &messages.ReplanAttemptPayload{Attempt: r.st.Replans + 1, MaxAttempts: r.spec.maxReplans, Reason: r.st.Rejection})
+	r.g = nil // the reducer dropped the rejected plan; the next plan_proposed sets it
+	r.phase = phasePlanning
+	r.startDirector(ctx)
 }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.

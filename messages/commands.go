@@ -31,6 +31,10 @@ type StartRun struct {
 	// delegation chain of this length gets a warning, one of twice this
 	// length fails the delegating agent with a delegation_limit error.
 	MaxDelegationRounds int `json:"max_delegation_rounds,omitempty"`
+	// MaxReplans is how many times the director plans again after a human
+	// rejects its plan, with the rejection's feedback (default 2; 0: a
+	// rejected plan ends the run with run_error plan_rejected).
+	MaxReplans *int `json:"max_replans,omitempty"`
 }
 
 // AdvisorOptions configure the advisor gate of a run.
@@ -47,6 +51,8 @@ type AdvisorOptions struct {
 const (
 	DefaultMaxDelegationRounds = 3
 	MaxMaxDelegationRounds     = 32
+	DefaultMaxReplans          = 2
+	MaxMaxReplans              = 10
 	DefaultAdvisorRedirects    = 2
 	MaxAdvisorRedirects        = 16
 )

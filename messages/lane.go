@@ -20,6 +20,15 @@ const (
 	SessionStream StreamID = "session"
 )
 
+// DirectorStreamOf is the director's lane for its n-th plan (1-based):
+// "director" for the first, "director:<n>" for each re-plan.
+func DirectorStreamOf(n int) StreamID {
+	if n <= 1 {
+		return DirectorStream
+	}
+	return StreamID("director:" + strconv.Itoa(n))
+}
+
 // NodeStream is the lane of council node nodeID.
 func NodeStream(nodeID string) StreamID { return StreamID("node:" + nodeID) }
 
@@ -70,7 +79,7 @@ const (
 	LaneUnknown       LaneKind = iota
 	LaneRun                    // "run"
 	LaneSession                // "session"
-	LaneDirector               // "director"
+	LaneDirector               // DirectorStreamOf: "director", "director:2", …
 	LaneSynthesis              // "synthesis": the run's synthesiser
 	LaneNode                   // NodeStream
 	LaneSubagent               // SubagentStream
@@ -95,6 +104,8 @@ type ParsedStream struct {
 	SubagentID string
 	// SteeringID: a steering note's lane.
 	SteeringID string
+	// Plan: which plan of the run a director lane is for (1-based).
+	Plan int
 }
 
 // ParseStreamID takes a stream id apart; Kind is LaneUnknown for an id no
@@ -110,7 +121,7 @@ func ParseStreamID(id StreamID) ParsedStream {
 	case SessionStream:
 		return ParsedStream{Kind: LaneSession}
 	case DirectorStream:
-		return ParsedStream{Kind: LaneDirector}
+		return ParsedStream{Kind: LaneDirector, Plan: 1}
 	case SynthesisStream:
 		return ParsedStream{Kind: LaneSynthesis}
 	}
@@ -119,6 +130,12 @@ func ParseStreamID(id StreamID) ParsedStream {
 		return ParsedStream{}
 	}
 	switch kind {
+	case "director":
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 2 || StreamID(s) != DirectorStreamOf(n) {
+			return ParsedStream{}
+		}
+		return ParsedStream{Kind: LaneDirector, Plan: n}
 	case "node":
 		return ParsedStream{Kind: LaneNode, NodeID: rest}
 	case "synthesis":

@@ -13,7 +13,12 @@ func TestParseStreamID(t *testing.T) {
 	}{
 		{RunStream, ParsedStream{Kind: LaneRun}},
 		{SessionStream, ParsedStream{Kind: LaneSession}},
-		{DirectorStream, ParsedStream{Kind: LaneDirector}},
+		{DirectorStream, ParsedStream{Kind: LaneDirector, Plan: 1}},
+		{DirectorStreamOf(1), ParsedStream{Kind: LaneDirector, Plan: 1}},
+		{DirectorStreamOf(3), ParsedStream{Kind: LaneDirector, Plan: 3}},
+		{"director:1", ParsedStream{}},
+		{"director:02", ParsedStream{}},
+		{"director:x", ParsedStream{}},
 		{SynthesisStream, ParsedStream{Kind: LaneSynthesis}},
 		{node, ParsedStream{Kind: LaneNode, NodeID: "T/x"}},
 		{SubagentStream(node, "s1"), ParsedStream{Kind: LaneSubagent, Parent: node, SubagentID: "s1"}},

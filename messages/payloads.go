@@ -47,6 +47,7 @@ type RunStartedPayload struct {
 	ApprovalTimeoutAction  Decision        `json:"approval_timeout_action,omitempty"`
 	Advisor                *AdvisorOptions `json:"advisor,omitempty"`
 	MaxDelegationRounds    int             `json:"max_delegation_rounds,omitempty"`
+	MaxReplans             *int            `json:"max_replans,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -148,6 +149,18 @@ type PlanApprovedPayload struct {
 // PlanRejectedPayload records the plan gate's rejection.
 type PlanRejectedPayload struct {
 	Reason string `json:"reason,omitempty"`
+	// Replanning: the director plans again (replan_attempt follows);
+	// otherwise the run ends with run_error plan_rejected.
+	Replanning bool `json:"replanning,omitempty"`
+}
+
+// ReplanAttemptPayload: the director plans again after its plan was
+// rejected, told the reason. Attempt is 1-based (the first re-plan is 1);
+// its planning runs on the lane DirectorStreamOf(Attempt+1).
+type ReplanAttemptPayload struct {
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	Reason      string `json:"reason"`
 }
 
 // WaveStartedPayload opens wave Wave (0-based).
@@ -437,6 +450,7 @@ func (*PlanProposedPayload) EventType() EventType           { return PlanPropose
 func (*PlanningFailedPayload) EventType() EventType         { return PlanningFailed }
 func (*PlanApprovedPayload) EventType() EventType           { return PlanApproved }
 func (*PlanRejectedPayload) EventType() EventType           { return PlanRejected }
+func (*ReplanAttemptPayload) EventType() EventType          { return ReplanAttempt }
 func (*WaveStartedPayload) EventType() EventType            { return WaveStarted }
 func (*WaveCompletedPayload) EventType() EventType          { return WaveCompleted }
 func (*NodeStartedPayload) EventType() EventType            { return NodeStarted }

@@ -32,6 +32,7 @@ type RunOptions struct {
 	ApprovalTimeoutAction Decision
 	Advisor               *AdvisorOptions
 	MaxDelegationRounds   int
+	MaxReplans            int
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -108,6 +109,13 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	if r := o.MaxDelegationRounds; r < 1 || r > MaxMaxDelegationRounds {
 		return bad("max_delegation_rounds", "must be in 1..%d, got %d", MaxMaxDelegationRounds, r)
 	}
+	o.MaxReplans = DefaultMaxReplans
+	if s.MaxReplans != nil {
+		o.MaxReplans = *s.MaxReplans
+	}
+	if r := o.MaxReplans; r < 0 || r > MaxMaxReplans {
+		return bad("max_replans", "must be in 0..%d, got %d", MaxMaxReplans, r)
+	}
 	if a := o.Advisor; a != nil && (a.MaxRedirects < 0 || a.MaxRedirects > MaxAdvisorRedirects) {
 		return bad("advisor.max_redirects", "must be in 0..%d, got %d", MaxAdvisorRedirects, a.MaxRedirects)
 	}
@@ -121,6 +129,9 @@ func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
 		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds}
+	if p.MaxReplans != nil { // runs of older versions did not re-plan
+		o.MaxReplans = *p.MaxReplans
+	}
 	if p.Scenario != nil {
 		o.Scenario = *p.Scenario
 	}

@@ -17,7 +17,8 @@ func TestStartRunOptions_Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := RunOptions{Tenant: LocalTenant, Question: "q", HITL: HITLNone, Scenario: Scenario{Nodes: 2, Seed: 42}.WithDefaults(),
-		Concurrency: 5, ApprovalTimeout: time.Minute, ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds}
+		Concurrency: 5, ApprovalTimeout: time.Minute, ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds,
+		MaxReplans: DefaultMaxReplans}
 	if o.Scenario.Seed != 42 || o.Scenario.Waves != 2 {
 		t.Fatalf("scenario %+v", o.Scenario)
 	}
@@ -27,13 +28,13 @@ func TestStartRunOptions_Defaults(t *testing.T) {
 	}
 	// What run_started recorded comes back the same.
 	st := &RunStartedPayload{Question: "q", HITL: HITLNone, Tenant: LocalTenant, Concurrency: 5, ApprovalTimeoutSeconds: 60,
-		ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds}
+		ApprovalTimeoutAction: DecisionReject, MaxDelegationRounds: DefaultMaxDelegationRounds, MaxReplans: ptr(DefaultMaxReplans)}
 	if got := st.Options(RunDefaults{Concurrency: 9, ApprovalTimeout: time.Hour}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("run_started options\n got %+v\nwant %+v", got, want)
 	}
 	// An old run_started without the settings gets the server's defaults.
 	old := (&RunStartedPayload{Question: "q"}).Options(d)
-	if old.Concurrency != 5 || old.ApprovalTimeout != time.Minute || old.HITL != HITLNone || old.Tenant != LocalTenant {
+	if old.Concurrency != 5 || old.ApprovalTimeout != time.Minute || old.HITL != HITLNone || old.Tenant != LocalTenant || old.MaxReplans != 0 {
 		t.Fatalf("old run_started options %+v", old)
 	}
 }
@@ -53,6 +54,8 @@ func TestStartRunOptions_Refused(t *testing.T) {
 		{StartRun{Question: "q", ApprovalTimeoutAction: "maybe"}, "approval_timeout_action", "must be reject or approve"},
 		{StartRun{Question: "q", Concurrency: MaxConcurrency + 1}, "concurrency", "concurrency must be in 1..1024, got 1025"},
 		{StartRun{Question: "q", MaxDelegationRounds: -2}, "max_delegation_rounds", "must be in 1..32"},
+		{StartRun{Question: "q", MaxReplans: ptr(-1)}, "max_replans", "must be in 0..10, got -1"},
+		{StartRun{Question: "q", MaxReplans: ptr(11)}, "max_replans", "must be in 0..10, got 11"},
 		{StartRun{Question: "q", Advisor: &AdvisorOptions{MaxRedirects: 99}}, "advisor.max_redirects", "must be in 0..16"},
 		{StartRun{Question: "q", Tenant: "no spaces"}, "", "tenant"},
 		{StartRun{Question: "q", SessionID: "a/b"}, "", "session_id"},

@@ -24,6 +24,7 @@ const (
 	PlanningFailed  EventType = "planning_failed"
 	PlanApproved    EventType = "plan_approved"
 	PlanRejected    EventType = "plan_rejected"
+	ReplanAttempt   EventType = "replan_attempt"
 )
 
 // Waves and council nodes.
@@ -211,7 +212,8 @@ var specList = []spec{
 	{PlanProposed, RoleCloses, func() Payload { return new(PlanProposedPayload) }, "The director produced a valid plan (a DAG of nodes) and its waves. Closes the director lane."},
 	{PlanningFailed, RoleCloses, func() Payload { return new(PlanningFailedPayload) }, "The director could not produce a valid plan. Closes the director lane."},
 	{PlanApproved, RoleWithin, func() Payload { return new(PlanApprovedPayload) }, "The plan was approved (automatically when hitl is none)."},
-	{PlanRejected, RoleWithin, func() Payload { return new(PlanRejectedPayload) }, "The plan was rejected; the run ends with run_error."},
+	{PlanRejected, RoleWithin, func() Payload { return new(PlanRejectedPayload) }, "The plan was rejected: the director plans again (replan_attempt) while the run's max_replans allows, else the run ends with run_error plan_rejected."},
+	{ReplanAttempt, RoleWithin, func() Payload { return new(ReplanAttemptPayload) }, "Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan)."},
 	{WaveStarted, RoleWithin, func() Payload { return new(WaveStartedPayload) }, "A wave of ready nodes starts; lists its node ids in deterministic order."},
 	{WaveCompleted, RoleWithin, func() Payload { return new(WaveCompletedPayload) }, "Every node of the wave finished (completed, failed, cancelled or skipped)."},
 	{NodeStarted, RoleOpens, func() Payload { return new(NodeStartedPayload) }, "A council node began work. Opens the node lane. Never before all its dependencies completed."},

@@ -42,7 +42,10 @@ const (
 	// carries the same depth and parent as the event that opened it.
 	RuleLaneShape = "lane-shape"
 	// RulePlanGate: plan_approved or plan_rejected follows plan_proposed, at
-	// most once; wave_started and node_started only after plan_approved.
+	// most once per plan; replan_attempt, numbered 1, 2, …, only right after
+	// plan_rejected, and the next plan is proposed on the lane
+	// director:<attempt+1>; wave_started and node_started only after
+	// plan_approved.
 	RulePlanGate = "plan-gate"
 	// RuleDAGOrder: node_started of X follows node_completed of every
 	// dependency of X in X's graph (the run's plan or its team's); nodes
@@ -220,6 +223,9 @@ type runState struct {
 	teams    map[string]*scope
 	approved bool
 	rejected bool
+	// replans counts replan_attempt: the current plan is on the lane
+	// DirectorStreamOf(replans+1).
+	replans int
 
 	// costDue: plan_proposed was seen and its run_cost_estimate not yet.
 	costDue bool
@@ -509,7 +515,7 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	var want messages.Lane
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload, *messages.RunFinishedPayload, *messages.RunErrorPayload,
-		*messages.PlanApprovedPayload, *messages.PlanRejectedPayload,
+		*messages.PlanApprovedPayload, *messages.PlanRejectedPayload, *messages.ReplanAttemptPayload,
 		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload:
 		want = runLane
 	case *messages.WaveStartedPayload:
@@ -517,7 +523,10 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	case *messages.WaveCompletedPayload:
 		return c.waveLane(r, env, p.Team)
 	case *messages.PlanningStartedPayload, *messages.PlanProposedPayload, *messages.PlanningFailedPayload:
-		want = runLane.Child(messages.DirectorStream)
+		if ps := messages.ParseStreamID(env.Lane.StreamID); r.truncated && ps.Kind == messages.LaneDirector && ps.Plan > r.replans+1 {
+			r.replans = ps.Plan - 1 // its re-plans came before the window
+		}
+		want = runLane.Child(messages.DirectorStreamOf(r.replans + 1))
 	case *messages.SynthesisStartedPayload, *messages.SynthesisCompletedPayload, *messages.SynthesisFailedPayload:
 		if x, ok := strings.CutPrefix(string(env.Lane.StreamID), "synthesis:"); ok && x != "" {
 			c.parentIs(r, env, messages.NodeStream(x)) // a team's or a debate's synthesis
@@ -857,6 +866,17 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 		c.planDecision(r, env)
 		c.costBefore(r, env)
 		r.rejected = true
+	case *messages.ReplanAttemptPayload:
+		switch {
+		case !r.rejected || st.lastType != messages.PlanRejected:
+			c.report(env.Seq, r.id, RulePlanGate, "replan_attempt not right after plan_rejected on the run lane")
+		case p.Attempt != r.replans+1 || p.MaxAttempts < p.Attempt:
+			c.report(env.Seq, r.id, RulePlanGate, "replan_attempt %d of %d; want attempt %d, at most max_attempts", p.Attempt, p.MaxAttempts, r.replans+1)
+		}
+		// The director plans again: a new plan, gated again.
+		r.replans++
+		r.rejected, r.costDue = false, false
+		r.top = newScope("")
 	case *messages.WaveStartedPayload:
 		c.waveStarted(r, env, p)
 	case *messages.WaveCompletedPayload:

@@ -227,6 +227,7 @@ func TestCheck_Valid(t *testing.T) {
 		emits []messages.Emit
 	}{
 		{"full run", validRun("r1")},
+		{"plan rejected, then planned again and approved", replanRun("r6")},
 		{"failed run, later wave skipped without wave_started", failedRun("r1", false)},
 		{"failed run, later wave skipped inside its wave", failedRun("r1", true)},
 		{"planning failed", planningFailed},
@@ -430,6 +431,29 @@ func TestCheck_Violations(t *testing.T) {
 				em := validRun("r1")
 				i := index(t, em, messages.WaveStarted, messages.RunStream)
 				em[i].Lane = dirLane
+				return stamp(em)
+			},
+			rule: testkit.RuleLaneShape,
+		},
+		{
+			name: "replan_attempt not right after plan_rejected",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := replanRun("r1")
+				i := index(t, em, messages.ReplanAttempt, messages.RunStream)
+				em[i-1], em[i] = em[i], em[i-1] // before plan_rejected
+				return stamp(em)
+			},
+			rule: testkit.RulePlanGate,
+		},
+		{
+			name: "a re-plan on the first plan's director lane",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := replanRun("r1")
+				for i := range em {
+					if em[i].Lane.StreamID == messages.DirectorStreamOf(2) {
+						em[i].Lane = dirLane
+					}
+				}
 				return stamp(em)
 			},
 			rule: testkit.RuleLaneShape,
@@ -696,4 +720,32 @@ func TestRules_Documented(t *testing.T) {
 			t.Errorf("docs/events.md does not document rule `%s`", r)
 		}
 	}
+}
+
+// replanRun: the first plan is rejected, the director plans again on
+// director:2, and the second plan is approved and runs.
+func replanRun(id messages.RunID) []messages.Emit {
+	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}}}
+	dir2 := runLane.Child(messages.DirectorStreamOf(2))
+	return newRun(id).
+		on(runLane, &messages.RunStartedPayload{Question: "?", HITL: messages.HITLPlan}).
+		on(dirLane, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}}).
+		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 1},
+			&messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
+			&messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionReject},
+			&messages.PlanRejectedPayload{Reason: "no", Replanning: true},
+			&messages.ReplanAttemptPayload{Attempt: 1, MaxAttempts: 2, Reason: "no"}).
+		on(dir2, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}}).
+		on(runLane,
+			&messages.RunCostEstimatePayload{NodeCount: 1},
+			&messages.InterruptRaisedPayload{InterruptID: "i2", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
+			&messages.InterruptResolvedPayload{InterruptID: "i2", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionApprove},
+			&messages.PlanApprovedPayload{},
+			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"x"}}).
+		on(nodeLane("x"), &messages.NodeStartedPayload{NodeID: "x"}, &messages.NodeCompletedPayload{NodeID: "x", Output: "X"}).
+		on(runLane, &messages.WaveCompletedPayload{Wave: 0, Completed: 1}).
+		on(synthLane, &messages.SynthesisStartedPayload{Inputs: 1}, &messages.SynthesisCompletedPayload{Answer: "A"}).
+		on(runLane, &messages.RunFinishedPayload{Answer: "A"}).
+		events
 }

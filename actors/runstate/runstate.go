@@ -272,6 +272,16 @@ type Run struct {
 	CostEstimated bool
 	GateDecided   bool // plan_approved or plan_rejected (or a rewind)
 	Rejected      bool
+	// Replanning: the plan was rejected and the director plans again
+	// (plan_rejected.replanning); replan_attempt follows.
+	Replanning bool
+	// Replans counts replan_attempt: the director's current plan is its
+	// (Replans+1)-th, on the lane DirectorStreamOf(Replans+1).
+	Replans int
+	// Rejection is the reason of the last rejected plan, and RejectedPlan
+	// that plan: what a re-planning director is told.
+	Rejection    string
+	RejectedPlan *messages.Plan
 	// LaneFailed is set once the director or the run's synthesiser failed.
 	LaneFailed string
 
@@ -458,7 +468,18 @@ func (r *Run) Apply(env *messages.Envelope) {
 			r.setGraph(messages.RunLane(), *p.Plan, p.Waves)
 		}
 	case *messages.PlanRejectedPayload:
-		r.GateDecided, r.Rejected = true, true
+		r.GateDecided, r.Rejected, r.Replanning = true, true, p.Replanning
+		r.Rejection = p.Reason
+		if r.Graph != nil {
+			plan := r.Graph.Plan.Clone()
+			r.RejectedPlan = &plan
+		}
+	case *messages.ReplanAttemptPayload:
+		// The director plans again: no plan until its plan_proposed.
+		r.Replans, r.Replanning = p.Attempt, false
+		r.GateDecided, r.Rejected, r.CostEstimated = false, false, false
+		r.Graph = nil
+		delete(r.graphs, messages.RunStream)
 
 	// Graphs: waves and nodes.
 	case *messages.WaveStartedPayload:

@@ -262,10 +262,29 @@ func TestRun_HITLInfoRequests(t *testing.T) {
 	}
 }
 
+// TestRun_HITLPlanReplan: a rejected plan is planned again (the default
+// --max-replans), the new plan is asked about, approved, and runs.
+func TestRun_HITLPlanReplan(t *testing.T) {
+	t.Parallel()
+	r := runCLIWith(t, t.Context(), cliIO{stdin: strings.NewReader("r\nfewer nodes\na\n")},
+		"run", "q", "--hitl", "plan", "--nodes", "3", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	assertNoViolations(t, events)
+	if _, ok := lastEvent(t, events).Payload.(*messages.RunFinishedPayload); !ok {
+		t.Fatalf("last event %+v, want run_finished", lastEvent(t, events).Payload)
+	}
+	if n := strings.Count(r.stderr, "the plan needs your approval"); n != 2 {
+		t.Errorf("asked about %d plans, want 2:\n%s", n, r.stderr)
+	}
+}
+
 func TestRun_HITLPlanReject(t *testing.T) {
 	t.Parallel()
 	r := runCLIWith(t, t.Context(), cliIO{stdin: strings.NewReader("r\ntoo broad\n")},
-		"run", "q", "--hitl", "plan", "--nodes", "3", "--json")
+		"run", "q", "--hitl", "plan", "--nodes", "3", "--json", "--max-replans", "0")
 	if r.code != exitFailed {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitFailed, r.stderr)
 	}

@@ -156,6 +156,9 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	case *messages.PlanRejectedPayload:
 		r.phase = "plan rejected"
 		add(noteBad, "plan rejected: %s", p.Reason)
+	case *messages.ReplanAttemptPayload:
+		r.phase = "re-planning"
+		add(noteInfo, "re-planning (attempt %d of %d)", p.Attempt, p.MaxAttempts)
 	case *messages.WaveStartedPayload:
 		if p.Team != "" { // a team's nested wave: the status block counts the run's waves
 			add(noteInfo, "team %s wave %d started: %s", p.Team, p.Wave, strings.Join(p.NodeIDs, " "))

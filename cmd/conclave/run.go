@@ -106,6 +106,7 @@ type councilFlags struct {
 	async          int
 	delegDepth     int
 	maxDelegation  int
+	maxReplans     int
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -123,6 +124,7 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.async, "async", 0, "async tasks each worker starts (start, update, check, list, cancel)")
 	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
 	fs.IntVar(&f.maxDelegation, "max-delegation-rounds", 0, "delegation soft cap: a warning at it, the run fails at twice it (default 3)")
+	fs.IntVar(&f.maxReplans, "max-replans", messages.DefaultMaxReplans, "times the director plans again after a rejected plan, with its reason (0: a rejection ends the run)")
 }
 
 // advisorOptions is the run's advisor gate: on with --advisor (or any
@@ -342,6 +344,7 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 		ApprovalTimeoutAction: messages.Decision(c.timeoutAction),
 		Advisor:               c.council.advisorOptions(),
 		MaxDelegationRounds:   c.council.maxDelegation,
+		MaxReplans:            &c.council.maxReplans,
 	}
 	if fs.Changed("approval-timeout") {
 		d := c.approvalTimeout
@@ -363,7 +366,7 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 // flagNames are the flags of StartRun's fields.
 var flagNames = map[string]string{
 	"hitl": "--hitl", "approval_timeout_seconds": "--approval-timeout", "approval_timeout_action": "--approval-timeout-action",
-	"concurrency": "--concurrency", "max_delegation_rounds": "--max-delegation-rounds", "question": "question",
+	"concurrency": "--concurrency", "max_delegation_rounds": "--max-delegation-rounds", "max_replans": "--max-replans", "question": "question",
 }
 
 // flagError renames the field a StartRun error is about to its flag.

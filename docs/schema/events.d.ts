@@ -13,6 +13,7 @@ export type EventType =
   | "planning_failed"
   | "plan_approved"
   | "plan_rejected"
+  | "replan_attempt"
   | "wave_started"
   | "wave_completed"
   | "node_started"
@@ -81,6 +82,7 @@ export interface EventPayloads {
   planning_failed: PlanningFailedPayload;
   plan_approved: PlanApprovedPayload;
   plan_rejected: PlanRejectedPayload;
+  replan_attempt: ReplanAttemptPayload;
   wave_started: WaveStartedPayload;
   wave_completed: WaveCompletedPayload;
   node_started: NodeStartedPayload;
@@ -142,6 +144,7 @@ export interface RunStartedPayload {
   approval_timeout_action?: string;
   advisor?: AdvisorOptions;
   max_delegation_rounds?: number;
+  max_replans?: number;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -197,9 +200,17 @@ export interface PlanApprovedPayload {
   waves?: string[][];
 }
 
-/** The plan was rejected; the run ends with run_error. */
+/** The plan was rejected: the director plans again (replan_attempt) while the run's max_replans allows, else the run ends with run_error plan_rejected. */
 export interface PlanRejectedPayload {
   reason?: string;
+  replanning?: boolean;
+}
+
+/** Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan). */
+export interface ReplanAttemptPayload {
+  attempt: number;
+  max_attempts: number;
+  reason: string;
 }
 
 /** A wave of ready nodes starts; lists its node ids in deterministic order. */

@@ -44,6 +44,7 @@
 //	plan_proposed          status WORKING "Plan proposed: N nodes in W waves"
 //	planning_failed        status WORKING (run_error follows)
 //	plan_approved/rejected status WORKING
+//	replan_attempt         status WORKING "Re-planning (attempt i of n)"
 //	wave_started/completed status WORKING
 //	node_started           status WORKING "<node> started: <goal>"
 //	text_delta             artifact chunk, artifactId = lane ("node:n001", "node:n001/sub:sub1"),

@@ -23,10 +23,11 @@ type runOptions struct {
 	ApprovalTimeoutAction  messages.Decision        `json:"approval_timeout_action,omitempty"`
 	Advisor                *messages.AdvisorOptions `json:"advisor,omitempty"`
 	MaxDelegationRounds    int                      `json:"max_delegation_rounds,omitempty"`
+	MaxReplans             *int                     `json:"max_replans,omitempty"`
 }
 
 // optionKeys are the metadata keys read as run options.
-var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action", "advisor", "max_delegation_rounds"}
+var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action", "advisor", "max_delegation_rounds", "max_replans"}
 
 // checkMessage validates what every incoming message needs.
 func checkMessage(msg *Message) *RPCError {
@@ -93,7 +94,7 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 		cmd.Scenario = &sc
 	}
 	cmd.ApprovalTimeoutSeconds, cmd.ApprovalTimeoutAction = opts.ApprovalTimeoutSeconds, opts.ApprovalTimeoutAction
-	cmd.Advisor, cmd.MaxDelegationRounds = opts.Advisor, opts.MaxDelegationRounds
+	cmd.Advisor, cmd.MaxDelegationRounds, cmd.MaxReplans = opts.Advisor, opts.MaxDelegationRounds, opts.MaxReplans
 	return cmd, nil
 }
 

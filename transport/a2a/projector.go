@@ -122,6 +122,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.progress(env, fmt.Sprintf("Rewound from run %s: wave %d runs again, %d node outputs reused", pl.From, pl.Wave+1, len(pl.Reused)))
 	case *messages.PlanRejectedPayload:
 		return p.progress(env, strings.TrimSuffix("Plan rejected: "+pl.Reason, ": "))
+	case *messages.ReplanAttemptPayload:
+		return p.progress(env, fmt.Sprintf("Re-planning (attempt %d of %d)", pl.Attempt, pl.MaxAttempts))
 	case *messages.WaveStartedPayload:
 		return p.progress(env, fmt.Sprintf("Wave %d started: %s", pl.Wave+1, strings.Join(pl.NodeIDs, ", ")))
 	case *messages.WaveCompletedPayload:
@@ -292,8 +294,11 @@ func (p *Projector) settle(env *messages.Envelope, id, text string) []StreamResp
 // synthesiser, one per node or sub-agent lane, none for the run and the
 // director (whose text is the plan, reported by plan_proposed).
 func (p *Projector) artifactFor(env *messages.Envelope) (id, name, description string, ok bool) {
+	if messages.ParseStreamID(env.Lane.StreamID).Kind == messages.LaneDirector { // every plan's director
+		return "", "", "", false
+	}
 	switch lane := env.Lane.StreamID; lane {
-	case messages.RunStream, messages.DirectorStream:
+	case messages.RunStream:
 		return "", "", "", false
 	case messages.SynthesisStream:
 		return AnswerArtifactID, AnswerArtifactID, answerDescription, true

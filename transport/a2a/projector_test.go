@@ -161,6 +161,11 @@ func TestProjector_Mapping(t *testing.T) {
 		{"plan_rejected", started,
 			func(s *script) *messages.Envelope { return s.run(&messages.PlanRejectedPayload{Reason: "too big"}) },
 			[]string{`status WORKING "Plan rejected: too big"`}, a2a.StateWorking},
+		{"replan_attempt", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.ReplanAttemptPayload{Attempt: 1, MaxAttempts: 2, Reason: "too big"})
+			},
+			[]string{`status WORKING "Re-planning (attempt 1 of 2)"`}, a2a.StateWorking},
 		{"wave_started", started,
 			func(s *script) *messages.Envelope {
 				return s.run(&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"n001", "n002"}})

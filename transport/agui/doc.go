@@ -31,6 +31,7 @@
 //	planning_failed      SUBAGENT_ERROR{code:"planning_failed"}
 //	plan_approved        STATE_DELTA /status=running (STATE_SNAPSHOT for an edited plan); CUSTOM
 //	plan_rejected        CUSTOM
+//	replan_attempt       CUSTOM (the re-plan's planning_started opens its director again)
 //	wave_started         STEP_STARTED{"wave <i>"}; STATE_DELTA /wave
 //	wave_completed       STEP_FINISHED{"wave <i>"}
 //	node_started         SUBAGENT_STARTED{name:<node id>, description:<goal>}; STATE_DELTA node status running

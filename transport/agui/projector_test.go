@@ -169,6 +169,7 @@ func TestProjector_Mapping(t *testing.T) {
 		}, []step{
 			{runLane, &messages.PlanApprovedPayload{Edited: true, Plan: &plan2, Waves: [][]string{{"n1", "n2"}, {"n3"}}}, []string{"STATE_SNAPSHOT", "CUSTOM conclave.plan_approved"}},
 			{runLane, &messages.PlanRejectedPayload{Reason: "no"}, []string{"CUSTOM conclave.plan_rejected"}},
+			{runLane, &messages.ReplanAttemptPayload{Attempt: 1, MaxAttempts: 2, Reason: "no"}, []string{"CUSTOM conclave.replan_attempt"}},
 		}},
 		{"node lifecycle", (*script).planned, []step{
 			{nodeLane("n1"), &messages.ReasoningDeltaPayload{Delta: "r"}, []string{"REASONING_START@node:n1 m1", "REASONING_MESSAGE_START@node:n1 m1", "REASONING_MESSAGE_CONTENT@node:n1 m1"}},

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -72,6 +73,7 @@ type agentActor struct {
 	next    int                // the next of them to run
 	results []model.ToolResult // their results
 	callIDs []string           // their lane-unique ids
+	began   []time.Time        // when each started running (zero: it did not run)
 	waiting int                // calls still working: sub-agents and tools
 	tools   toolRuns           // the tool calls running off the mailbox (toolcalls.go)
 	// working are the working calls of the turn not published yet, in call
@@ -251,6 +253,8 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 	a.calls, a.next = calls, 0
 	a.results = make([]model.ToolResult, len(calls))
 	a.callIDs = make([]string, len(calls))
+	a.began = make([]time.Time, len(calls))
+	set := a.spec.e.cfg.Tools
 	for i, c := range calls {
 		id := c.ID
 		if att := a.spec.shared.attempts; att > 1 {
@@ -264,7 +268,8 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 		// Every call of the turn is published up front, before any runs or
 		// waits for approval: the journal then holds the whole turn, which
 		// is what recovery rebuilds a parked agent from.
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: a.calls[i].Args})
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: a.calls[i].Args,
+			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(a.calls[i].Args)})
 	}
 	a.continueTools(ctx)
 }
@@ -298,6 +303,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 // startWorking marks call i as working: a sub-agent or a tool answers it
 // later (callAnswered).
 func (a *agentActor) startWorking(i int) {
+	a.began[i] = a.spec.e.cfg.Now()
 	a.waiting++
 	a.working = append(a.working, i)
 }
@@ -433,7 +439,12 @@ func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error)
 	if err != nil {
 		r.Content = err.Error()
 	}
-	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError})
+	var took time.Duration
+	if b := a.began[i]; !b.IsZero() {
+		took = max(a.spec.e.cfg.Now().Sub(b), 0)
+	}
+	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError,
+		DisplayName: a.spec.e.cfg.Tools.DisplayName(r.Name), DurationMS: took.Milliseconds(), DurationDisplay: messages.DurationDisplay(took)})
 }
 
 func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool) *subagent {
@@ -619,7 +630,7 @@ func (a *agentActor) repair(ctx actor.Context, what string, err error) bool {
 		return false
 	}
 	a.repaired = true
-	a.emit(ctx, &messages.WarningPayload{Code: "invalid_output", Message: fmt.Sprintf("the %s is invalid; the model gets one turn to correct it: %v", what, err)})
+	a.emit(ctx, messages.NewWarning(messages.WarnInvalidOutput, fmt.Sprintf("the %s is invalid; the model gets one turn to correct it: %v", what, err)))
 	a.history = append(a.history, model.Exchange{Text: a.turnText}) // the model sees what it answered
 	a.advice.guidance = fmt.Sprintf("Your previous answer was not a valid %s: %v. Answer again with only the corrected JSON.", what, err)
 	a.text.Reset()

@@ -61,8 +61,8 @@ func (r *runActor) continueBoundary(ctx actor.Context) {
 		switch {
 		case r.team != nil && r.team.depth >= dag.MaxTeamDepth:
 			// Sub-teams nest one level deeper; no deeper than plans may.
-			r.emit(ctx, &messages.WarningPayload{Code: "spawn_rejected",
-				Message: fmt.Sprintf("sub-team of %s not spawned: teams nest at most %d deep", ask.parent, dag.MaxTeamDepth)})
+			r.emit(ctx, messages.NewWarning(messages.WarnSpawnRejected,
+				fmt.Sprintf("sub-team of %s not spawned: teams nest at most %d deep", ask.parent, dag.MaxTeamDepth)))
 		case ask.approved || !ask.decided:
 			r.applySpawn(ctx, ask)
 		}
@@ -78,7 +78,7 @@ func (r *runActor) continueBoundary(ctx actor.Context) {
 // spawnGate asks a human whether a worker's sub-team may run.
 func (r *runActor) spawnGate(ctx actor.Context, s *spawnAsk) {
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptSpawnApproval, NodeID: s.parent,
-		Goal: s.req.Goal + " (roles: " + strings.Join(s.req.Roles, ", ") + ")", Evidence: r.spawnEvidence(r.e.cfg.NewID().String(), s)},
+		Goal: s.req.Goal, SuggestedRoles: slices.Clone(s.req.Roles), Evidence: r.spawnEvidence(r.e.cfg.NewID().String(), s)},
 		func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
 }
 

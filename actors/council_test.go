@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/actors/dag"
@@ -120,6 +121,17 @@ func TestCouncil_DebateStopsEarlyOnConsensus(t *testing.T) {
 		wantTypes(t, "judge lane", without(laneTypes(events, messages.JudgeStream("n001", r)), streamed...),
 			messages.DebateJudgeStarted, messages.DebateJudgeSummary)
 	}
+	// Debaters are shown with a name, a colour and their contentiousness.
+	colors := map[string]bool{}
+	for _, p := range payloads[*messages.DebateTurnStartedPayload](events) {
+		if p.AgentName == "" || len(p.Color) != 7 || p.Color[0] != '#' || p.Contentiousness != messages.DefaultContentiousness {
+			t.Errorf("debate_turn_started %+v", p)
+		}
+		colors[p.AgentID+p.Color] = true
+	}
+	if len(colors) != 3 {
+		t.Errorf("agent colours %v, want one per agent", colors)
+	}
 	var stances []messages.AgentStance
 	var dissenters []string
 	for _, p := range payloads[*messages.DebateStanceMapPayload](events) {
@@ -182,8 +194,8 @@ func TestCouncil_SpawnSubteam(t *testing.T) {
 			ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc, HITL: tc.hitl},
 				func(p *messages.InterruptRaisedPayload) messages.Resume {
 					if p.Kind == messages.InterruptSpawnApproval {
-						if p.NodeID != "n001" {
-							t.Errorf("spawn gate for %q", p.NodeID)
+						if p.NodeID != "n001" || len(p.SuggestedRoles) == 0 || strings.Contains(p.Goal, "roles") {
+							t.Errorf("spawn gate for %q: goal %q, roles %v", p.NodeID, p.Goal, p.SuggestedRoles)
 						}
 						return messages.Resume{Decision: tc.decision}
 					}
@@ -693,5 +705,30 @@ func TestCouncil_NestedDebatePanicStops(t *testing.T) {
 	}
 	if !failed["n001/d"] || !failed["n001"] {
 		t.Errorf("failed nodes %v, want n001/d and n001", failed)
+	}
+}
+
+// TestCouncil_ToolDisplayFields: tool events carry a display name, an
+// arguments summary and the call's duration.
+func TestCouncil_ToolDisplayFields(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, ToolsPerNode: 2}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	started, finished := payloads[*messages.ToolCallStartedPayload](events), payloads[*messages.ToolCallFinishedPayload](events)
+	if len(started) != 4 || len(finished) != 4 {
+		t.Fatalf("%d tool_call_started, %d tool_call_finished", len(started), len(finished))
+	}
+	for _, p := range started {
+		if p.DisplayName != "Search" || !strings.HasPrefix(p.ArgsSummary, "query=") {
+			t.Errorf("tool_call_started %+v", p)
+		}
+	}
+	for _, p := range finished {
+		if p.DisplayName != "Search" || p.DurationMS < 0 || p.DurationDisplay != messages.DurationDisplay(time.Duration(p.DurationMS)*time.Millisecond) {
+			t.Errorf("tool_call_finished %+v", p)
+		}
 	}
 }

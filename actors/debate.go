@@ -118,14 +118,17 @@ func (d *debateActor) startSpeaker(ctx actor.Context) {
 	ag := d.cfg.Agents[d.speaker]
 	lane := d.spec.lane.Child(messages.DebateTurnStream(d.nodeID(), d.round, ag.ID))
 	d.phase, d.sub = debateTurn, &lane
-	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round})
+	name, color, contentiousness := ag.Display(d.speaker)
+	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round,
+		AgentName: name, Color: color, Contentiousness: contentiousness})
 	d.turn(ctx, lane, d.speakerRequest())
 }
 
 func (d *debateActor) speakerRequest() model.Request {
 	ag := d.cfg.Agents[d.speaker]
+	_, _, contentiousness := ag.Display(d.speaker)
 	return model.Request{Role: model.RoleDebater, AgentID: d.nodeID() + ":" + ag.ID, Persona: ag.Persona, Round: d.round,
-		Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter())}
+		Transcript: d.tr.Lines(d.cfg.EffectiveCompactAfter()), Temperature: &contentiousness}
 }
 
 func (d *debateActor) judgeRequest() model.Request {

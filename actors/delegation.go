@@ -183,8 +183,8 @@ func (a *agentActor) delegationAllowed(ctx actor.Context, i int) bool {
 		if !lim.Warns(round) {
 			break // its chain was warned at the soft limit
 		}
-		a.emit(ctx, &messages.WarningPayload{Code: "delegation_soft_limit",
-			Message: fmt.Sprintf("delegation round %d reached the soft limit %d (the hard limit is %d)", round, lim.Soft, 2*lim.Soft)})
+		a.emit(ctx, messages.NewWarning(messages.WarnDelegationSoftLimit,
+			fmt.Sprintf("delegation round %d reached the soft limit %d (the hard limit is %d)", round, lim.Soft, 2*lim.Soft)))
 	}
 	return true
 }

@@ -258,6 +258,8 @@ func canonical(events []*messages.Envelope) []string {
 			p.DurationMS = 0
 		case *messages.RunErrorPayload:
 			p.DurationMS = 0
+		case *messages.ToolCallFinishedPayload: // wall-clock time of the call
+			p.DurationMS, p.DurationDisplay = 0, ""
 		}
 		payload, _ := json.Marshal(env.Payload)
 		out = append(out, fmt.Sprintf("%d %s %s %+v %s", env.Seq, env.Type, env.AgentID, env.Lane, payload))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -242,7 +243,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 	// with a diff wait for the next boundary (runActor.resume).
 	for id, n := range r.Steering {
 		if n.Received.Diff == nil {
-			emit(n.AgentID, n.Lane, &messages.WarningPayload{Code: "steering_rejected", Message: "steering " + id + " " + lost})
+			emit(n.AgentID, n.Lane, messages.NewWarning(messages.WarnSteeringRejected, "steering "+id+" "+lost))
 			emit(n.AgentID, n.Lane, &messages.SteeringRejectedPayload{SteeringID: id, Error: lost})
 			delete(r.Steering, id)
 		}
@@ -588,6 +589,7 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	a.text.WriteString(l.Text.String())
 	a.usage = l.Usage
 	a.calls, a.callIDs = l.Calls, l.CallIDs
+	a.began = make([]time.Time, len(l.Calls)) // a call running before the restart runs again, timed from then
 	a.results = make([]model.ToolResult, len(l.Calls))
 	for i, c := range l.Calls {
 		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}

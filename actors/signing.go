@@ -64,8 +64,8 @@ func (t interruptTarget) signing(p *messages.InterruptRaisedPayload, lane messag
 					Signature: sig.Signature, Count: count, Required: required, IsFullySigned: full}})
 		},
 		Refused: func(approver string, err error) {
-			t.run.post(root, t.agent, lane, &messages.WarningPayload{Code: "signature_refused",
-				Message: fmt.Sprintf("interrupt %s: the signature of %q was refused: %v", p.InterruptID, approver, err)})
+			t.run.post(root, t.agent, lane, messages.NewWarning(messages.WarnSignatureRefused,
+				fmt.Sprintf("interrupt %s: the signature of %q was refused: %v", p.InterruptID, approver, err)))
 		},
 	}
 }

@@ -152,7 +152,7 @@ func (r *runActor) applySteering(ctx actor.Context) {
 // rejectSteering closes a note's lane without changing the plan.
 func (r *runActor) rejectSteering(ctx actor.Context, it *steerItem, reason string) {
 	lane := steeringLane(it.id)
-	r.emitFor(ctx, steeringAgentID, lane, &messages.WarningPayload{Code: "steering_rejected", Message: fmt.Sprintf("steering %s rejected: %s", it.id, reason)})
+	r.emitFor(ctx, steeringAgentID, lane, messages.NewWarning(messages.WarnSteeringRejected, fmt.Sprintf("steering %s rejected: %s", it.id, reason)))
 	r.emitFor(ctx, steeringAgentID, lane, &messages.SteeringRejectedPayload{SteeringID: it.id, Diff: it.diff, Error: reason})
 }
 

@@ -88,6 +88,11 @@ type DebateTurnStartedPayload struct {
 	AgentID string `json:"agent_id"`
 	Persona string `json:"persona,omitempty"`
 	Round   int    `json:"round"`
+	// AgentName, Color (#rrggbb) and Contentiousness (0..1, the sampling
+	// temperature the debater's turn asks for): DebateConfig.Display.
+	AgentName       string  `json:"agent_name"`
+	Color           string  `json:"color"`
+	Contentiousness float64 `json:"contentiousness"`
 }
 
 // DebateTurnCompletedPayload closes an agent's turn lane with its text and

@@ -3,6 +3,7 @@ package messages
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -243,6 +244,10 @@ type ToolCallStartedPayload struct {
 	CallID string          `json:"call_id"`
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args"`
+	// DisplayName is the tool's name for people ("Search", "everything:
+	// echo"); ArgsSummary the arguments on one short line.
+	DisplayName string `json:"display_name"`
+	ArgsSummary string `json:"args_summary,omitempty"`
 }
 
 // ToolCallFinishedPayload records a tool result.
@@ -251,6 +256,13 @@ type ToolCallFinishedPayload struct {
 	Tool    string `json:"tool"`
 	Result  string `json:"result"`
 	IsError bool   `json:"is_error"`
+	// DisplayName as in tool_call_started; DurationMS how long the call
+	// ran (from its start, after any approval, to its result; 0 for a
+	// call refused before it ran), DurationDisplay the same for people
+	// ("850ms", "1.2s", "2m05s").
+	DisplayName     string `json:"display_name"`
+	DurationMS      int64  `json:"duration_ms"`
+	DurationDisplay string `json:"duration_display"`
 }
 
 // TokenUsagePayload reports one model turn's usage.
@@ -272,8 +284,58 @@ type AgentRestartedPayload struct {
 
 // WarningPayload is a non-fatal notice.
 type WarningPayload struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    WarningCode `json:"code"`
+	Message string      `json:"message"`
+	// SuggestedAction is what a user can do about it (Code.SuggestedAction).
+	SuggestedAction string `json:"suggested_action,omitempty"`
+}
+
+// NewWarning is a warning with its code's suggested action.
+func NewWarning(code WarningCode, message string) *WarningPayload {
+	return &WarningPayload{Code: code, Message: message, SuggestedAction: code.SuggestedAction()}
+}
+
+// WarningCode says what a warning is about.
+type WarningCode string
+
+// Warning codes.
+const (
+	WarnInvalidOutput       WarningCode = "invalid_output"
+	WarnDelegationSoftLimit WarningCode = "delegation_soft_limit"
+	WarnSteeringRejected    WarningCode = "steering_rejected"
+	WarnSpawnRejected       WarningCode = "spawn_rejected"
+	WarnSignatureRefused    WarningCode = "signature_refused"
+)
+
+// SuggestedAction is what a user can do about a warning of code c ("" for
+// a code without one).
+func (c WarningCode) SuggestedAction() string {
+	switch c {
+	case WarnInvalidOutput:
+		return "None needed if the next turn corrects it; if planning fails, use a stronger director model or simplify the question."
+	case WarnDelegationSoftLimit:
+		return "Raise max_delegation_rounds if deep delegation is intended; the run fails at twice the limit."
+	case WarnSteeringRejected:
+		return "Send a note (or graph diff) that fits the plan as it is now, before the waves it changes start."
+	case WarnSpawnRejected:
+		return "None needed: the run goes on without the sub-team."
+	case WarnSignatureRefused:
+		return "Check the approver's key and that the statement names this interrupt, its evidence digest and the same edited arguments."
+	}
+	return ""
+}
+
+// DurationDisplay writes a duration for people: "850ms", "1.2s", "2m05s".
+func DurationDisplay(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	default:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	}
 }
 
 // SubagentStartedPayload opens a sub-agent lane.
@@ -377,6 +439,8 @@ type InterruptRaisedPayload struct {
 	Waves  [][]string `json:"waves,omitempty"`
 	NodeID string     `json:"node_id,omitempty"`
 	Goal   string     `json:"goal,omitempty"`
+	// SuggestedRoles: a spawn_approval's roles, one node each.
+	SuggestedRoles []string `json:"suggested_roles,omitempty"`
 	// Evidence is what the human decides on (every approval kind); its
 	// risk level decides whether signatures are needed.
 	Evidence *EvidencePackage `json:"evidence,omitempty"`

@@ -69,6 +69,37 @@ type DebateConfig struct {
 type DebateAgent struct {
 	ID      string `json:"id"`
 	Persona string `json:"persona,omitempty"`
+	// Name, Color (#rrggbb) and Contentiousness (0..1) are how a UI shows
+	// the agent and how boldly it argues; Display fills what is left out.
+	Name            string   `json:"name,omitempty"`
+	Color           string   `json:"color,omitempty"`
+	Contentiousness *float64 `json:"contentiousness,omitempty"`
+}
+
+// debateColors are the default colours of a debate's agents, by position.
+var debateColors = [MaxDebateAgents]string{"#4e79a7", "#e15759", "#59a14f", "#b07aa1"}
+
+// DefaultContentiousness is a debater's when its agent sets none.
+const DefaultContentiousness = 0.7
+
+// Display is how the i-th agent of a debate is shown: its name (the
+// persona, else the id), its colour (a palette colour by position) and its
+// contentiousness (DefaultContentiousness), where the agent sets none.
+func (a DebateAgent) Display(i int) (name, color string, contentiousness float64) {
+	name, color, contentiousness = a.Name, a.Color, DefaultContentiousness
+	if name == "" {
+		name = a.Persona
+	}
+	if name == "" {
+		name = a.ID
+	}
+	if color == "" {
+		color = debateColors[i%len(debateColors)]
+	}
+	if a.Contentiousness != nil {
+		contentiousness = *a.Contentiousness
+	}
+	return name, color, contentiousness
 }
 
 // Debate defaults and limits.

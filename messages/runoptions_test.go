@@ -72,3 +72,24 @@ func TestStartRunOptions_Refused(t *testing.T) {
 		}
 	}
 }
+
+func TestDurationDisplay(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0: "0ms", 850 * time.Millisecond: "850ms", 1240 * time.Millisecond: "1.2s", 59 * time.Second: "59.0s",
+		125 * time.Second: "2m05s", 61*time.Minute + 500*time.Millisecond: "61m01s",
+	} {
+		if got := DurationDisplay(d); got != want {
+			t.Errorf("DurationDisplay(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestWarningCodes_SuggestAnAction(t *testing.T) {
+	t.Parallel()
+	for _, c := range []WarningCode{WarnInvalidOutput, WarnDelegationSoftLimit, WarnSteeringRejected, WarnSpawnRejected, WarnSignatureRefused} {
+		if w := NewWarning(c, "m"); w.SuggestedAction == "" || w.Code != c {
+			t.Errorf("%s: %+v", c, w)
+		}
+	}
+}

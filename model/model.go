@@ -132,6 +132,9 @@ type Request struct {
 	Tools []ToolDef
 	// Role-specific inputs.
 	//
+	// Temperature is the sampling temperature the turn asks for (a
+	// debater's contentiousness, 0..1); nil: the model's default.
+	Temperature *float64
 	// Persona and Round: a debater's persona and the 1-based round (also
 	// the round a judge assesses). Transcript is the debate so far, old
 	// rounds compacted.

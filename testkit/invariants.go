@@ -901,7 +901,7 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 			c.nestedSynthesis(r, env, x)
 		}
 	case *messages.WarningPayload:
-		if p.Code == "steering_rejected" {
+		if p.Code == messages.WarnSteeringRejected {
 			st.steerWarned = true
 		}
 	case *messages.TeamStartedPayload:

@@ -45,6 +45,9 @@ type Def struct {
 	// most 64 bytes (an MCP server's tools are "server.tool").
 	Name        string
 	Description string
+	// DisplayName is how people see it ("Web search"); empty: made from
+	// Name (Set.DisplayName).
+	DisplayName string
 	// Schema is the JSON Schema of the arguments; it must describe a JSON
 	// object. Empty means {"type":"object"}.
 	Schema json.RawMessage

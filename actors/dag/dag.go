@@ -180,6 +180,15 @@ func checkDebate(id string, d *messages.DebateConfig, bad func(format string, ar
 		if len(a.Persona) > MaxGoalLen {
 			bad("debate node %q: agent %q: persona longer than %d bytes", id, a.ID, MaxGoalLen)
 		}
+		if len(a.Name) > MaxIDLen {
+			bad("debate node %q: agent %q: name longer than %d bytes", id, a.ID, MaxIDLen)
+		}
+		if a.Color != "" && !isHexColor(a.Color) {
+			bad("debate node %q: agent %q: color %.16q is not #rrggbb", id, a.ID, a.Color)
+		}
+		if c := a.Contentiousness; c != nil && (*c < 0 || *c > 1) {
+			bad("debate node %q: agent %q: contentiousness %v not in 0..1", id, a.ID, *c)
+		}
 	}
 	if d.Rounds < 1 || d.Rounds > messages.MaxDebateRounds {
 		bad("debate node %q: rounds %d not in 1..%d", id, d.Rounds, messages.MaxDebateRounds)
@@ -190,6 +199,19 @@ func checkDebate(id string, d *messages.DebateConfig, bad func(format string, ar
 	if d.CompactAfter < 0 || d.CompactAfter > messages.MaxDebateRounds {
 		bad("debate node %q: compact_after %d not in 0..%d", id, d.CompactAfter, messages.MaxDebateRounds)
 	}
+}
+
+// isHexColor reports whether s is "#rrggbb".
+func isHexColor(s string) bool {
+	if len(s) != 7 || s[0] != '#' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // findCycle returns the node ids of one cycle, or nil. Iterative DFS, so a

@@ -345,7 +345,7 @@ func (a *asker) describe(q queued, expires time.Time) {
 		}
 		fmt.Fprintf(a.w, "node %s is ready to start%s (%s)\n", p.NodeID, goal, deadline)
 	case messages.InterruptSpawnApproval:
-		fmt.Fprintf(a.w, "node %s asks for a sub-team: %s (%s)\n", p.NodeID, shorten(p.Goal), deadline)
+		fmt.Fprintf(a.w, "node %s asks for a sub-team: %s, roles %s (%s)\n", p.NodeID, shorten(p.Goal), strings.Join(p.SuggestedRoles, ", "), deadline)
 	default:
 		fmt.Fprintf(a.w, "%s asks for a %s (%s)\n", q.agent, p.Kind, deadline)
 	}

@@ -223,10 +223,14 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 			add(noteWarn, "%s restarted (attempt %d): %s", env.AgentID, p.Attempt, p.Reason)
 		}
 	case *messages.WarningPayload:
+		if p.SuggestedAction != "" {
+			add(noteWarn, "warning from %s: %s: %s (%s)", env.AgentID, p.Code, p.Message, p.SuggestedAction)
+			break
+		}
 		add(noteWarn, "warning from %s: %s: %s", env.AgentID, p.Code, p.Message)
 	case *messages.ToolCallFinishedPayload:
 		if p.IsError {
-			add(noteWarn, "tool %s of %s failed: %s", p.Tool, env.AgentID, p.Result)
+			add(noteWarn, "tool %s of %s failed after %s: %s", p.Tool, env.AgentID, p.DurationDisplay, p.Result)
 		}
 	case *messages.SubagentStartedPayload:
 		add(noteInfo, "sub-agent %s of %s started", p.SubagentID, env.Lane.ParentStreamID)

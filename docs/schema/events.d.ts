@@ -286,6 +286,8 @@ export interface ToolCallStartedPayload {
   call_id: string;
   tool: string;
   args: unknown;
+  display_name: string;
+  args_summary?: string;
 }
 
 /** A tool call returned (or was rejected); pairs with tool_call_started by call_id. */
@@ -294,6 +296,9 @@ export interface ToolCallFinishedPayload {
   tool: string;
   result: string;
   is_error: boolean;
+  display_name: string;
+  duration_ms: number;
+  duration_display: string;
 }
 
 /** Tokens used by one model turn of the lane's agent. */
@@ -315,6 +320,7 @@ export interface AgentRestartedPayload {
 export interface WarningPayload {
   code: string;
   message: string;
+  suggested_action?: string;
 }
 
 /** A delegated sub-agent began. Opens a lane nested under the delegating agent's lane. */
@@ -419,6 +425,9 @@ export interface DebateTurnStartedPayload {
   agent_id: string;
   persona?: string;
   round: number;
+  agent_name: string;
+  color: string;
+  contentiousness: number;
 }
 
 /** Closes an agent's turn lane with its text and declared stance (held when it declared none). */
@@ -515,6 +524,7 @@ export interface InterruptRaisedPayload {
   waves?: string[][];
   node_id?: string;
   goal?: string;
+  suggested_roles?: string[];
   evidence?: EvidencePackage;
   approval?: ApprovalRequirement;
 }
@@ -733,4 +743,7 @@ export interface DebateConfig {
 export interface DebateAgent {
   id: string;
   persona?: string;
+  name?: string;
+  color?: string;
+  contentiousness?: number;
 }

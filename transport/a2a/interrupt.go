@@ -29,6 +29,7 @@ type InterruptData struct {
 	Waves          [][]string      `json:"waves,omitempty"`
 	NodeID         string          `json:"nodeId,omitempty"`
 	Goal           string          `json:"goal,omitempty"`
+	SuggestedRoles []string        `json:"suggestedRoles,omitempty"`
 	TimeoutSeconds int             `json:"timeoutSeconds"`
 	ExpiresAt      string          `json:"expiresAt,omitempty"`
 	ResponseSchema json.RawMessage `json:"responseSchema"`
@@ -66,7 +67,7 @@ func interruptData(o OpenInterrupt) InterruptData {
 		InterruptID: o.InterruptID, Reason: string(o.Kind), AgentID: o.AgentID, Lane: string(o.Lane),
 		ToolCallID: o.CallID, ToolName: o.ToolName, ToolArgs: o.ToolArgs,
 		Question: o.Question, ContextSnippet: o.ContextSnippet,
-		Plan: o.Plan, Waves: o.Waves, NodeID: o.NodeID, Goal: o.Goal,
+		Plan: o.Plan, Waves: o.Waves, NodeID: o.NodeID, Goal: o.Goal, SuggestedRoles: o.SuggestedRoles,
 		TimeoutSeconds: o.TimeoutSeconds, ResponseSchema: responseSchema(o.Kind),
 		Evidence: o.Evidence, Approval: o.Approval,
 	}
@@ -100,7 +101,7 @@ func prompt(o OpenInterrupt) string {
 	case messages.InterruptNodeApproval:
 		return fmt.Sprintf("Start node %s: %s? Answer \"approve\" or \"reject\".", o.NodeID, o.Goal)
 	case messages.InterruptSpawnApproval:
-		return fmt.Sprintf("Spawn %s: %s? Answer \"approve\" or \"reject\".", o.NodeID, o.Goal)
+		return fmt.Sprintf("Spawn a sub-team for %s: %s (roles: %s)? Answer \"approve\" or \"reject\".", o.NodeID, o.Goal, strings.Join(o.SuggestedRoles, ", "))
 	}
 	return fmt.Sprintf("%s needs input (%s).", o.AgentID, o.Kind)
 }

@@ -73,7 +73,11 @@ func (p *Projector) interrupt(pi *pendingInterrupt, expires time.Time) Interrupt
 		out.Reason = ReasonConfirmation
 		out.Message = "Start node " + in.NodeID + ": " + in.Goal + "?"
 		out.ResponseSchema = schemaApproval
-	default: // spawn_approval and kinds to come
+	case messages.InterruptSpawnApproval:
+		out.Reason = ReasonConfirmation
+		out.Message = "Spawn a sub-team for " + in.NodeID + ": " + in.Goal + " (roles: " + strings.Join(in.SuggestedRoles, ", ") + ")?"
+		out.ResponseSchema = schemaApproval
+	default: // kinds to come
 		out.Reason = ReasonConfirmation
 		out.Message = "Approve " + strings.ReplaceAll(string(in.Kind), "_", " ") + "?"
 		out.ResponseSchema = schemaApproval

@@ -386,8 +386,8 @@ func TestProjector_InterruptMapping(t *testing.T) {
 			agui.ReasonPlanApproval, "", "", "Approve the plan: 3 nodes in 2 waves?"},
 		{runLane, &messages.InterruptRaisedPayload{InterruptID: "d", Kind: messages.InterruptNodeApproval, NodeID: "n3", Goal: "g3"},
 			agui.ReasonConfirmation, "", "", "Start node n3: g3?"},
-		{runLane, &messages.InterruptRaisedPayload{InterruptID: "e", Kind: messages.InterruptSpawnApproval},
-			agui.ReasonConfirmation, "", "", "Approve spawn approval?"},
+		{runLane, &messages.InterruptRaisedPayload{InterruptID: "e", Kind: messages.InterruptSpawnApproval, NodeID: "n2", Goal: "dig", SuggestedRoles: []string{"researcher", "critic"}},
+			agui.ReasonConfirmation, "", "", "Spawn a sub-team for n2: dig (roles: researcher, critic)?"},
 	}
 	for _, c := range cases {
 		s := newScript(t)

@@ -68,17 +68,15 @@ export class SessionStream {
     };
   }
 
+  // receive only queues the frame: Chromium dispatches every event of a
+  // network chunk in one task, hundreds at full speed, so parsing waits
+  // for flush(), which bounds its work per frame. The SSE id is the seq.
   receive(e) {
-    let env;
-    try {
-      env = JSON.parse(e.data);
-    } catch {
-      return;
-    }
-    if (env.seq <= this.lastSeq) return; // a replay overlapping what we have
-    this.lastSeq = env.seq;
+    const seq = Number(e.lastEventId);
+    if (!(seq > this.lastSeq)) return; // a replay overlapping what we have
+    this.lastSeq = seq;
     this.received++;
-    this.queue.push(env);
+    this.queue.push(e.data);
     this.schedule();
   }
 
@@ -97,7 +95,13 @@ export class SessionStream {
     const start = performance.now();
     let n = 0;
     while (this.head < this.queue.length) {
-      this.onEvent(this.queue[this.head++]);
+      let env = null;
+      try {
+        env = JSON.parse(this.queue[this.head++]);
+      } catch {
+        // not an envelope: skip it
+      }
+      if (env) this.onEvent(env);
       if ((++n & 63) === 0 && performance.now() - start > FRAME_BUDGET_MS) break;
     }
     if (this.head === this.queue.length || this.head > 4096) {

@@ -3,6 +3,7 @@
 // layout-worker.js. Each node element carries data-node-id and
 // data-node-state; only the nodes whose state changed are touched per frame.
 import { displayState } from "./state.js";
+import { esc } from "./dom.js";
 
 const COMPACT_OVER = 60; // nodes: smaller boxes above this
 
@@ -84,28 +85,27 @@ export class DagView {
     if (res.version !== this.version || !run) return;
     this.canvas.classList.toggle("compact", run.nodes.size > COMPACT_OVER);
     const seen = new Set();
-    const frag = document.createDocumentFragment();
+    // New nodes are created as one HTML string (a 1,000-node plan arrives
+    // at once), then positioned and painted like the others.
+    let html = "";
+    for (const [id] of res.nodes) {
+      if (this.els.has(id)) continue;
+      const name = id.includes("/") ? id.slice(id.lastIndexOf("/") + 1) : id;
+      html += `<div class="node" data-node-id="${esc(id)}"><span class="nid">${esc(name)}</span><span class="meta"></span></div>`;
+    }
+    if (html) {
+      const tpl = document.createElement("template");
+      tpl.innerHTML = html;
+      for (const el of tpl.content.children) this.els.set(el.dataset.nodeId, el);
+      this.canvas.append(tpl.content);
+    }
     for (const [id, x, y, w, h] of res.nodes) {
       seen.add(id);
-      let el = this.els.get(id);
-      if (!el) {
-        el = document.createElement("div");
-        el.className = "node";
-        el.dataset.nodeId = id;
-        const name = document.createElement("span");
-        name.className = "nid";
-        name.textContent = id.includes("/") ? id.slice(id.lastIndexOf("/") + 1) : id;
-        const meta = document.createElement("span");
-        meta.className = "meta";
-        el.append(name, meta);
-        this.els.set(id, el);
-        frag.append(el);
-      }
+      const el = this.els.get(id);
       el.style.cssText = `left:${x}px;top:${y}px;width:${w}px;height:${h}px`;
       const n = run.nodes.get(id);
       if (n) this.paint(el, n);
     }
-    this.canvas.append(frag);
     for (const [id, el] of this.els) {
       if (!seen.has(id)) {
         el.remove();

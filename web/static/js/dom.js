@@ -27,7 +27,12 @@ function append(el, children) {
 }
 
 // fmt formats a count with thousands separators.
-export const fmt = (n) => (n ?? 0).toLocaleString("en-US");
+const numbers = new Intl.NumberFormat("en-US");
+export const fmt = (n) => numbers.format(n ?? 0);
+
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+// esc escapes text for the one place that builds HTML in bulk (dag.js).
+export const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ESC[c]);
 
 // tail keeps the last max characters of s (long lanes are capped on screen).
 export function tail(s, max) {

@@ -14,8 +14,10 @@ const SHOW_CHARS = 4000;
 const RELIST_MS = 400;
 
 export class LanesView {
-  constructor(root) {
+  // onChange asks for a redraw (the selection changed).
+  constructor(root, onChange) {
     this.root = root;
+    this.onChange = onChange;
     this.root.classList.add("lanes");
     this.els = new Map(); // lane id -> {el, parts}
     this.list = [];
@@ -62,7 +64,10 @@ export class LanesView {
     const keep = new Map();
     const frag = document.createDocumentFragment();
     if (this.selected) {
-      frag.append(h("p", { class: "muted" }, `Lanes of ${this.selected} `, h("button", { type: "button", onclick: () => this.select("") }, "show all")));
+      frag.append(h("p", { class: "muted" }, `Lanes of ${this.selected} `, h("button", { type: "button", onclick: () => {
+        this.select("");
+        this.onChange();
+      } }, "show all")));
     }
     for (const l of top) frag.append(this.laneEl(l, run, keep, 0));
     if (more) frag.append(h("p", { class: "muted" }, `+${fmt(more)} more lanes: click a node in the DAG to see its lanes.`));

@@ -53,8 +53,10 @@ async function route() {
 }
 
 signout.addEventListener("click", () => {
+  // Forget the token and everything shown with it.
   token.set("");
-  route();
+  if (location.hash && location.hash !== "#/") location.hash = "#/";
+  else route();
 });
 window.addEventListener("hashchange", route);
 route();

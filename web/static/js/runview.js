@@ -10,6 +10,8 @@ import { DagView } from "./dag.js";
 import { LanesView } from "./lanes.js";
 import { InterruptsView } from "./interrupts.js";
 
+const SLOW_MS = 150;
+
 export function runPage(root, runId, { setConn }) {
   const statusEl = h("span", { class: "badge", dataset: { runStatus: "" } }, "…");
   const stats = h("span", { class: "stats" });
@@ -62,10 +64,11 @@ export function runPage(root, runId, { setConn }) {
     h("div", { class: "grid" }, dagBox, intBox), answer, h("h2", null, "Lanes"), laneBox);
   root.replaceChildren(page);
 
-  const lanes = new LanesView(laneBox);
+  const lanes = new LanesView(laneBox, () => requestAnimationFrame(frame));
   const dag = new DagView(dagBox, { onSelect: (id) => {
     dag.select(id);
     lanes.select(id);
+    requestAnimationFrame(frame); // draw the selection even when no event arrives
   } });
   const interrupts = new InterruptsView(intBox);
   const session = newSession();
@@ -113,16 +116,32 @@ export function runPage(root, runId, { setConn }) {
     }
   };
 
+  let slowAt = 0;
+  let slowTimer = 0;
   const frame = () => {
     const run = session.runs.get(runId);
     page.dataset.lastSeq = String(session.lastSeq);
     page.dataset.duplicates = String(duplicates);
     page.dataset.applied = String(session.applied);
     if (!run) return;
-    drawHead(run);
+    // The DAG and interrupts draw every frame; the head and the lanes,
+    // whose text changes with nearly every event, at most every SLOW_MS
+    // (a timer draws the last state when the events stop).
     dag.update(run);
     interrupts.update(run);
-    lanes.update(run);
+    const now = performance.now();
+    if (now - slowAt >= SLOW_MS || isTerminal(run.status)) {
+      slowAt = now;
+      clearTimeout(slowTimer);
+      slowTimer = 0;
+      drawHead(run);
+      lanes.update(run);
+    } else if (!slowTimer) {
+      slowTimer = setTimeout(() => {
+        slowTimer = 0;
+        frame();
+      }, SLOW_MS);
+    }
   };
 
   (async () => {
@@ -132,6 +151,7 @@ export function runPage(root, runId, { setConn }) {
     } catch (e) {
       msg.textContent = e.status === 404 ? "No such run (or not yours)." : `${e.status || ""} ${e.message}`;
       msg.className = "status error";
+      page.replaceChildren(h("section", { class: "card head" }, question, msg));
       return;
     }
     if (stopped) return;
@@ -150,6 +170,7 @@ export function runPage(root, runId, { setConn }) {
 
   return () => {
     stopped = true;
+    clearTimeout(slowTimer);
     if (stream) stream.close();
     dag.destroy();
     setConn("idle");

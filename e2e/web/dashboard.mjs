@@ -152,6 +152,31 @@ const scenarios = {
     await page.context().close();
   },
 
+  // Steering from the page and a spawned sub-team change the DAG as they apply.
+  async steer({ browser, server }) {
+    const page = await newPage(browser);
+    await page.goto(server.url + "/");
+    const runId = await startFromPage(page, { question: "steer me", fields: { nodes: 4, waves: 2, tokens: 20, token_delay_ms: 30 }, extra: { spawn: ["n001"] } });
+    await waitFor(async () => (await pageNodeStates(page)).n001 === "running", 20000, "n001 running");
+    const before = Object.keys(await pageNodeStates(page)).length;
+    await page.fill('textarea[name="steer"]', "add a node on costs");
+    await page.click('[data-action="steer"]');
+    await page.waitForSelector('.steering [data-steering-status="applied"]', { timeout: 30000 });
+    await waitStatus(page, "finished", 60000);
+    const truth = await checkFinalStates(page, server, runId);
+    const events = await server.events(runId);
+    const spawned = events.find((e) => e.type === "subteam_spawned");
+    assert(spawned && truth.has(spawned.payload.team_id), "the spawned sub-team is in the DAG");
+    assert(await page.$(`.node.team[data-node-id="${spawned.payload.team_id}"]`), "drawn as a team");
+    assert(events.some((e) => e.type === "steering_applied"), "the steering applied");
+    assert(truth.size > before, `the DAG grew from ${before} to ${truth.size} nodes`);
+    assert([...truth.values()].every((st) => st === "completed"), "every node completed");
+    await checkNoGap(page);
+    await shot(page, "steer");
+    assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
+    await page.context().close();
+  },
+
   // Steer and abort a running run from the page.
   async abort({ browser, server }) {
     const page = await newPage(browser);

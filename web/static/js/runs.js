@@ -28,7 +28,7 @@ export function runsPage(root, { navigate }) {
   const price = h("input", { type: "number", min: "0", step: "any", value: localStorage.getItem(PRICE_KEY) || "", placeholder: "$ per 1M tokens", class: "price" });
   const tbody = h("tbody");
   const table = h("table", { class: "runs" },
-    h("thead", null, h("tr", null, ["run", "question", "status", "wave", "nodes", "tokens in / out", "cost", "created"].map((c) => h("th", null, c)))),
+    h("thead", null, h("tr", null, ["run", "session", "question", "status", "wave", "nodes", "tokens in / out", "cost", "created"].map((c) => h("th", null, c)))),
     tbody);
   let timer = 0;
   let stopped = false;
@@ -41,6 +41,7 @@ export function runsPage(root, { navigate }) {
       const tokens = (u.input_tokens || 0) + (u.output_tokens || 0);
       return h("tr", { dataset: { runId: r.run_id, status: r.status } },
         h("td", null, h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
+        h("td", { class: "muted", title: r.session_id }, r.session_id.slice(0, 8)),
         h("td", { class: "question" }, r.question),
         h("td", null, h("span", { class: `badge status-${r.status}` }, r.status)),
         h("td", null, r.waves ? `${Math.max(0, r.wave) + 1} / ${r.waves}` : "—"),
@@ -49,7 +50,7 @@ export function runsPage(root, { navigate }) {
         h("td", null, per ? `$${((tokens * per) / 1e6).toFixed(4)}` : "—"),
         h("td", { class: "muted" }, new Date(r.created_at).toLocaleString()));
     }));
-    if (!runs.length) tbody.append(h("tr", null, h("td", { colspan: 8, class: "muted" }, "No runs yet: start one above.")));
+    if (!runs.length) tbody.append(h("tr", null, h("td", { colspan: 9, class: "muted" }, "No runs yet: start one above.")));
   };
   price.addEventListener("input", () => {
     localStorage.setItem(PRICE_KEY, price.value);

@@ -27,6 +27,9 @@ if [ ! -d "$here/node_modules/playwright-core" ]; then
   (cd "$here" && npm ci --no-audit --no-fund)
 fi
 
+echo "== the reducer's unit tests (node --test)"
+(cd "$here" && node --test state.test.mjs)
+
 echo "== building conclave"
 (cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave)
 

@@ -99,6 +99,7 @@ const scenarios = {
       const kind = await card.getAttribute("data-interrupt-kind");
       const sel = `article.interrupt[data-interrupt-id="${id}"]`;
       if (kind === "tool_approval" && tools++ === 0) {
+        await shot(page, "hitl-pending", false);
         // Revise: invalid JSON is refused on the page, then valid arguments are sent.
         await page.click(`${sel} details.revise summary`);
         await page.fill(`${sel} textarea[name="revision"]`, "{not json");

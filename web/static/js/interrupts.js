@@ -59,6 +59,8 @@ export class InterruptsView {
     const el = h("article", { class: "interrupt", dataset: { interruptId: it.interrupt_id, interruptKind: it.kind } },
       h("header", null, h("b", null, it.kind.replace("_", " ")), " ", subject(it), " ",
         h("span", { class: "muted" }, `expires ${new Date(it.expires_at).toLocaleTimeString()}`)));
+    if (it.kind === "tool_approval") el.append(h("pre", { class: "snippet" }, `${it.tool_name}(${JSON.stringify(it.tool_args ?? {})})`));
+    if (it.kind === "plan_approval" && it.plan) el.append(h("p", null, `${(it.plan.nodes || []).length} nodes in ${(it.waves || []).length || "?"} waves: ${(it.plan.nodes || []).slice(0, 8).map((n) => n.id).join(", ")}${(it.plan.nodes || []).length > 8 ? ", …" : ""}`));
     if (it.evidence) el.append(evidence(it.evidence));
     const sig = h("p", { class: "signatures", hidden: true });
     el.append(sig);

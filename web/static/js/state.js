@@ -231,6 +231,7 @@ export function apply(session, env) {
       const n = closeNode(run, p, "completed");
       n.output = p.output || "";
       n.attempts = p.attempts || 0;
+      for (const c of p.citations || []) l.notes.push({ kind: "cite", text: `cites ${c.title ? c.title + " " : ""}<${c.url}>` });
       l.open = false;
       l.outcome = "ok";
       break;

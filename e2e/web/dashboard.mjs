@@ -93,7 +93,9 @@ const scenarios = {
     const done = [];
     let tools = 0;
     while (!["finished", "failed"].includes(await runStatus(page))) {
-      const card = await page.waitForSelector("article.interrupt", { timeout: 30000 }).catch(() => null);
+      // The next question, or the run's end.
+      await page.waitForSelector('article.interrupt, [data-run-status="finished"], [data-run-status="failed"]', { timeout: 30000 });
+      const card = await page.$("article.interrupt");
       if (!card) break;
       const id = await card.getAttribute("data-interrupt-id");
       const kind = await card.getAttribute("data-interrupt-kind");

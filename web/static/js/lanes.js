@@ -58,7 +58,8 @@ export class LanesView {
       more = Math.max(0, kids.length - MAX_TOP);
       top = kids.slice(0, MAX_TOP);
     }
-    const key = top.map((l) => l.id).join(",") + "|" + more;
+    // The lane count too: a new sub-lane under a shown lane redraws the list.
+    const key = top.map((l) => l.id).join(",") + "|" + more + "|" + run.lanes.size;
     if (key === this.key) return;
     this.key = key;
     const keep = new Map();

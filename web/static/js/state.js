@@ -209,8 +209,7 @@ export function apply(session, env) {
       run.status = "running";
       break;
     case "plan_rejected":
-      run.status = "running"; // the gate decided; run_error follows
-      break;
+      break; // still planning, as the run summary says, until run_error
     case "run_cost_estimate":
       run.estimate = p;
       break;

@@ -6,7 +6,9 @@
 // BIN is a built conclave binary, OUT_DIR receives screenshots and
 // bench.json; with scenario names only those run. Each scenario drives the
 // page only (clicks and typing); the API is read to check the page.
-import { mkdirSync, writeFileSync, copyFileSync } from "node:fs";
+import { mkdirSync, writeFileSync, copyFileSync, mkdtempSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Server, launch, newPage, waitFor, assert, pageNodeStates, runStatus, waitStatus, finalStates } from "./lib.mjs";
 
@@ -178,6 +180,45 @@ const scenarios = {
     await shot(page, "steer");
     assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
     await page.context().close();
+  },
+
+  // A policy-covered approval: the page shows its evidence and counts the
+  // approvers' signatures (conclave approve) until the decision is made.
+  async signatures({ browser, bin }) {
+    assert(process.env.KEYGEN, "KEYGEN names the keygen binary (run.sh builds it)");
+    const dir = mkdtempSync(join(tmpdir(), "conclave-gov-"));
+    execFileSync(process.env.KEYGEN, [join(dir, "keys"), "alice", "bob"]);
+    writeFileSync(join(dir, "governance.json"), JSON.stringify({ tenants: { local: {
+      approvers: { alice: "keys/alice.pub", bob: "keys/bob.pub" }, policy: { high: { required: 2 } } } } }));
+    const server = new Server(bin, { args: ["--governance", join(dir, "governance.json")] });
+    await server.start();
+    try {
+      const page = await newPage(browser);
+      await page.goto(server.url + "/");
+      const runId = await startFromPage(page, { question: "publish it", fields: { nodes: 1, tokens: 3, token_delay_ms: 0, approvals: 1 }, extra: { risky_approvals: 1 } });
+      const card = await page.waitForSelector("article.interrupt", { timeout: 20000 });
+      const id = await card.getAttribute("data-interrupt-id");
+      const sel = `article.interrupt[data-interrupt-id="${id}"]`;
+      await page.waitForSelector(`${sel} .evidence .risk-high`);
+      await page.waitForSelector(`${sel} .signatures[data-count="0"]`);
+      // A plain approve is refused (a signature is needed); the question stays open.
+      await page.click(`${sel} [data-action="approve"]`);
+      await page.waitForSelector(`${sel} .status.error`);
+      const approve = (name) => execFileSync(bin, ["approve", id, "--key", join(dir, "keys", `${name}.key`), "--server", server.url], { stdio: "pipe" });
+      approve("alice");
+      await page.waitForSelector(`${sel} .signatures[data-count="1"]`, { timeout: 10000 });
+      const text = await page.textContent(`${sel} .signatures`);
+      assert(text.includes("1 of 2") && text.includes("alice"), `signature count shown: ${text}`);
+      await shot(page, "signatures", false);
+      approve("bob");
+      await page.waitForSelector(`.history [data-interrupt-id="${id}"]`, { timeout: 10000 });
+      await waitStatus(page, "finished", 30000);
+      await checkFinalStates(page, server, runId);
+      await checkNoGap(page);
+      await page.context().close();
+    } finally {
+      await server.stop();
+    }
   },
 
   // Steer and abort a running run from the page.

@@ -31,10 +31,10 @@ echo "== the reducer's unit tests (node --test)"
 (cd "$here" && node --test state.test.mjs)
 
 echo "== building conclave"
-(cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave)
+(cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave && go build -o "$tmp/keygen" ./e2e/web/keygen)
 
 docs=""
 if [ -n "${UPDATE_DOCS_SCREENSHOT:-}" ]; then docs="$root/docs/dashboard.png"; fi
 echo "== screenshots: $out"
 cd "$here"
-UPDATE_DOCS_SCREENSHOT="$docs" CHROMIUM="$chromium" node dashboard.mjs "$tmp/conclave" "$out" "$@"
+KEYGEN="$tmp/keygen" UPDATE_DOCS_SCREENSHOT="$docs" CHROMIUM="$chromium" node dashboard.mjs "$tmp/conclave" "$out" "$@"

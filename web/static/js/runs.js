@@ -80,7 +80,7 @@ function startForm(onSubmit) {
   const question = h("input", { type: "text", name: "question", required: true, placeholder: "Question", value: "why is the sky blue", class: "wide" });
   const hitl = h("select", { name: "hitl" }, ["none", "plan", "node", "tools"].map((m) => h("option", { value: m }, m)));
   const session = h("input", { type: "text", name: "session_id", placeholder: "new session" });
-  const nums = NUMBER_FIELDS.map(([name, label, def]) => [name, h("input", { type: "number", min: "0", name, value: String(def), placeholder: "default" }), label]);
+  const nums = NUMBER_FIELDS.map(([name, label, def]) => [name, h("input", { type: "number", min: "0", name, value: String(def), placeholder: "–", title: "empty: the default" }), label]);
   const debate = h("input", { type: "checkbox", name: "debate" });
   const extra = h("textarea", { name: "scenario_json", rows: 2, placeholder: "more scenario fields as JSON, e.g. {\"spawn\":[\"n003\"],\"fail_nodes\":[\"n002\"]}", spellcheck: false });
   const err = h("p", { class: "status error" });

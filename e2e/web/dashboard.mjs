@@ -361,6 +361,15 @@ const scenarios = {
       js_heap_used_mb: +(metrics.JSHeapUsedSize / 1048576).toFixed(1), js_heap_total_mb: +(metrics.JSHeapTotalSize / 1048576).toFixed(1),
       dom_nodes: metrics.Nodes, run_status: summary.status,
     };
+    // Opening the ended run: the page replays its 9,368 events from seq 1.
+    const replay = await newPage(browser);
+    const r0 = Date.now();
+    await replay.goto(`${server.url}/#/runs/${runId}`);
+    await waitFor(async () => (await replay.$$eval('[data-node-state="completed"]', (els) => els.length)) === 1000, 60000, "the replayed run's 1,000 completed nodes");
+    const replayMs = Date.now() - r0;
+    const rlong = await replay.evaluate(() => window.__longTasks);
+    result.replay = { ms: replayMs, long_tasks: rlong.length, long_task_max_ms: Math.round(Math.max(0, ...rlong.map((t) => t.duration))) };
+    await replay.context().close();
     writeFileSync(join(out, "bench.json"), JSON.stringify(result, null, 2));
     console.log(`  ${JSON.stringify(result)}`);
     await shot(page, "scale");

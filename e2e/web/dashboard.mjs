@@ -83,6 +83,16 @@ const scenarios = {
     // The runs page lists it.
     await page.goto(server.url + "/#/");
     await page.waitForSelector(`tr[data-run-id="${runId}"][data-status="finished"]`, { timeout: 10000 });
+    // A second run joins the first one's session: its page links the session's other run.
+    const { session_id: sessionId } = await server.api("GET", `/api/v1/runs/${runId}`);
+    await page.fill('input[name="session_id"]', sessionId);
+    const second = await startFromPage(page, { question: "a follow-up", fields: { nodes: 2, tokens: 3, token_delay_ms: 0, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "" } });
+    await waitStatus(page, "finished", 30000);
+    await page.waitForSelector(`.others a[href="#/runs/${runId}"]`, { timeout: 10000 });
+    assert((await server.api("GET", `/api/v1/runs/${second}`)).session_id === sessionId, "the run joined the session");
+    await checkFinalStates(page, server, second);
+    await page.goto(server.url + "/#/");
+    await page.waitForSelector(`tr[data-run-id="${second}"]`, { timeout: 10000 });
     await shot(page, "runs");
     await page.context().close();
   },

@@ -59,16 +59,22 @@ export class LanesView {
       top = kids.slice(0, MAX_TOP);
     }
     // The lane count too: a new sub-lane under a shown lane redraws the list.
-    const key = top.map((l) => l.id).join(",") + "|" + more + "|" + run.lanes.size;
+    const sel = this.selected && run.nodes.get(this.selected);
+    const key = top.map((l) => l.id).join(",") + "|" + more + "|" + run.lanes.size + "|" + (sel ? sel.state : "");
     if (key === this.key) return;
     this.key = key;
     const keep = new Map();
     const frag = document.createDocumentFragment();
     if (this.selected) {
-      frag.append(h("p", { class: "muted" }, `Lanes of ${this.selected} `, h("button", { type: "button", onclick: () => {
-        this.select("");
-        this.onChange();
-      } }, "show all")));
+      const n = run.nodes.get(this.selected);
+      frag.append(h("div", { class: "node-info", dataset: { infoNode: this.selected } },
+        h("p", null, h("b", null, this.selected), n ? ` · ${n.kind} · ${n.state}${n.role ? " · role " + n.role : ""}${n.deps.length ? " · after " + n.deps.join(", ") : ""}${n.detail ? " · " + n.detail : ""} ` : " ",
+          h("button", { type: "button", onclick: () => {
+            this.select("");
+            this.onChange();
+          } }, "show all lanes")),
+        n && n.goal ? h("p", { class: "muted" }, n.goal) : null,
+        n && n.output ? h("details", null, h("summary", null, `output (${fmt(n.output.length)} chars)`), h("pre", { class: "text" }, tail(n.output, SHOW_CHARS))) : null));
     }
     for (const l of top) frag.append(this.laneEl(l, run, keep, 0));
     if (more) frag.append(h("p", { class: "muted" }, `+${fmt(more)} more lanes: click a node in the DAG to see its lanes.`));

@@ -59,8 +59,9 @@ export function runPage(root, runId, { setConn }) {
   const laneBox = h("section", { class: "card" });
   const answer = h("section", { class: "card answer", hidden: true });
   const steerList = h("ul", { class: "steering" });
+  const others = h("p", { class: "muted small others" });
   const page = h("div", { class: "run", dataset: { runId } },
-    h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, msg, steerList),
+    h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, msg, steerList, others),
     h("div", { class: "grid" }, dagBox, intBox), answer, h("h2", null, "Lanes"), laneBox);
   root.replaceChildren(page);
 
@@ -97,6 +98,13 @@ export function runPage(root, runId, { setConn }) {
     if (run.durationMs) parts.push(`${(run.durationMs / 1000).toFixed(1)} s`);
     parts.push(`hitl ${run.hitl}`);
     stats.textContent = parts.join(" · ");
+    const otherKey = [...session.runs.values()].map((r) => r.id + r.status).join();
+    if (session.runs.size > 1 && others.dataset.key !== otherKey) {
+      others.dataset.key = otherKey;
+      // The session's other runs: the stream is the session's, so they are one click away.
+      others.replaceChildren("Other runs of this session: ", ...[...session.runs.values()].filter((r) => r.id !== runId).map((r) =>
+        h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "other-run" }, `${r.question || r.id} (${r.status})`)));
+    }
     const ended = isTerminal(run.status);
     controls.hidden = ended;
     steerList.replaceChildren(...[...run.steering.values()].map((s) =>

@@ -1,13 +1,8 @@
-// Follows one session's SSE stream (docs/api.md, Event streams) and hands
-// its events to the page in batches, once per animation frame.
-//
-// EventSource reconnects by itself after the stream ends or the network
-// drops, sending Last-Event-ID; when the browser gives up (the server
-// answered an error while restarting, for instance) we open a new one with
-// ?after= the last seq applied. Either way the server replays from the
-// cursor, and apply() drops any seq already seen, so nothing is shown twice
-// and nothing is missed.
-import { EVENT_TYPES } from "./state.js";
+// Follows one session's event stream and hands its events to the page,
+// once per animation frame. The stream itself is read in a worker
+// (stream-worker.js: EventSource, Last-Event-ID, reconnection), which posts
+// the events' text in batches; here they wait in a queue, and each frame
+// parses and applies as many as fit in FRAME_BUDGET_MS.
 
 // FRAME_BUDGET_MS bounds the work of one frame: the events still queued
 // wait for the next frame, so a burst never becomes a long task.
@@ -24,60 +19,23 @@ export class SessionStream {
     this.onStatus = onStatus;
     this.queue = [];
     this.head = 0;
-    this.lastSeq = 0; // the last seq received (the cursor of a manual reconnect)
-    this.es = null;
     this.closed = false;
-    this.retry = 0;
     this.scheduled = false;
     this.received = 0;
   }
 
   start() {
-    this.open();
-  }
-
-  open() {
-    if (this.closed) return;
-    const q = new URLSearchParams({ session_id: this.sessionId });
-    if (this.lastSeq > 0) q.set("after", String(this.lastSeq));
-    if (this.token) q.set("access_token", this.token);
-    const es = new EventSource(`/api/v1/events/stream?${q}`);
-    this.es = es;
-    this.onStatus(this.lastSeq > 0 ? "reconnecting" : "connecting");
-    const onEvent = (e) => this.receive(e);
-    for (const t of EVENT_TYPES) es.addEventListener(t, onEvent);
-    es.addEventListener("stream_closed", () => {
-      // shutdown or lagging: EventSource reconnects from Last-Event-ID.
-      this.onStatus("reconnecting");
-    });
-    es.onopen = () => {
-      this.retry = 0;
-      this.onStatus("connected");
-    };
-    es.onerror = () => {
-      if (this.closed || es !== this.es) return;
-      if (es.readyState === EventSource.CLOSED) {
-        // The browser gave up: retry ourselves, from the last seq, backing off to 5 s.
-        es.close();
-        this.onStatus("reconnecting");
-        const delay = Math.min(5000, 500 * 2 ** this.retry++);
-        this.timer = setTimeout(() => this.open(), delay);
-      } else {
-        this.onStatus("reconnecting");
+    this.worker = new Worker(new URL("./stream-worker.js", import.meta.url), { type: "module" });
+    this.worker.onmessage = (e) => {
+      if (this.closed) return;
+      if (e.data.status) this.onStatus(e.data.status);
+      if (e.data.events) {
+        for (const text of e.data.events) this.queue.push(text);
+        this.received += e.data.events.length;
+        this.schedule();
       }
     };
-  }
-
-  // receive only queues the frame: Chromium dispatches every event of a
-  // network chunk in one task, hundreds at full speed, so parsing waits
-  // for flush(), which bounds its work per frame. The SSE id is the seq.
-  receive(e) {
-    const seq = Number(e.lastEventId);
-    if (!(seq > this.lastSeq)) return; // a replay overlapping what we have
-    this.lastSeq = seq;
-    this.received++;
-    this.queue.push(e.data);
-    this.schedule();
+    this.worker.postMessage({ sessionId: this.sessionId, token: this.token });
   }
 
   schedule() {
@@ -114,7 +72,6 @@ export class SessionStream {
 
   close() {
     this.closed = true;
-    clearTimeout(this.timer);
-    if (this.es) this.es.close();
+    if (this.worker) this.worker.terminate(); // its EventSource closes with it
   }
 }

@@ -6,6 +6,7 @@ import { displayState } from "./state.js";
 import { esc } from "./dom.js";
 
 const COMPACT_OVER = 60; // nodes: smaller boxes above this
+const PLACE_CHUNK = 250; // node boxes created per frame
 
 export class DagView {
   constructor(root, { onSelect }) {
@@ -17,6 +18,7 @@ export class DagView {
     this.size = { width: 0, height: 0 };
     this.worker = new Worker(new URL("./layout-worker.js", import.meta.url), { type: "module" });
     this.worker.onmessage = (e) => this.placed(e.data);
+    this.destroyed = false;
     this.root = root;
     root.classList.add("dag");
     this.toolbar = document.createElement("div");
@@ -52,6 +54,7 @@ export class DagView {
   }
 
   destroy() {
+    this.destroyed = true;
     this.worker.terminate();
   }
 
@@ -80,15 +83,33 @@ export class DagView {
   }
 
   placed(res) {
-    this.pending = false;
     const run = this.run;
-    if (res.version !== this.version || !run) return;
+    if (res.version !== this.version || !run) {
+      this.pending = false;
+      return;
+    }
     this.canvas.classList.toggle("compact", run.nodes.size > COMPACT_OVER);
-    const seen = new Set();
-    // New nodes are created as one HTML string (a 1,000-node plan arrives
-    // at once), then positioned and painted like the others.
+    this.size = { width: res.width, height: res.height };
+    this.svg.setAttribute("width", res.width);
+    this.svg.setAttribute("height", res.height);
+    this.path.setAttribute("d", res.edges);
+    this.info.textContent = ` ${res.nodes.length} nodes · layout ${Math.round(res.ms)} ms`;
+    this.applyZoom();
+    this.placeFrom(res, 0);
+  }
+
+  // placeFrom creates and positions res.nodes[i…] at most PLACE_CHUNK per
+  // frame: a 1,000-node plan's boxes would cost one long style and layout
+  // pass if they all arrived at once. New boxes are made as one HTML string.
+  placeFrom(res, i) {
+    const run = this.run;
+    if (res.version !== this.version || this.destroyed) {
+      this.pending = false;
+      return;
+    }
+    const slice = res.nodes.slice(i, i + PLACE_CHUNK);
     let html = "";
-    for (const [id] of res.nodes) {
+    for (const [id] of slice) {
       if (this.els.has(id)) continue;
       const name = id.includes("/") ? id.slice(id.lastIndexOf("/") + 1) : id;
       html += `<div class="node" data-node-id="${esc(id)}"><span class="nid">${esc(name)}</span><span class="meta"></span></div>`;
@@ -99,25 +120,24 @@ export class DagView {
       for (const el of tpl.content.children) this.els.set(el.dataset.nodeId, el);
       this.canvas.append(tpl.content);
     }
-    for (const [id, x, y, w, h] of res.nodes) {
-      seen.add(id);
+    for (const [id, x, y, w, h] of slice) {
       const el = this.els.get(id);
       el.style.cssText = `left:${x}px;top:${y}px;width:${w}px;height:${h}px`;
       const n = run.nodes.get(id);
       if (n) this.paint(el, n);
     }
+    if (i + PLACE_CHUNK < res.nodes.length) {
+      requestAnimationFrame(() => this.placeFrom(res, i + PLACE_CHUNK));
+      return;
+    }
+    const seen = new Set(res.nodes.map((n) => n[0]));
     for (const [id, el] of this.els) {
       if (!seen.has(id)) {
         el.remove();
         this.els.delete(id);
       }
     }
-    this.size = { width: res.width, height: res.height };
-    this.svg.setAttribute("width", res.width);
-    this.svg.setAttribute("height", res.height);
-    this.path.setAttribute("d", res.edges);
-    this.info.textContent = ` ${res.nodes.length} nodes · layout ${Math.round(res.ms)} ms`;
-    this.applyZoom();
+    this.pending = false;
     if (run.dirty.layout) {
       run.dirty.layout = false;
       this.request(run);

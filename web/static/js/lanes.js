@@ -20,7 +20,6 @@ export class LanesView {
     this.onChange = onChange;
     this.root.classList.add("lanes");
     this.els = new Map(); // lane id -> {el, parts}
-    this.list = [];
     this.key = "";
     this.listedAt = 0;
     this.selected = "";

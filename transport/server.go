@@ -108,6 +108,11 @@ type Config struct {
 	// a Gatherer (a *prometheus.Registry is); otherwise /metrics answers
 	// 404 and the embedder serves its metrics itself.
 	Gatherer prometheus.Gatherer
+	// Dashboard, when set, serves the paths no endpoint claims outside
+	// /api/ ("/" included): conclave serve sets it to the web dashboard
+	// (web.Handler). Paths under /api/ that name no endpoint are always the
+	// API's JSON 404. Nil: every unclaimed path is that 404.
+	Dashboard http.Handler
 }
 
 func (c Config) withDefaults() Config {
@@ -257,8 +262,18 @@ func (s *Server) routes() {
 	metricsH := s.metrics.handler()
 	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
 		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
-	s.mux.HandleFunc("/", notFound)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Dashboard == nil || r.URL.Path == "/api" || strings.HasPrefix(r.URL.Path, "/api/") {
+			notFound(w, r)
+			return
+		}
+		s.cfg.Dashboard.ServeHTTP(w, r)
+	})
 }
+
+// NotFound answers every request with the API's JSON 404 (docs/api.md),
+// for a Config.Dashboard to answer the paths it does not have.
+func NotFound() http.Handler { return http.HandlerFunc(notFound) }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, errorf(http.StatusNotFound, codeNotFound, "no such endpoint: "+r.URL.Path))

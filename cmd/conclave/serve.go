@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/transport"
+	"github.com/conclave-ai/conclave/web"
 )
 
 // serveShutdownGrace bounds a graceful shutdown after SIGINT/SIGTERM.
@@ -141,6 +142,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	tcfg := transport.Config{
 		Engine: engine, Tokens: tokens, Logger: logger, Heartbeat: c.heartbeat,
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
+		Dashboard: web.Handler(transport.NotFound()),
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams

@@ -133,3 +133,70 @@ func TestServe_MemoryShutdownLog(t *testing.T) {
 		t.Fatalf("the in-memory server's shutdown log does not say that runs end:\n%s", stderr.String())
 	}
 }
+
+// TestServe_Dashboard checks that conclave serve serves the embedded
+// dashboard at "/" and its assets with their content types, while unknown
+// API paths keep the API's JSON 404.
+func TestServe_Dashboard(t *testing.T) {
+	t.Parallel()
+	a := &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, isTTY: func(io.Writer) bool { return false }, now: time.Now}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", memory: true, ready: func(s string) { addr <- s }}
+		done <- sc.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(10 * time.Second):
+		t.Fatal("conclave serve did not start within 10 s")
+	}
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	for _, tc := range []struct{ path, ctype, contains string }{
+		{"/", "text/html; charset=utf-8", `<script type="module" src="js/main.js">`},
+		{"/js/main.js", "text/javascript; charset=utf-8", "import"},
+		{"/js/layout-worker.js", "text/javascript; charset=utf-8", "dagre"},
+		{"/vendor/dagre.esm.js", "text/javascript; charset=utf-8", "export{"},
+		{"/app.css", "text/css; charset=utf-8", "data-node-state"},
+	} {
+		code, ctype, body := get(tc.path)
+		if code != http.StatusOK || ctype != tc.ctype || !strings.Contains(body, tc.contains) {
+			t.Errorf("GET %s = %d %q (%d bytes), want 200 %q containing %q", tc.path, code, ctype, len(body), tc.ctype, tc.contains)
+		}
+	}
+	for _, path := range []string{"/api/v1/nope", "/api/v1/runs/missing", "/nope.js", "/index.html/x", "/api"} {
+		code, ctype, body := get(path)
+		if code != http.StatusNotFound || ctype != "application/json" || !strings.Contains(body, `"code":"not_found"`) {
+			t.Errorf("GET %s = %d %q %s, want the API's JSON 404", path, code, ctype, body)
+		}
+	}
+	resp, err := http.Post(base+"/", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("POST / = %d, want 404", resp.StatusCode)
+	}
+}

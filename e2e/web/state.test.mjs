@@ -1,0 +1,103 @@
+// Unit tests of the dashboard's reducer (web/static/js/state.js), which is
+// plain JavaScript with no DOM: run with `node --test` (run.sh does).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { newSession, apply, nodeOfLane, displayState, counts } from "../../web/static/js/state.js";
+
+let seq = 0;
+const lane = (stream_id, parent_stream_id = "run", depth = 1) => ({ stream_id, parent_stream_id, depth });
+const ev = (type, payload, l = { stream_id: "run", depth: 0 }, run_id = "r1") => ({ seq: ++seq, type, run_id, session_id: "s", agent_id: "a", lane: l, payload });
+
+function started() {
+  seq = 0;
+  const s = newSession();
+  apply(s, ev("run_started", { question: "q", hitl: "tools" }));
+  apply(s, ev("plan_proposed", { plan: { nodes: [{ id: "n001", goal: "g" }, { id: "T", goal: "team", kind: "team" }, { id: "n002", goal: "g", deps: ["n001", "T"] }] }, waves: [["n001", "T"], ["n002"]] }, lane("director")));
+  return s;
+}
+
+test("nodeOfLane names the plan node of every kind of lane", () => {
+  assert.equal(nodeOfLane("node:n001"), "n001");
+  assert.equal(nodeOfLane("node:n001/sub:1/sub:2"), "n001");
+  assert.equal(nodeOfLane("node:T/m1"), "T/m1");
+  assert.equal(nodeOfLane("debate:T/D/r2/a1"), "T/D");
+  assert.equal(nodeOfLane("judge:D/r3"), "D");
+  assert.equal(nodeOfLane("synthesis:T"), "T");
+  assert.equal(nodeOfLane("synthesis"), "");
+  assert.equal(nodeOfLane("steering:x"), "");
+});
+
+test("status follows the run summary's values", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  assert.equal(r.status, "planning");
+  apply(s, ev("plan_approved", { automatic: true }));
+  assert.equal(r.status, "running");
+  apply(s, ev("synthesis_started", { inputs: 2 }, lane("synthesis")));
+  assert.equal(r.status, "synthesizing");
+  apply(s, ev("run_error", { code: "aborted", message: "m", usage: {}, nodes: {} }));
+  assert.equal(r.status, "aborted");
+});
+
+test("a duplicate or older seq is dropped; applied counts each seq once", () => {
+  const s = started();
+  const e = ev("plan_approved", { automatic: true });
+  assert.equal(apply(s, e), true);
+  assert.equal(apply(s, e), false);
+  assert.equal(apply(s, { ...e, seq: 1 }), false);
+  assert.equal(s.applied, s.lastSeq);
+});
+
+test("node states, teams' nested plans and parked nodes", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  apply(s, ev("plan_approved", { automatic: true }));
+  apply(s, ev("node_started", { node_id: "T", kind: "team", wave: 0 }, lane("node:T")));
+  apply(s, ev("team_started", { team_id: "T", depth: 1, plan: { nodes: [{ id: "T/m1", goal: "x" }] }, waves: [["T/m1"]] }, lane("node:T")));
+  assert.equal(r.nodes.get("T/m1").graph, "T");
+  apply(s, ev("interrupt_raised", { interrupt_id: "i1", kind: "node_approval", node_id: "n001" }));
+  assert.equal(displayState(r.nodes.get("n001")), "parked");
+  apply(s, ev("interrupt_resolved", { interrupt_id: "i1", kind: "node_approval", decision: "approve" }));
+  assert.equal(displayState(r.nodes.get("n001")), "pending");
+  apply(s, ev("node_started", { node_id: "n001", wave: 0 }, lane("node:n001")));
+  apply(s, ev("interrupt_raised", { interrupt_id: "i2", kind: "tool_approval", tool_name: "search", tool_args: { query: "x" } }, lane("node:n001/sub:1", "node:n001", 2)));
+  assert.equal(displayState(r.nodes.get("n001")), "parked");
+  assert.equal(r.interrupts.get("i2").status, "pending");
+  apply(s, ev("interrupt_expired", { interrupt_id: "i2", kind: "tool_approval", action: "reject" }, lane("node:n001/sub:1", "node:n001", 2)));
+  assert.equal(r.interrupts.get("i2").status, "expired");
+  assert.equal(displayState(r.nodes.get("n001")), "running");
+  apply(s, ev("node_failed", { node_id: "n001", error: "boom" }, lane("node:n001")));
+  apply(s, ev("node_skipped", { node_id: "n002", reason: "dep" }, lane("node:n002")));
+  const c = counts(r);
+  assert.deepEqual([c.total, c.failed, c.skipped, c.running], [4, 1, 1, 1]);
+});
+
+test("steering replaces the plan: removed nodes leave, new ones arrive", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  apply(s, ev("team_started", { team_id: "T", plan: { nodes: [{ id: "T/m1" }] }, waves: [["T/m1"]] }, lane("node:T")));
+  apply(s, ev("steering_received", { steering_id: "st", note: "n" }, lane("steering:st")));
+  apply(s, ev("steering_applied", { steering_id: "st", applied_at_wave: 1, diff: { ops: [] }, plan: { nodes: [{ id: "n001" }, { id: "n003", deps: ["n001"] }] }, waves: [["n001"], ["n003"]] }, lane("steering:st")));
+  assert.deepEqual([...r.nodes.keys()].sort(), ["n001", "n003"]);
+  assert.equal(r.steering.get("st").status, "applied");
+});
+
+test("signatures of a policy-covered approval are counted", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  apply(s, ev("interrupt_raised", { interrupt_id: "i3", kind: "tool_approval", approval: { required: 2, reject_required: 1, approvers: ["alice", "bob"] }, evidence: { id: "e", title: "t", risk_level: "high" } }, lane("node:n001")));
+  apply(s, ev("approval_signature_added", { interrupt_id: "i3", approver: "alice", statement: { decision: "approve" }, count: 1, required: 2, is_fully_signed: false }, lane("node:n001")));
+  const it = r.interrupts.get("i3");
+  assert.equal(it.signatureCount, 1);
+  assert.equal(it.signaturesRequired, 2);
+  assert.deepEqual(it.signatures, [{ approver: "alice", decision: "approve" }]);
+});
+
+test("lane text is capped", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  for (let i = 0; i < 400; i++) apply(s, ev("text_delta", { delta: "x".repeat(100) }, lane("node:n001")));
+  const l = r.lanes.get("node:n001");
+  assert.ok(l.text.length <= 16000, `text kept ${l.text.length}`);
+  assert.equal(r.lanes.get("run").children.includes("node:n001"), true);
+});

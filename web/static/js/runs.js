@@ -1,0 +1,116 @@
+// The runs page: the tenant's runs (GET /api/v1/runs) and the form that
+// starts one (POST /api/v1/runs).
+import { h, fmt } from "./dom.js";
+import { api } from "./api.js";
+
+const PRICE_KEY = "conclave.pricePerMTok";
+const REFRESH_MS = 2000;
+
+const NUMBER_FIELDS = [
+  ["nodes", "nodes", 6], ["waves", "waves", ""], ["tokens", "tokens per node", 24], ["token_delay_ms", "token delay (ms)", 20],
+  ["reasoning_tokens", "reasoning tokens", ""], ["tools_per_node", "tools per node", ""], ["subagents_per_node", "sub-agents per node", ""],
+  ["approvals", "approvals", ""], ["info_requests", "info requests", ""], ["teams", "teams", ""],
+];
+
+export function runsPage(root, { navigate }) {
+  const status = h("p", { class: "status" });
+  const form = startForm(async (body) => {
+    status.textContent = "starting…";
+    status.className = "status";
+    try {
+      const created = await api.start(body);
+      navigate(`#/runs/${encodeURIComponent(created.run_id)}`);
+    } catch (e) {
+      status.textContent = `${e.status || ""} ${e.code || ""}: ${e.message}`;
+      status.className = "status error";
+    }
+  });
+  const price = h("input", { type: "number", min: "0", step: "any", value: localStorage.getItem(PRICE_KEY) || "", placeholder: "$ per 1M tokens", class: "price" });
+  const tbody = h("tbody");
+  const table = h("table", { class: "runs" },
+    h("thead", null, h("tr", null, ["run", "session", "question", "status", "wave", "nodes", "tokens in / out", "cost", "created"].map((c) => h("th", null, c)))),
+    tbody);
+  let timer = 0;
+  let stopped = false;
+  let runs = [];
+  const draw = () => {
+    const per = parseFloat(price.value) || 0;
+    tbody.replaceChildren(...runs.slice().reverse().map((r) => {
+      const n = r.nodes || {};
+      const u = r.usage || {};
+      const tokens = (u.input_tokens || 0) + (u.output_tokens || 0);
+      return h("tr", { dataset: { runId: r.run_id, status: r.status } },
+        h("td", null, h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
+        h("td", { class: "muted", title: r.session_id }, r.session_id.slice(0, 8)),
+        h("td", { class: "question" }, r.question),
+        h("td", null, h("span", { class: `badge status-${r.status}` }, r.status)),
+        h("td", null, r.waves ? `${Math.max(0, r.wave) + 1} / ${r.waves}` : "—"),
+        h("td", null, `${fmt(n.completed)} / ${fmt(n.total)}${n.failed ? ` (${n.failed} failed)` : ""}${r.running ? ` · ${r.running} running` : ""}`),
+        h("td", null, `${fmt(u.input_tokens)} / ${fmt(u.output_tokens)}`),
+        h("td", null, per ? `$${((tokens * per) / 1e6).toFixed(4)}` : "—"),
+        h("td", { class: "muted" }, new Date(r.created_at).toLocaleString()));
+    }));
+    if (!runs.length) tbody.append(h("tr", null, h("td", { colspan: 9, class: "muted" }, "No runs yet: start one above.")));
+  };
+  price.addEventListener("input", () => {
+    localStorage.setItem(PRICE_KEY, price.value);
+    draw();
+  });
+  const refresh = async () => {
+    try {
+      runs = await api.runs();
+      draw();
+    } catch (e) {
+      status.textContent = `runs: ${e.message}`;
+      status.className = "status error";
+    }
+    if (!stopped) timer = setTimeout(refresh, REFRESH_MS);
+  };
+  root.replaceChildren(
+    h("section", { class: "card" }, h("h2", null, "Start a run"), form, status),
+    h("section", { class: "card" }, h("h2", null, "Runs ", h("label", { class: "muted small" }, "cost at ", price)), table));
+  refresh();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+function startForm(onSubmit) {
+  const question = h("input", { type: "text", name: "question", required: true, placeholder: "Question", value: "why is the sky blue", class: "wide" });
+  const hitl = h("select", { name: "hitl" }, ["none", "plan", "node", "tools"].map((m) => h("option", { value: m }, m)));
+  const session = h("input", { type: "text", name: "session_id", placeholder: "new session" });
+  const nums = NUMBER_FIELDS.map(([name, label, def]) => [name, h("input", { type: "number", min: "0", name, value: String(def), placeholder: "–", title: "empty: the default" }), label]);
+  const debate = h("input", { type: "checkbox", name: "debate" });
+  const extra = h("textarea", { name: "scenario_json", rows: 2, placeholder: "more scenario fields as JSON, e.g. {\"spawn\":[\"n003\"],\"fail_nodes\":[\"n002\"]}", spellcheck: false });
+  const err = h("p", { class: "status error" });
+  const form = h("form", { class: "start", onsubmit: (e) => {
+    e.preventDefault();
+    err.textContent = "";
+    const scenario = {};
+    for (const [name, input] of nums) if (input.value !== "") scenario[name] = Number(input.value);
+    if (debate.checked) scenario.debate = { nodes: 1 };
+    if (extra.value.trim()) {
+      let more;
+      try {
+        more = JSON.parse(extra.value);
+      } catch (x) {
+        err.textContent = `scenario JSON: ${x.message}`;
+        return;
+      }
+      if (!more || typeof more !== "object" || Array.isArray(more)) {
+        err.textContent = "scenario JSON must be an object";
+        return;
+      }
+      Object.assign(scenario, more);
+    }
+    const body = { question: question.value, hitl: hitl.value, scenario };
+    if (session.value) body.session_id = session.value;
+    onSubmit(body);
+  } },
+  h("div", { class: "row" }, h("label", { class: "grow" }, "question ", question), h("label", null, "hitl ", hitl), h("label", null, "session ", session)),
+  h("div", { class: "row fields" }, nums.map(([, input, label]) => h("label", null, label, " ", input)), h("label", null, debate, " debate node")),
+  h("div", { class: "row" }, h("label", { class: "grow" }, "scenario ", extra), h("button", { type: "submit", class: "primary", dataset: { action: "start" } }, "Start run")),
+  err);
+  return form;
+}

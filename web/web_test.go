@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/web"
 )
 
@@ -69,5 +70,33 @@ func TestFiles_ImportsResolve(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEventTypes_Listed: the page listens to every event type of the
+// catalogue (EventSource needs a listener per name; a missing one would
+// leave a gap in the page's seqs).
+func TestEventTypes_Listed(t *testing.T) {
+	t.Parallel()
+	src, err := fs.ReadFile(web.Files(), "js/state.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)export const EVENT_TYPES = \[(.*?)\];`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("js/state.js has no EVENT_TYPES list")
+	}
+	listed := map[string]bool{}
+	for _, q := range regexp.MustCompile(`"([a-z_]+)"`).FindAllSubmatch(m[1], -1) {
+		listed[string(q[1])] = true
+	}
+	for _, typ := range messages.EventTypes() {
+		if !listed[string(typ)] {
+			t.Errorf("js/state.js EVENT_TYPES lacks %s", typ)
+		}
+		delete(listed, string(typ))
+	}
+	for typ := range listed {
+		t.Errorf("js/state.js EVENT_TYPES lists %s, which is no event type", typ)
 	}
 }

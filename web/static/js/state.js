@@ -15,7 +15,7 @@ export const EVENT_TYPES = [
   "steering_rejected", "debate_round_started", "debate_turn_started", "debate_turn_completed",
   "debate_judge_started", "debate_judge_summary", "debate_round_compacted", "debate_stance_map", "dissent",
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
-  "interrupt_expired", "approval_signature_added",
+  "interrupt_expired", "approval_signature_added", "replan_attempt",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -209,7 +209,10 @@ export function apply(session, env) {
       run.status = "running";
       break;
     case "plan_rejected":
-      break; // still planning, as the run summary says, until run_error
+      break; // still planning, as the run summary says, until run_error or replan_attempt
+    case "replan_attempt":
+      run.replans = p.attempt; // the director plans again; its plan_proposed replaces the plan
+      break;
     case "run_cost_estimate":
       run.estimate = p;
       break;

@@ -732,3 +732,60 @@ func TestCouncil_ToolDisplayFields(t *testing.T) {
 		}
 	}
 }
+
+// TestCouncil_ProgressEvents: with prefill_progress, each worker and
+// synthesiser turn reports reading its prompt before its first token; a
+// team whose answer is compacted says so before team_synthesized.
+func TestCouncil_ProgressEvents(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Teams: 1, TeamSize: 2, Tokens: 4, SynthesisTokens: 600, PrefillProgress: 3}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	perLane := map[messages.StreamID][]*messages.Envelope{}
+	for _, env := range events {
+		perLane[env.Lane.StreamID] = append(perLane[env.Lane.StreamID], env)
+	}
+	nodes, synths := 0, 0
+	for lane, evs := range perLane {
+		var got []messages.PromptProgress
+		for _, env := range evs {
+			switch p := env.Payload.(type) {
+			case *messages.NodeProgressPayload:
+				got = append(got, p.PromptProgress)
+				nodes++
+			case *messages.SynthesisProgressPayload:
+				got = append(got, p.PromptProgress)
+				synths++
+			case *messages.TextDeltaPayload:
+				if len(got) == 0 && (strings.HasPrefix(string(lane), "node:") || strings.HasPrefix(string(lane), "synthesis")) && !strings.Contains(string(lane), "/sub:") {
+					t.Errorf("lane %s: text before any progress", lane)
+				}
+			}
+		}
+		for i, p := range got {
+			if p.Total <= 0 || p.Processed > p.Total || i > 0 && p.Processed < got[i-1].Processed {
+				t.Errorf("lane %s: progress %+v", lane, got)
+				break
+			}
+		}
+	}
+	// 4 workers (2 plan nodes, 2 team members) and 2 synthesisers (the run's, the team's), 3 reports each.
+	if nodes != 4*3 || synths != 2*3 {
+		t.Errorf("%d node_progress, %d synthesis_progress; want 12 and 6", nodes, synths)
+	}
+	var teamLane []messages.EventType
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.TeamSynthesizedPayload); ok && !p.Compacted {
+			t.Fatalf("team_synthesized %+v: the 600-word answer is not compacted", p)
+		}
+		if env.Lane.StreamID == messages.NodeStream("n001") || env.Type == messages.NodeCompacting {
+			teamLane = append(teamLane, env.Type)
+		}
+	}
+	i := slices.Index(teamLane, messages.NodeCompacting)
+	if i < 0 || i+1 >= len(teamLane) || teamLane[i+1] != messages.TeamSynthesized {
+		t.Errorf("team lane %v: want node_compacting right before team_synthesized", teamLane)
+	}
+}

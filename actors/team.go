@@ -133,6 +133,9 @@ func (r *runActor) endTeam(ctx actor.Context) {
 	case *messages.RunFinishedPayload:
 		out, compacted := compact.Compact(p.Answer, compact.DefaultLimit)
 		if !t.synthesized { // published before a restart already
+			if compacted {
+				r.emit(ctx, &messages.NodeCompactingPayload{NodeID: t.node.ID})
+			}
 			r.emit(ctx, &messages.TeamSynthesizedPayload{TeamID: t.node.ID, CompactedOutput: out, Compacted: compacted})
 		}
 		for _, n := range r.g.Plan.Nodes { // the nested nodes' sources, in plan order

@@ -118,6 +118,20 @@ func (t *turnRunner) publish(ctx context.Context, p messages.Payload) error {
 	return t.out.send(ctx, t.root, &e)
 }
 
+// progress is the event of a prompt-progress report: a worker's on its
+// node lane, a synthesiser's on its synthesis lane; other roles' reports
+// are not published.
+func (t *turnRunner) progress(c *model.Progress) messages.Payload {
+	pp := messages.PromptProgress{Processed: c.Processed, Total: c.Total, Cached: c.Cached, TimeMS: c.TimeMS}
+	switch t.req.Role {
+	case model.RoleWorker:
+		return &messages.NodeProgressPayload{NodeID: t.req.AgentID, PromptProgress: pp}
+	case model.RoleSynthesizer:
+		return &messages.SynthesisProgressPayload{PromptProgress: pp}
+	}
+	return nil
+}
+
 func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	defer func() {
@@ -154,6 +168,10 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				err = t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: c.Text})
 			case *model.Call:
 				res.calls = append(res.calls, c.Call)
+			case *model.Progress:
+				if p := t.progress(c); p != nil {
+					err = t.publish(ctx, p)
+				}
 			case *model.Usage:
 				res.usage = c.Usage
 				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Usage: c.Usage})

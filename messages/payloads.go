@@ -155,6 +155,35 @@ type PlanRejectedPayload struct {
 	Replanning bool `json:"replanning,omitempty"`
 }
 
+// PromptProgress is how far a model has read its prompt (the prefill a
+// local model's server reports before the first token): Processed of Total
+// input tokens, Cached of them served from its cache, in TimeMS so far.
+type PromptProgress struct {
+	Processed int64 `json:"processed"`
+	Total     int64 `json:"total"`
+	Cached    int64 `json:"cached"`
+	TimeMS    int64 `json:"time_ms"`
+}
+
+// NodeProgressPayload: a worker's model reports reading its prompt, on the
+// node's lane, between node_started and its first token.
+type NodeProgressPayload struct {
+	NodeID string `json:"node_id"`
+	PromptProgress
+}
+
+// SynthesisProgressPayload: the synthesiser's model reports reading its
+// prompt, on a synthesis lane.
+type SynthesisProgressPayload struct {
+	PromptProgress
+}
+
+// NodeCompactingPayload: a team node's output is being compacted before
+// the nodes that depend on it receive it; team_synthesized follows.
+type NodeCompactingPayload struct {
+	NodeID string `json:"node_id"`
+}
+
 // ReplanAttemptPayload: the director plans again after its plan was
 // rejected, told the reason. Attempt is 1-based (the first re-plan is 1);
 // its planning runs on the lane DirectorStreamOf(Attempt+1).
@@ -515,6 +544,9 @@ func (*PlanningFailedPayload) EventType() EventType         { return PlanningFai
 func (*PlanApprovedPayload) EventType() EventType           { return PlanApproved }
 func (*PlanRejectedPayload) EventType() EventType           { return PlanRejected }
 func (*ReplanAttemptPayload) EventType() EventType          { return ReplanAttempt }
+func (*NodeProgressPayload) EventType() EventType           { return NodeProgress }
+func (*SynthesisProgressPayload) EventType() EventType      { return SynthesisProgress }
+func (*NodeCompactingPayload) EventType() EventType         { return NodeCompacting }
 func (*WaveStartedPayload) EventType() EventType            { return WaveStarted }
 func (*WaveCompletedPayload) EventType() EventType          { return WaveCompleted }
 func (*NodeStartedPayload) EventType() EventType            { return NodeStarted }

@@ -24,6 +24,11 @@ type Scenario struct {
 	Tokens int `json:"tokens,omitempty"`
 	// ReasoningTokens is the number of reasoning_delta events per worker node.
 	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// PrefillProgress is how many prompt-progress reports (node_progress,
+	// synthesis_progress) each worker and synthesiser turn streams before
+	// its first token, as a local model's server reports reading a long
+	// prompt. 0: none.
+	PrefillProgress int `json:"prefill_progress,omitempty"`
 	// SynthesisTokens is the number of text_delta events of the synthesiser.
 	SynthesisTokens int `json:"synthesis_tokens,omitempty"`
 	// TokenDelayMS is the delay before each streamed token, in milliseconds.
@@ -127,12 +132,13 @@ type DelegationScenario struct {
 
 // Scenario limits, checked by Validate.
 const (
-	MaxNodes        = 100_000
-	MaxTokens       = 1_000_000
-	MaxTokenDelayMS = 60_000
-	MaxToolsPerNode = 100
-	MaxSubagents    = 100
-	MaxFanIn        = 64
+	MaxNodes           = 100_000
+	MaxTokens          = 1_000_000
+	MaxPrefillProgress = 16
+	MaxTokenDelayMS    = 60_000
+	MaxToolsPerNode    = 100
+	MaxSubagents       = 100
+	MaxFanIn           = 64
 	// MaxTeamSize bounds the nodes of one team's nested plan (and of any
 	// subgraph below the top-level plan).
 	MaxTeamSize      = 16
@@ -204,6 +210,7 @@ func (s Scenario) Validate() error {
 	for name, v := range map[string]int{"tokens": s.Tokens, "reasoning_tokens": s.ReasoningTokens, "synthesis_tokens": s.SynthesisTokens} {
 		check(v >= 0 && v <= MaxTokens, "%s must be in 0..%d, got %d", name, MaxTokens, v)
 	}
+	check(s.PrefillProgress >= 0 && s.PrefillProgress <= MaxPrefillProgress, "prefill_progress must be in 0..%d, got %d", MaxPrefillProgress, s.PrefillProgress)
 	check(s.TokenDelayMS >= 0 && s.TokenDelayMS <= MaxTokenDelayMS, "token_delay_ms must be in 0..%d, got %d", MaxTokenDelayMS, s.TokenDelayMS)
 	check(s.ToolsPerNode >= 0 && s.ToolsPerNode <= MaxToolsPerNode, "tools_per_node must be in 0..%d, got %d", MaxToolsPerNode, s.ToolsPerNode)
 	check(s.SubagentsPerNode >= 0 && s.SubagentsPerNode <= MaxSubagents, "subagents_per_node must be in 0..%d, got %d", MaxSubagents, s.SubagentsPerNode)

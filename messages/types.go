@@ -25,6 +25,10 @@ const (
 	PlanApproved    EventType = "plan_approved"
 	PlanRejected    EventType = "plan_rejected"
 	ReplanAttempt   EventType = "replan_attempt"
+	// Progress between tokens.
+	NodeProgress      EventType = "node_progress"
+	SynthesisProgress EventType = "synthesis_progress"
+	NodeCompacting    EventType = "node_compacting"
 )
 
 // Waves and council nodes.
@@ -213,6 +217,9 @@ var specList = []spec{
 	{PlanningFailed, RoleCloses, func() Payload { return new(PlanningFailedPayload) }, "The director could not produce a valid plan. Closes the director lane."},
 	{PlanApproved, RoleWithin, func() Payload { return new(PlanApprovedPayload) }, "The plan was approved (automatically when hitl is none)."},
 	{PlanRejected, RoleWithin, func() Payload { return new(PlanRejectedPayload) }, "The plan was rejected: the director plans again (replan_attempt) while the run's max_replans allows, else the run ends with run_error plan_rejected."},
+	{NodeProgress, RoleWithin, func() Payload { return new(NodeProgressPayload) }, "A worker's model reports how far it has read its prompt (prefill), on the node's lane before its first token: processed of total input tokens, cached, time_ms."},
+	{SynthesisProgress, RoleWithin, func() Payload { return new(SynthesisProgressPayload) }, "The same for a synthesiser, on its synthesis lane."},
+	{NodeCompacting, RoleWithin, func() Payload { return new(NodeCompactingPayload) }, "A team node's output is being compacted before its dependents receive it, on the team's lane right before team_synthesized{compacted: true}."},
 	{ReplanAttempt, RoleWithin, func() Payload { return new(ReplanAttemptPayload) }, "Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan)."},
 	{WaveStarted, RoleWithin, func() Payload { return new(WaveStartedPayload) }, "A wave of ready nodes starts; lists its node ids in deterministic order."},
 	{WaveCompleted, RoleWithin, func() Payload { return new(WaveCompletedPayload) }, "Every node of the wave finished (completed, failed, cancelled or skipped)."},

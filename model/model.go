@@ -207,6 +207,14 @@ type Usage struct {
 	Usage messages.Usage
 }
 
+// Progress reports how far the model has read its prompt before its first
+// token (a local model's prefill): Processed of Total input tokens, Cached
+// of them from its cache, after TimeMS.
+type Progress struct {
+	Processed, Total, Cached, TimeMS int64
+}
+
+func (*Progress) isChunk()  {}
 func (*Text) isChunk()      {}
 func (*Reasoning) isChunk() {}
 func (*Call) isChunk()      {}

@@ -314,6 +314,13 @@ func teamSpawnRun(id messages.RunID, restart bool) []messages.Emit {
 		events
 }
 
+// compactedTeam: node_compacting right before the team's team_synthesized.
+func compactedTeam(t *testing.T) []messages.Emit {
+	em := teamSpawnRun("r1", false)
+	i := first[*messages.TeamSynthesizedPayload](t, em, "node:t")
+	return slices.Insert(em, i, emit("r1", nodeLane("t"), &messages.NodeCompactingPayload{NodeID: "t"}))
+}
+
 // restartedBeforeTeamStarted: a crash between the team's node_started and
 // its team_started; after the restart, agent_restarted and team_started.
 func restartedBeforeTeamStarted(t *testing.T) []messages.Emit {
@@ -339,6 +346,7 @@ func TestCheck_CouncilValid(t *testing.T) {
 		{"sub-team spawned inside a team", teamSpawnRun("r1", false)},
 		{"team supervisor restarted", teamSpawnRun("r1", true)},
 		{"team restarted between node_started and team_started", restartedBeforeTeamStarted(t)},
+		{"team output compacted", compactedTeam(t)},
 		{"interleaved", interleave(council("r1"), haltRun("r2"), teamFailRun("r3"), validRun("r4"), teamSpawnRun("r5", true))},
 	}
 	for _, tt := range tests {
@@ -462,6 +470,15 @@ func TestCheck_CouncilViolations(t *testing.T) {
 			rule: testkit.RuleCostEstimate,
 		},
 		// team-order
+		{
+			name: "node_compacting before the team's synthesis",
+			emits: func(t *testing.T) []messages.Emit {
+				em := council("r1")
+				i := first[*messages.TeamStartedPayload](t, em, "node:t")
+				return slices.Insert(em, i+1, emit("r1", nodeLane("t"), &messages.NodeCompactingPayload{NodeID: "t"}))
+			},
+			rule: testkit.RuleTeamOrder,
+		},
 		{
 			name: "team_started not right after node_started",
 			emits: func(t *testing.T) []messages.Emit {

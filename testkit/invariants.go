@@ -66,8 +66,9 @@ const (
 	RuleCostEstimate = "cost-estimate"
 	// RuleTeamOrder: a team node's lane carries node_started{kind team},
 	// team_started right after it, the team's waves and nested node lanes,
-	// its synthesis lane synthesis:<T> after the waves, team_synthesized,
-	// then node_completed with the compacted output.
+	// its synthesis lane synthesis:<T> after the waves, node_compacting when
+	// its output is compacted, team_synthesized, then node_completed with
+	// the compacted output.
 	RuleTeamOrder = "team-order"
 	// RuleDebateOrder: a debate node's lane carries rounds 1, 2, … (at most
 	// the configured number, none after an early stop), each with one
@@ -551,6 +552,14 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 		c.idLane(r, env, messages.NodeStream(p.TeamID), "team", p.TeamID)
 	case *messages.TeamSynthesizedPayload:
 		c.idLane(r, env, messages.NodeStream(p.TeamID), "team", p.TeamID)
+	case *messages.NodeProgressPayload:
+		c.nodeLane(r, env, p.NodeID)
+	case *messages.NodeCompactingPayload:
+		c.nodeLane(r, env, p.NodeID)
+	case *messages.SynthesisProgressPayload:
+		if k := messages.ParseStreamID(env.Lane.StreamID).Kind; k != messages.LaneSynthesis && k != messages.LaneNodeSynthesis {
+			c.report(env.Seq, r.id, RuleLaneShape, "synthesis_progress on lane %q, which is no synthesis lane", env.Lane.StreamID)
+		}
 	case *messages.SubteamSpawnedPayload:
 		if g := graphStream(p.ParentNodeID); env.Lane.StreamID != g {
 			c.report(env.Seq, r.id, RuleLaneShape, "subteam_spawned for parent %q on lane %q, want %q (the lane of the graph the parent is in)",
@@ -908,6 +917,8 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 		c.teamStarted(r, env, st, p)
 	case *messages.TeamSynthesizedPayload:
 		c.teamSynthesized(r, env, st, p)
+	case *messages.NodeCompactingPayload:
+		c.nodeCompacting(r, env, st)
 	case *messages.SubteamSpawnedPayload:
 		c.subteamSpawned(r, env, p)
 	case *messages.SteeringRejectedPayload:
@@ -1421,6 +1432,22 @@ func (c *checker) teamSynthesized(r *runState, env *messages.Envelope, st *strea
 		c.report(env.Seq, r.id, RuleTeamOrder, "team_synthesized of team %q after its synthesis ended with %s", t.id, synth.closeType)
 	}
 	t.phase, t.output = teamSynthesized, p.CompactedOutput
+}
+
+// nodeCompacting: a team's output is compacted after its synthesis
+// completed, before team_synthesized.
+func (c *checker) nodeCompacting(r *runState, env *messages.Envelope, st *streamState) {
+	t := st.team
+	switch {
+	case t == nil && st.openSeq != 0:
+		c.report(env.Seq, r.id, RuleTeamOrder, "node_compacting on lane %q, which is not a team node's", st.lane.StreamID)
+	case t == nil || t.phase == teamAwaitStart || t.phase == teamSynthesized:
+		// The node opened before the window, or reported by laneRules.
+	default:
+		if synth := r.streams[synthesisStreamOf(t.id)]; synth == nil || !synth.closed || synth.closeType != messages.SynthesisCompleted {
+			c.report(env.Seq, r.id, RuleTeamOrder, "node_compacting of team %q before its synthesis completed", t.id)
+		}
+	}
 }
 
 func (c *checker) subteamSpawned(r *runState, env *messages.Envelope, p *messages.SubteamSpawnedPayload) {

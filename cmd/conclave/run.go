@@ -71,6 +71,8 @@ var scenarioIntFlags = []intFlag{
 		"reasoning tokens each worker node streams", false},
 	{"synthesis-tokens", func(s *messages.Scenario) *int { return &s.SynthesisTokens }, 1, messages.MaxTokens,
 		"text tokens the synthesiser streams", false},
+	{"prefill-progress", func(s *messages.Scenario) *int { return &s.PrefillProgress }, 0, messages.MaxPrefillProgress,
+		"prompt-progress reports (node_progress, synthesis_progress) per worker and synthesiser turn", false},
 	{"token-delay-ms", func(s *messages.Scenario) *int { return &s.TokenDelayMS }, 0, messages.MaxTokenDelayMS,
 		"delay before each streamed token in milliseconds; 0 by default with --json", false},
 	{"tools-per-node", func(s *messages.Scenario) *int { return &s.ToolsPerNode }, 0, messages.MaxToolsPerNode,

@@ -13,6 +13,9 @@ export type EventType =
   | "planning_failed"
   | "plan_approved"
   | "plan_rejected"
+  | "node_progress"
+  | "synthesis_progress"
+  | "node_compacting"
   | "replan_attempt"
   | "wave_started"
   | "wave_completed"
@@ -82,6 +85,9 @@ export interface EventPayloads {
   planning_failed: PlanningFailedPayload;
   plan_approved: PlanApprovedPayload;
   plan_rejected: PlanRejectedPayload;
+  node_progress: NodeProgressPayload;
+  synthesis_progress: SynthesisProgressPayload;
+  node_compacting: NodeCompactingPayload;
   replan_attempt: ReplanAttemptPayload;
   wave_started: WaveStartedPayload;
   wave_completed: WaveCompletedPayload;
@@ -204,6 +210,28 @@ export interface PlanApprovedPayload {
 export interface PlanRejectedPayload {
   reason?: string;
   replanning?: boolean;
+}
+
+/** A worker's model reports how far it has read its prompt (prefill), on the node's lane before its first token: processed of total input tokens, cached, time_ms. */
+export interface NodeProgressPayload {
+  node_id: string;
+  processed: number;
+  total: number;
+  cached: number;
+  time_ms: number;
+}
+
+/** The same for a synthesiser, on its synthesis lane. */
+export interface SynthesisProgressPayload {
+  processed: number;
+  total: number;
+  cached: number;
+  time_ms: number;
+}
+
+/** A team node's output is being compacted before its dependents receive it, on the team's lane right before team_synthesized{compacted: true}. */
+export interface NodeCompactingPayload {
+  node_id: string;
 }
 
 /** Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan). */
@@ -572,6 +600,7 @@ export interface Scenario {
   fan_in?: number;
   tokens?: number;
   reasoning_tokens?: number;
+  prefill_progress?: number;
   synthesis_tokens?: number;
   token_delay_ms?: number;
   tools_per_node?: number;

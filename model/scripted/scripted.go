@@ -305,6 +305,12 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	}
 	st.pcg.Seed(seeds(h))
 	st.usage.InputTokens = inputWords(req)
+	if n := m.s.PrefillProgress; n > 0 && (req.Role == model.RoleWorker || req.Role == model.RoleSynthesizer) {
+		if req.Turn > 1 {
+			st.cached = st.usage.InputTokens / 2 // the earlier turns' prompt
+		}
+		st.add(step{kind: kindProgress, n: n})
+	}
 
 	turns := 1
 	switch req.Role {
@@ -896,6 +902,7 @@ const (
 	kindReasoning stepKind = iota + 1 // the lead texts, then n words, as Reasoning chunks
 	kindText                          // the lead texts, then n words, as Text chunks
 	kindCalls                         // the calls, as Call chunks
+	kindProgress                      // n Progress chunks over the turn's input tokens
 	kindFail                          // Recv returns err
 	kindPanic                         // Recv panics with panic
 )
@@ -910,6 +917,9 @@ type step struct {
 	panic *Panic
 }
 
+// prefillTokensPerMS is the scripted prefill's pace (Progress.TimeMS).
+const prefillTokensPerMS = 2
+
 // chunkSlab is how many Text or Reasoning chunks a stream allocates at once.
 const chunkSlab = 64
 
@@ -920,12 +930,13 @@ type stream struct {
 	timer *time.Timer // created by the first wait when delay > 0
 	pcg   rand.PCG    // draws the vocabulary words
 
-	steps  [3]step
+	steps  [4]step
 	nsteps int
 	cur    int // index of the current step
 	pos    int // chunks streamed of the current step
 
 	usage     messages.Usage
+	cached    int64 // input tokens a later turn finds in the cache (Progress)
 	usageSent bool
 	err       error // once set, every Recv returns it
 
@@ -986,6 +997,18 @@ func (s *stream) Recv() (model.Chunk, error) {
 			s.reasoning = s.reasoning[1:]
 			c.Text = w
 			return c, nil
+		case kindProgress:
+			if s.pos == st.n {
+				continue
+			}
+			if err := s.wait(); err != nil {
+				s.err = err
+				return nil, err
+			}
+			s.pos++
+			total := s.usage.InputTokens
+			processed := total * int64(s.pos) / int64(st.n)
+			return &model.Progress{Processed: processed, Total: total, Cached: s.cached, TimeMS: processed / prefillTokensPerMS}, nil
 		case kindCalls:
 			if s.pos < len(st.calls) {
 				s.pos++

@@ -45,6 +45,7 @@
 //	planning_failed        status WORKING (run_error follows)
 //	plan_approved/rejected status WORKING
 //	replan_attempt         status WORKING "Re-planning (attempt i of n)"
+//	node_compacting        status WORKING "<node>: compacting its output"
 //	wave_started/completed status WORKING
 //	node_started           status WORKING "<node> started: <goal>"
 //	text_delta             artifact chunk, artifactId = lane ("node:n001", "node:n001/sub:sub1"),
@@ -68,6 +69,8 @@
 //	run_finished           (artifact "answer" if not final yet) + status COMPLETED, text = answer
 //	run_error              status CANCELED (aborted), REJECTED (plan_rejected), FAILED (others)
 //	reasoning_delta,       nothing
+//	node_progress,
+//	synthesis_progress,
 //	token_usage
 //
 // While the task is INPUT_REQUIRED, progress is not reported (the status

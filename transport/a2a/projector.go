@@ -124,6 +124,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.progress(env, strings.TrimSuffix("Plan rejected: "+pl.Reason, ": "))
 	case *messages.ReplanAttemptPayload:
 		return p.progress(env, fmt.Sprintf("Re-planning (attempt %d of %d)", pl.Attempt, pl.MaxAttempts))
+	case *messages.NodeCompactingPayload:
+		return p.progress(env, pl.NodeID+": compacting its output")
 	case *messages.WaveStartedPayload:
 		return p.progress(env, fmt.Sprintf("Wave %d started: %s", pl.Wave+1, strings.Join(pl.NodeIDs, ", ")))
 	case *messages.WaveCompletedPayload:

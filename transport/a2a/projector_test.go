@@ -205,6 +205,19 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.node("n001", &messages.ReasoningDeltaPayload{Delta: "hmm"})
 			},
 			[]string{}, a2a.StateWorking},
+		{"node_progress", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.NodeProgressPayload{NodeID: "n001", PromptProgress: messages.PromptProgress{Processed: 5, Total: 10}})
+			},
+			[]string{}, a2a.StateWorking},
+		{"synthesis_progress", started,
+			func(s *script) *messages.Envelope {
+				return s.ev(messages.RunLane().Child(messages.SynthesisStream), "synthesizer", &messages.SynthesisProgressPayload{})
+			},
+			[]string{}, a2a.StateWorking},
+		{"node_compacting", started,
+			func(s *script) *messages.Envelope { return s.node("t", &messages.NodeCompactingPayload{NodeID: "t"}) },
+			[]string{`status WORKING "t: compacting its output"`}, a2a.StateWorking},
 		{"token_usage", started,
 			func(s *script) *messages.Envelope {
 				return s.node("n001", &messages.TokenUsagePayload{Model: "m", Turn: 1})

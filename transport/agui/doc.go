@@ -49,6 +49,8 @@
 //	tool_call_started    close lane messages; TOOL_CALL_START{parentMessageId} + TOOL_CALL_ARGS + TOOL_CALL_END
 //	tool_call_finished   TOOL_CALL_RESULT{role:"tool"} (metadata.conclave.isError on errors)
 //	token_usage, warning, agent_restarted   CUSTOM (agent_restarted first closes the lane's messages)
+//	node_progress, synthesis_progress,      CUSTOM
+//	node_compacting
 //	interrupt_raised     CUSTOM; the lane is parked (node_approval: STATE_DELTA awaiting_approval)
 //	interrupt_resolved, interrupt_expired   CUSTOM
 //	run_finished         STATE_DELTA /status; RUN_FINISHED{outcome:success, result:{answer,nodes,durationMs}, usage}

@@ -328,6 +328,12 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		dst = append(dst, r)
 	case *messages.TokenUsagePayload:
 		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
+	case *messages.NodeProgressPayload:
+		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
+	case *messages.SynthesisProgressPayload:
+		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
+	case *messages.NodeCompactingPayload:
+		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
 	case *messages.AgentRestartedPayload:
 		l := p.laneOf(env)
 		dst = l.closeMessages(dst, ts) // the failed attempt's partial output is discarded

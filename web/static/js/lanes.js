@@ -113,7 +113,8 @@ export class LanesView {
     p.title.textContent = l.title + (l.agent && l.agent !== l.title ? ` · ${l.agent}` : "");
     p.outcome.textContent = l.open ? "running" : l.outcome;
     p.outcome.dataset.outcome = l.open ? "running" : l.outcome;
-    p.usage.textContent = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out` : "";
+    p.usage.textContent = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out`
+      : l.progress ? `reading its prompt: ${fmt(l.progress.processed)} of ${fmt(l.progress.total)}` : "";
     if (l.reasoning) {
       p.rdet.hidden = false;
       p.rsum.textContent = `reasoning (${fmt(l.reasoning.length)} chars)`;

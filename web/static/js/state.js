@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   "debate_judge_started", "debate_judge_summary", "debate_round_compacted", "debate_stance_map", "dissent",
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
   "interrupt_expired", "approval_signature_added", "replan_attempt",
+  "node_progress", "synthesis_progress", "node_compacting",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -312,6 +313,14 @@ export function apply(session, env) {
       node(run, p.team_id).kind = "team";
       break;
     case "team_synthesized":
+      break;
+    case "node_progress":
+    case "synthesis_progress":
+      // The prompt read so far, before the first token: the lane shows it.
+      l.progress = { processed: p.processed, total: p.total, cached: p.cached };
+      break;
+    case "node_compacting":
+      l.notes.push({ kind: "info", text: "compacting its output" });
       break;
     case "subteam_spawned": {
       const key = env.lane.stream_id === "run" ? "" : nodeOfLane(env.lane.stream_id);

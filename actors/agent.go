@@ -26,6 +26,7 @@ type agentShared struct {
 	attempts  int    // 1-based attempt of the current instance
 	opened    bool   // the lane's opening event was emitted
 	lastPanic string // why the last attempt panicked
+	failures  int    // attempts that failed (panic, transient model error): the backoff's exponent
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
 	approved  bool   // a human approved the node (hitl node and above)
 
@@ -65,17 +66,19 @@ type agentSpec struct {
 type agentActor struct {
 	spec *agentSpec
 
-	turn    int
-	text    strings.Builder // answer text of this attempt, all turns
-	usage   messages.Usage
-	cur     *turnHandle
-	calls   []model.ToolCall   // the calls of the last turn
-	next    int                // the next of them to run
-	results []model.ToolResult // their results
-	callIDs []string           // their lane-unique ids
-	began   []time.Time        // when each started running (zero: it did not run)
-	waiting int                // calls still working: sub-agents and tools
-	tools   toolRuns           // the tool calls running off the mailbox (toolcalls.go)
+	turn        int
+	text        strings.Builder // answer text of this attempt, all turns
+	usage       messages.Usage
+	cur         *turnHandle
+	calls       []model.ToolCall   // the calls of the last turn
+	next        int                // the next of them to run
+	results     []model.ToolResult // their results
+	callIDs     []string           // their lane-unique ids
+	backoff     *time.Timer        // a restarted agent's wait before its first turn (begin)
+	backoffDone *backoffDone       // the message that timer sends
+	began       []time.Time        // when each started running (zero: it did not run)
+	waiting     int                // calls still working: sub-agents and tools
+	tools       toolRuns           // the tool calls running off the mailbox (toolcalls.go)
 	// working are the working calls of the turn not published yet, in call
 	// order, and answers their results as they come (callAnswered).
 	working []int
@@ -137,8 +140,14 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.begin(ctx)
 	case *turnDone:
 		a.turnDone(ctx, m)
+	case *backoffDone:
+		if m == a.backoffDone && !a.stopping { // not a stale one of an instance before
+			a.backoff, a.backoffDone = nil, nil
+			a.startTurn(ctx)
+		}
 	case *turnPanicked:
 		a.spec.shared.lastPanic = fmt.Sprint(m.value)
+		a.spec.shared.failures++
 		panic(m.value) // raise it inside the actor, where the supervisor sees it
 	case *messages.AgentDone:
 		a.subagentDone(ctx, m)
@@ -150,23 +159,45 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.toolFinished(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
+		if a.backoff != nil {
+			a.backoff.Stop()
+			a.backoff = nil
+		}
 		a.target().cancelParked(ctx)
 		a.stopTurn()
 		a.tools.cancelAll()
 	}
 }
 
-// begin opens the lane (or reports the restart) and starts the first turn.
+// begin opens the lane and starts the first turn; a restarted agent
+// reports the restart, waits out its backoff (restartBackoff), then starts
+// again from its first turn.
 func (a *agentActor) begin(ctx actor.Context) {
 	sh := a.spec.shared
 	if !sh.opened {
 		sh.opened = true
 		a.emit(ctx, a.openPayload())
-	} else {
-		a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+		a.startTurn(ctx)
+		return
 	}
-	a.startTurn(ctx)
+	a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
+	d := a.spec.e.cfg.restartBackoff(a.spec.run.runID, a.spec.agentID, sh.failures)
+	if d <= 0 { // no failure: a restart of the server, not of a failing agent
+		a.startTurn(ctx)
+		return
+	}
+	root, self, done := ctx.ActorSystem().Root, ctx.Self(), &backoffDone{}
+	a.backoff, a.backoffDone = time.AfterFunc(d, func() { root.Send(self, done) }), done
 }
+
+// backoffDone: a restarted agent's backoff is over; its first turn starts.
+type backoffDone struct{}
+
+// transientFailure is the panic value of an agent whose model failed with
+// model.ErrTransient: a failure its supervisor restarts it after.
+type transientFailure struct{ err error }
+
+func (f *transientFailure) String() string { return f.err.Error() }
 
 // nodeGate asks a human whether the node may start (hitl node and above).
 // The node has no lane yet, so the interrupt is on the run lane. A
@@ -229,6 +260,13 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.reasoning = append(a.reasoning, m.reasoning)
 	}
 	switch {
+	case m.err != nil && errors.Is(m.err, model.ErrTransient):
+		// A failure for the supervisor: it restarts the agent after a
+		// backoff, or stops it at the restart limit (its parent then
+		// closes the lane as failed).
+		a.spec.shared.lastPanic = m.err.Error()
+		a.spec.shared.failures++
+		panic(&transientFailure{err: m.err})
 	case m.err != nil:
 		a.finishFailed(ctx, m.err)
 	case len(m.calls) > 0 && a.spec.role == model.RoleSteerer:

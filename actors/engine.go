@@ -101,6 +101,13 @@ type Config struct {
 	RestartLimit int
 	// RestartWindow is the window of RestartLimit. Default one minute.
 	RestartWindow time.Duration
+	// RestartBackoff is how long an agent restarted after its first
+	// failure (a panic, a transient model error) waits before it runs
+	// again; each further failure doubles it, up to RestartBackoffMax, and
+	// every wait varies by up to ±20 % (restartBackoff). Defaults 100 ms
+	// and 10 s; a negative RestartBackoff restarts at once.
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
 	// Concurrency is the default cap on nodes of one wave running at once. Default 8.
 	Concurrency int
 	// InterruptTimeout is how long an interrupt waits for a human unless
@@ -158,6 +165,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RestartLimit == 0 {
 		c.RestartLimit = 3
+	}
+	if c.RestartBackoff == 0 {
+		c.RestartBackoff = 100 * time.Millisecond
+	}
+	if c.RestartBackoffMax == 0 {
+		c.RestartBackoffMax = 10 * time.Second
 	}
 	if c.RestartWindow == 0 {
 		c.RestartWindow = time.Minute

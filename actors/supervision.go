@@ -1,11 +1,14 @@
 package actors
 
 import (
+	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
 
@@ -20,11 +23,24 @@ import (
 //     whose supervisor died with run_error{code:"internal"}.
 //   - run supervisor → director, nodes, synthesiser, and node → sub-agents:
 //     restart, at most Config.RestartLimit times within
-//     Config.RestartWindow; then stop. A restarted agent emits
-//     agent_restarted on its lane and runs again from its first turn (its
-//     attempt count lives outside the instance). A stopped agent's parent
-//     closes the agent's lane as failed: the run supervisor fails the run,
-//     a node gives the model an error tool result and carries on.
+//     Config.RestartWindow; then stop, which escalates to the parent. A
+//     failure is a panic, or a model error marked model.ErrTransient (a
+//     rate limit, a dropped stream), which the agent raises as a panic for
+//     this strategy; any other model error fails the agent without a
+//     restart. A restarted agent emits agent_restarted on its lane, waits
+//     out an exponential backoff with jitter (Config.restartBackoff: a
+//     model that keeps failing or rate-limiting is not hammered), and runs
+//     again from its first turn (its attempt and failure counts live
+//     outside the instance). A stopped agent's parent closes the agent's
+//     lane as failed: the run supervisor fails the run, a node gives the
+//     model an error tool result and carries on.
+//
+// These are protoactor's OneForOneStrategy: an agent's siblings share no
+// state with it (each owns its lane and its turns), so one failing never
+// restarts another. protoactor's ExponentialBackoffStrategy does not fit
+// the backoff: it never stops (no escalation), grows linearly and draws
+// its jitter from the global math/rand, so the wait lives in the agent
+// (begin), where Stopping cancels it.
 //
 // protoactor drops the message during which an actor panicked; agents turn
 // panics of their model goroutine into a message they re-panic on, so the
@@ -93,4 +109,27 @@ func (s *byChildName) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor
 		}
 	}
 	s.otherwise.HandleFailure(sys, sup, child, rs, reason, msg)
+}
+
+// restartBackoff is how long an agent waits before it runs again after
+// its failures-th failure: RestartBackoff doubled per earlier failure, at
+// most RestartBackoffMax, times a jitter factor in [0.8, 1.2) so that
+// agents failing together (a rate-limited model) do not all come back at
+// once. The jitter is a hash of the run, the agent and the failure, not a
+// random draw: the same run waits the same, in tests and in simulations.
+// Zero failures (a restart of the server, not of a failing agent), or a
+// negative RestartBackoff, is no wait.
+func (c Config) restartBackoff(run messages.RunID, agent string, failures int) time.Duration {
+	if failures <= 0 || c.RestartBackoff < 0 {
+		return 0
+	}
+	d := c.RestartBackoff
+	for i := 1; i < failures && d < c.RestartBackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.RestartBackoffMax)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", run, agent, failures)
+	u := float64(h.Sum64()>>11) / (1 << 53) // [0, 1)
+	return time.Duration(float64(d) * (0.8 + 0.4*u))
 }

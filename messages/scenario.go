@@ -44,6 +44,12 @@ type Scenario struct {
 	PanicNodes NodeSelector `json:"panic_nodes,omitzero"`
 	// PanicAttempts is how many attempts of a panic node panic (default 1).
 	PanicAttempts int `json:"panic_attempts,omitempty"`
+	// TransientNodes fail halfway through their output with a transient
+	// model error (model.ErrTransient: a rate limit) on their first
+	// TransientAttempts attempts; the supervisor restarts them after a
+	// growing backoff, or fails them past its restart limit.
+	TransientNodes    NodeSelector `json:"transient_nodes,omitzero"`
+	TransientAttempts int          `json:"transient_attempts,omitempty"`
 	// Approvals adds this many search tool calls to the run, one per worker
 	// node in id order (wrapping around), so that a run with hitl "tools"
 	// makes exactly this many approval-gated calls when ToolsPerNode and
@@ -177,6 +183,9 @@ func (s Scenario) WithDefaults() Scenario {
 	if s.PanicAttempts == 0 {
 		s.PanicAttempts = d.PanicAttempts
 	}
+	if !s.TransientNodes.IsZero() && s.TransientAttempts == 0 {
+		s.TransientAttempts = 1
+	}
 	if s.Teams > 0 && s.TeamSize == 0 {
 		s.TeamSize = 3
 	}
@@ -249,6 +258,10 @@ func (s Scenario) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := s.FailNodes.validate("fail_nodes"); err != nil {
+		errs = append(errs, err)
+	}
+	check(s.TransientAttempts >= 0 && s.TransientAttempts <= 100, "transient_attempts must be in 0..100, got %d", s.TransientAttempts)
+	if err := s.TransientNodes.validate("transient_nodes"); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.PanicNodes.validate("panic_nodes"); err != nil {

@@ -243,6 +243,13 @@ type Factory func(scenario messages.Scenario) (Model, error)
 // ErrModel marks errors reported by a model (as opposed to cancellation).
 var ErrModel = errors.New("model: error")
 
+// ErrTransient marks a model error worth trying again after a while: a
+// rate limit or a server error once the stream had begun, a dropped
+// connection. An agent whose turn fails with it is restarted by its
+// supervisor with exponential backoff (actors: supervision.go), up to the
+// restart limit; any other model error fails the agent at once.
+var ErrTransient = errors.New("model: transient error")
+
 // Source is a document a tool result drew on: what a citation points at.
 type Source struct {
 	URL   string

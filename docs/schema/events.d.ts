@@ -608,6 +608,8 @@ export interface Scenario {
   fail_nodes?: string[] | number;
   panic_nodes?: string[] | number;
   panic_attempts?: number;
+  transient_nodes?: string[] | number;
+  transient_attempts?: number;
   approvals?: number;
   risky_approvals?: number;
   info_requests?: number;

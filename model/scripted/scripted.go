@@ -83,6 +83,7 @@ type Model struct {
 
 	failIDs, panicIDs []string // sorted, disjoint
 	fail, panics      map[string]struct{}
+	transient         map[string]struct{}
 	nodeIndex         map[string]int // plan node id → 0-based position
 	// nonLeaf is the number of team and debate nodes: they are the first
 	// nonLeaf nodes of the plan, and no worker runs them.
@@ -178,6 +179,7 @@ func New(s messages.Scenario) (*Model, error) {
 		return ok
 	})
 	m.panics = toSet(m.panicIDs)
+	m.transient = toSet(selectLeaves(s, s.TransientNodes, "transient"))
 	m.nodeIndex = make(map[string]int, len(plan.Nodes))
 	for i, n := range plan.Nodes {
 		m.nodeIndex[n.ID] = i
@@ -392,10 +394,15 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 		_, fails := m.fail[id]
 		_, panics := m.panics[id]
 		panics = panics && attempt <= m.s.PanicAttempts
+		_, transient := m.transient[id]
+		transient = transient && attempt <= m.s.TransientAttempts
 		switch {
 		case fails:
 			st.add(textStep(t/2, turns == 1, req.Context))
 			st.add(step{kind: kindFail, err: fmt.Errorf("%w: scripted failure of node %s", model.ErrModel, id)})
+		case transient:
+			st.add(textStep(t/2, turns == 1, req.Context))
+			st.add(step{kind: kindFail, err: fmt.Errorf("%w: %w: scripted rate limit of node %s, attempt %d", model.ErrModel, model.ErrTransient, id, attempt)})
 		case panics:
 			st.add(textStep(t/2, turns == 1, req.Context))
 			st.add(step{kind: kindPanic, panic: &Panic{NodeID: id, Attempt: attempt}})

@@ -708,6 +708,27 @@ func TestCouncil_NestedDebatePanicStops(t *testing.T) {
 	}
 }
 
+// TestCouncil_TerminalIdentity: the terminal event names the request that
+// started the run, its tenant and its conversation (the session), also
+// when the run ends with an error.
+func TestCouncil_TerminalIdentity(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	for _, sc := range []messages.Scenario{{Nodes: 1, Tokens: 2}, {Nodes: 1, Tokens: 2, FailNodes: messages.NodeSelector{IDs: []string{"n001"}}}} {
+		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, SessionID: "conv-1", RequestID: "req-1"})
+		var id messages.RunIdentity
+		switch p := testkit.Terminal(events, ref.RunID).Payload.(type) {
+		case *messages.RunFinishedPayload:
+			id = p.RunIdentity
+		case *messages.RunErrorPayload:
+			id = p.RunIdentity
+		}
+		if id != (messages.RunIdentity{RequestID: "req-1", TenantID: messages.LocalTenant, ConversationID: "conv-1"}) {
+			t.Errorf("terminal identity %+v", id)
+		}
+	}
+}
+
 // TestCouncil_ToolDisplayFields: tool events carry a display name, an
 // arguments summary and the call's duration.
 func TestCouncil_ToolDisplayFields(t *testing.T) {

@@ -285,7 +285,7 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 			if d.code == "" { // it had decided to finish, but died before it could
 				d = decision{code: messages.ErrCodeInternal, msg: "run supervisor failed"}
 			}
-			r.spec.post(ctx, supervisorAgentID, messages.RunLane(), &messages.RunErrorPayload{Code: d.code, Message: d.msg})
+			r.spec.post(ctx, supervisorAgentID, messages.RunLane(), &messages.RunErrorPayload{Code: d.code, Message: d.msg, RunIdentity: r.spec.identity()})
 		}
 		a.maybeStopHubs(ctx)
 		return

@@ -41,6 +41,8 @@ type runSpec struct {
 	maxDelegationRounds int
 	// maxReplans is how many times a rejected plan is planned again.
 	maxReplans int
+	// requestID names the request that started the run (RunIdentity).
+	requestID string
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -56,7 +58,13 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
+		requestID: o.RequestID,
 	}
+}
+
+// identity is what the run's terminal event says of whose run it was.
+func (s *runSpec) identity() messages.RunIdentity {
+	return messages.RunIdentity{RequestID: s.requestID, TenantID: s.tenant, ConversationID: s.session}
 }
 
 // post sends an event of the run from an actor (see outbox).
@@ -245,7 +253,8 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.start = r.e.cfg.Now()
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
-			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &r.spec.maxReplans}
+			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &r.spec.maxReplans,
+			RequestID: r.spec.requestID}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -728,9 +737,9 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	}
 	switch p := p.(type) {
 	case *messages.RunFinishedPayload:
-		p.Usage, p.Nodes, p.DurationMS = r.usage, counts, dur
+		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
 	case *messages.RunErrorPayload:
-		p.Usage, p.Nodes, p.DurationMS = r.usage, counts, dur
+		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
 	}
 	r.terminal = p
 	r.maybeEnd(ctx)

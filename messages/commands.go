@@ -35,6 +35,26 @@ type StartRun struct {
 	// rejects its plan, with the rejection's feedback (default 2; 0: a
 	// rejected plan ends the run with run_error plan_rejected).
 	MaxReplans *int `json:"max_replans,omitempty"`
+	// RequestID names the request that started the run; set by the
+	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
+	RequestID string `json:"-"`
+}
+
+// MaxRequestIDBytes bounds StartRun.RequestID.
+const MaxRequestIDBytes = 128
+
+// ValidRequestID reports whether s may name a request: 1..128 printable
+// ASCII characters without spaces.
+func ValidRequestID(s string) bool {
+	if s == "" || len(s) > MaxRequestIDBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // AdvisorOptions configure the advisor gate of a run.

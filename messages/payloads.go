@@ -49,6 +49,8 @@ type RunStartedPayload struct {
 	Advisor                *AdvisorOptions `json:"advisor,omitempty"`
 	MaxDelegationRounds    int             `json:"max_delegation_rounds,omitempty"`
 	MaxReplans             *int            `json:"max_replans,omitempty"`
+	// RequestID is the request that started the run (RunIdentity).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -86,6 +88,17 @@ type RunFinishedPayload struct {
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
+	RunIdentity
+}
+
+// RunIdentity names, in a run's terminal event, whose run it was: the
+// request that started it (the X-Request-Id header, the A2A message id,
+// the AG-UI run id, or one the server made), its tenant and its
+// conversation (the session).
+type RunIdentity struct {
+	RequestID      string    `json:"request_id,omitempty"`
+	TenantID       TenantID  `json:"tenant_id"`
+	ConversationID SessionID `json:"conversation_id"`
 }
 
 // ErrorCode says why a run failed (RunErrorPayload.Code).
@@ -120,6 +133,7 @@ type RunErrorPayload struct {
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
+	RunIdentity
 }
 
 // PlanningStartedPayload opens the director lane.

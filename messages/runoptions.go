@@ -33,6 +33,7 @@ type RunOptions struct {
 	Advisor               *AdvisorOptions
 	MaxDelegationRounds   int
 	MaxReplans            int
+	RequestID             string
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -53,7 +54,10 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	}
 	o := RunOptions{Tenant: s.Tenant, SessionID: s.SessionID, Question: s.Question, Advisor: s.Advisor,
 		Concurrency: s.Concurrency, ApprovalTimeout: d.ApprovalTimeout, ApprovalTimeoutAction: s.ApprovalTimeoutAction,
-		MaxDelegationRounds: s.MaxDelegationRounds}
+		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID}
+	if s.RequestID != "" && !ValidRequestID(s.RequestID) {
+		return bad("request_id", "must be 1..%d printable ASCII characters without spaces", MaxRequestIDBytes)
+	}
 	switch {
 	case s.Question == "":
 		return bad("question", "is required")
@@ -128,7 +132,7 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
-		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds}
+		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID}
 	if p.MaxReplans != nil { // runs of older versions did not re-plan
 		o.MaxReplans = *p.MaxReplans
 	}

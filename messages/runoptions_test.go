@@ -55,6 +55,8 @@ func TestStartRunOptions_Refused(t *testing.T) {
 		{StartRun{Question: "q", Concurrency: MaxConcurrency + 1}, "concurrency", "concurrency must be in 1..1024, got 1025"},
 		{StartRun{Question: "q", MaxDelegationRounds: -2}, "max_delegation_rounds", "must be in 1..32"},
 		{StartRun{Question: "q", MaxReplans: ptr(-1)}, "max_replans", "must be in 0..10, got -1"},
+		{StartRun{Question: "q", RequestID: "has space"}, "request_id", "printable ASCII"},
+		{StartRun{Question: "q", RequestID: strings.Repeat("x", MaxRequestIDBytes+1)}, "request_id", "printable ASCII"},
 		{StartRun{Question: "q", MaxReplans: ptr(11)}, "max_replans", "must be in 0..10, got 11"},
 		{StartRun{Question: "q", Advisor: &AdvisorOptions{MaxRedirects: 99}}, "advisor.max_redirects", "must be in 0..16"},
 		{StartRun{Question: "q", Tenant: "no spaces"}, "", "tenant"},

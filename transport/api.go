@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,12 +29,21 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant messag
 		writeError(w, aerr)
 		return
 	}
+	requestID := r.Header.Get("X-Request-Id")
+	switch {
+	case requestID == "":
+		requestID = s.cfg.NewID().String()
+	case !messages.ValidRequestID(requestID):
+		writeError(w, errorf(http.StatusBadRequest, codeBadRequest, fmt.Sprintf("X-Request-Id must be 1..%d printable ASCII characters without spaces", messages.MaxRequestIDBytes)))
+		return
+	}
+	w.Header().Set("X-Request-Id", requestID)
 	create := func() (messages.RunCreated, *apiError) {
 		var cmd messages.StartRun
 		if aerr := decodeStrict(body, &cmd); aerr != nil {
 			return messages.RunCreated{}, aerr
 		}
-		cmd.Tenant = tenant
+		cmd.Tenant, cmd.RequestID = tenant, requestID
 		// Not cancelled with the request: a client that gives up while the
 		// run's start is being acknowledged must not turn a started run
 		// into an error (its retry with the same Idempotency-Key would

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -45,6 +46,9 @@ type Config struct {
 	Tokens Tokens
 	Logger *slog.Logger
 	Now    func() time.Time
+	// NewID makes ids the server hands out (a run request's X-Request-Id
+	// when the client sent none). Default uuid.New.
+	NewID func() uuid.UUID
 	// Heartbeat is the interval of SSE comment heartbeats and WebSocket
 	// pings on idle streams. Default 10 s.
 	Heartbeat time.Duration
@@ -121,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = uuid.New
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 10 * time.Second

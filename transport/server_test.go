@@ -816,3 +816,41 @@ func TestSSE_UntilRunEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestAPI_RequestID: a run's terminal event names the request that
+// started it: the client's X-Request-Id, echoed, or one the server made;
+// a malformed one is refused.
+func TestAPI_RequestID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	body := messages.StartRun{Question: "q", Scenario: scenario(1, 1)}
+	for _, sent := range []string{"client-req-7", ""} {
+		var hdr []string
+		if sent != "" {
+			hdr = []string{"X-Request-Id", sent}
+		}
+		resp, out := h.do("POST", "/api/v1/runs", body, hdr...)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /runs = %d %s", resp.StatusCode, out)
+		}
+		echoed := resp.Header.Get("X-Request-Id")
+		if sent != "" && echoed != sent || !messages.ValidRequestID(echoed) {
+			t.Fatalf("X-Request-Id %q echoed as %q", sent, echoed)
+		}
+		var rc messages.RunCreated
+		if err := json.Unmarshal(out, &rc); err != nil {
+			t.Fatal(err)
+		}
+		events, err := testkit.Follow(context.Background(), h.engine, actors.RunRef{RunID: rc.RunID, SessionID: rc.SessionID}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fin, ok := testkit.Terminal(events, rc.RunID).Payload.(*messages.RunFinishedPayload)
+		if !ok || fin.RequestID != echoed || fin.ConversationID != rc.SessionID || fin.TenantID != messages.LocalTenant {
+			t.Fatalf("terminal %+v, want request %q", testkit.Terminal(events, rc.RunID).Payload, echoed)
+		}
+	}
+	if resp, out := h.do("POST", "/api/v1/runs", body, "X-Request-Id", "two words"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a malformed X-Request-Id = %d %s", resp.StatusCode, out)
+	}
+}

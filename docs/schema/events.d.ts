@@ -151,6 +151,7 @@ export interface RunStartedPayload {
   advisor?: AdvisorOptions;
   max_delegation_rounds?: number;
   max_replans?: number;
+  request_id?: string;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -161,6 +162,9 @@ export interface RunFinishedPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  request_id?: string;
+  tenant_id: string;
+  conversation_id: string;
 }
 
 /** Terminal: the run failed, was aborted or was interrupted. `code` says which. */
@@ -170,6 +174,9 @@ export interface RunErrorPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  request_id?: string;
+  tenant_id: string;
+  conversation_id: string;
 }
 
 /** Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run). */

@@ -74,6 +74,9 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 		}
 	}
 	cmd.Question = strings.Join(texts, "\n")
+	if messages.ValidRequestID(msg.MessageID) {
+		cmd.RequestID = msg.MessageID // the message that started it
+	}
 	if strings.TrimSpace(cmd.Question) == "" {
 		return cmd, rpcErrorf(CodeInvalidParams, "message: the text parts are empty; they are the question")
 	}

@@ -251,6 +251,9 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 	cmd := messages.StartRun{Tenant: tenant, SessionID: session, HITL: o.HITL, Seed: o.Seed, Concurrency: o.Concurrency,
 		ApprovalTimeoutSeconds: o.ApprovalTimeoutSeconds, ApprovalTimeoutAction: o.ApprovalTimeoutAction,
 		Advisor: o.Advisor, MaxDelegationRounds: o.MaxDelegationRounds}
+	if messages.ValidRequestID(in.RunID) {
+		cmd.RequestID = in.RunID // the AG-UI run that started it
+	}
 	if sc := bytes.TrimSpace(o.Scenario); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
 		var s messages.Scenario
 		if err := messages.DecodeStrict(sc, &s); err != nil {

@@ -118,14 +118,30 @@ func TestHarden_RetentionKeepsParkedRunAcrossKill(t *testing.T) {
 		}
 		return list.Interrupts
 	}
-	deadline := time.Now().Add(hardenWait)
-	for len(pending(a)) != 2 { // both node gates raised
-		if time.Now().After(deadline) {
-			t.Fatalf("node gates: %+v", pending(a))
+	// Both node gates raised and journaled: the registry lists an
+	// interrupt as soon as it is raised, before its interrupt_raised is
+	// journaled, so a kill -9 right after seeing it there could lose it.
+	// The stream shows only journaled events.
+	for gates := 0; gates < 2; {
+		f, err := s.next()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if f.typ != messages.InterruptRaised {
+			continue
+		}
+		env, err := f.env()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := env.Payload.(*messages.InterruptRaisedPayload); env.RunID == parked.RunID && p.Kind == messages.InterruptNodeApproval {
+			gates++
+		}
 	}
 	before := pending(a)
+	if len(before) != 2 {
+		t.Fatalf("node gates: %+v", before)
+	}
 	s.close()
 	// kill -9, a restart (the recovered run is parked again; retention,
 	// which runs at start and every 50 ms, trims the session), and kill -9

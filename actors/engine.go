@@ -128,11 +128,11 @@ type Config struct {
 }
 
 // Auditor records the decisions among journaled events (audit.Log).
-// Record is called by every session's hub, concurrently, with the events of
-// one batch of tenant's session in seq order; it must be durable when it
-// returns nil.
+// Record is called by every session's hub, concurrently, with each batch
+// of tenant's session (key is its journal key, JournalKey) once journaled,
+// in seq order; it must be durable when it returns nil.
 type Auditor interface {
-	Record(ctx context.Context, tenant messages.TenantID, events []*messages.Envelope) error
+	Record(ctx context.Context, tenant messages.TenantID, key messages.SessionID, events []*messages.Envelope) error
 }
 
 // MaxConcurrency caps StartRun.Concurrency.

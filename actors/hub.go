@@ -370,7 +370,7 @@ func (h *hubActor) audit(envs []*messages.Envelope) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
 	defer cancel()
-	if err := h.e.cfg.Audit.Record(ctx, h.s.tenant, envs); err != nil {
+	if err := h.e.cfg.Audit.Record(ctx, h.s.tenant, h.s.key, envs); err != nil {
 		h.e.cfg.Logger.Error("hub: audit log append failed: decisions of this batch are not in the audit log",
 			"session", h.s.session, "first_seq", envs[0].Seq, "err", err)
 	}

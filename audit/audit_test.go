@@ -256,7 +256,7 @@ func TestLog_StoredTampering(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			db, err := pebble.Open(dir, &pebble.Options{})
+			db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -305,4 +305,13 @@ func set(t *testing.T, db *pebble.DB, k, v []byte) {
 func sha256sum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// quietPebble is a pebble.Logger that keeps the tests' output clean.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }

@@ -42,3 +42,19 @@ func BenchmarkLog_Verify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLog_RecordNoDecision is what every journaled batch without a
+// decision costs a hub: the session's cursor, written without an fsync.
+func BenchmarkLog_RecordNoDecision(b *testing.B) {
+	_, sk := serverKey(b)
+	l := openLog(b, filepath.Join(b.TempDir(), "audit"), sk)
+	ctx := context.Background()
+	envs := events(1, &messages.TextDeltaPayload{Delta: "x"})
+	b.ReportAllocs()
+	for b.Loop() {
+		envs[0].Seq++
+		if err := l.Record(ctx, "acme", "acme/s1", envs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

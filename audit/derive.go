@@ -41,22 +41,47 @@ func Audited(t messages.EventType) bool {
 
 // Record appends the records the journaled events of one of tenant's
 // sessions make (in order; events of other types are ignored), durably
-// (fsync) before it returns. The caller passes events only once they are
-// journaled.
-func (l *Log) Record(ctx context.Context, tenant messages.TenantID, events []*messages.Envelope) error {
-	if l.closed.Load() {
-		return ErrClosed
+// (fsync) before it returns, and moves the session's cursor (key is its
+// journal key) past them. The caller passes each journaled batch once, in
+// seq order.
+//
+// The cursor is what CatchUp starts from after a crash between the
+// journal's fsync and this one. A batch without a decision moves it
+// without an fsync and without the lock (one hub per session writes it):
+// if that write is lost, CatchUp reads a few more events, none of which
+// makes a record; a batch with decisions writes it with its records.
+func (l *Log) Record(ctx context.Context, tenant messages.TenantID, key messages.SessionID, events []*messages.Envelope) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	release, err := l.acquire()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return l.record(tenant, key, events)
+}
+
+// record is Record for a caller that holds the store open (acquire).
+func (l *Log) record(tenant messages.TenantID, key messages.SessionID, events []*messages.Envelope) error {
 	if l.ro {
 		return ErrReadOnly
 	}
+	if len(events) == 0 {
+		return nil
+	}
+	last := events[len(events)-1].Seq
 	if !slices.ContainsFunc(events, func(e *messages.Envelope) bool { return Audited(e.Type) }) {
-		return nil // most batches: no lock, no write
+		// Most batches: no lock, no fsync.
+		return l.setCursor(l.db, tenant, key, last, pebble.NoSync)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.db.NewIndexedBatch() // reads see the pending state this batch wrote
 	defer b.Close()
+	if err := l.setCursor(b, tenant, key, last, nil); err != nil {
+		return err
+	}
 	staged := map[messages.TenantID]link{}
 	for _, env := range events {
 		r, err := derive(b, tenant, env)
@@ -70,7 +95,11 @@ func (l *Log) Record(ctx context.Context, tenant messages.TenantID, events []*me
 			return err
 		}
 	}
-	return l.commit(b, staged)
+	// A batch that only adds to the facts of open interrupts (a raise, a
+	// signature) makes no record: it needs no fsync of its own. If it is
+	// lost, its cursor is lost with it and CatchUp derives it again; a
+	// later fsync makes it durable (pebble's log is written in order).
+	return l.commit(b, staged, false)
 }
 
 // derive returns the record env makes (nil for none) and updates the

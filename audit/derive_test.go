@@ -44,7 +44,7 @@ func TestLog_RecordDecisions(t *testing.T) {
 	}
 
 	l := openLog(t, dir, sk)
-	if err := l.Record(ctx, "acme", events(1,
+	if err := l.Record(ctx, "acme", "acme/s1", events(1,
 		&messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptToolApproval, ToolName: "publish", Evidence: ev,
 			Approval: &messages.ApprovalRequirement{EvidenceDigest: digest, Required: 2}},
 		&messages.TextDeltaPayload{Delta: "not a decision"},
@@ -52,7 +52,7 @@ func TestLog_RecordDecisions(t *testing.T) {
 	)); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Record(ctx, "acme", events(4, sig("bob"))); err != nil {
+	if err := l.Record(ctx, "acme", "acme/s1", events(4, sig("bob"))); err != nil {
 		t.Fatal(err)
 	}
 	if l.Head("acme") != 0 {
@@ -63,7 +63,7 @@ func TestLog_RecordDecisions(t *testing.T) {
 	}
 	l = openLog(t, dir, sk)
 	wave := 1
-	if err := l.Record(ctx, "acme", events(5,
+	if err := l.Record(ctx, "acme", "acme/s1", events(5,
 		&messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptToolApproval, Decision: messages.DecisionApprove, Signers: []string{"alice", "bob"}},
 		&messages.InterruptRaisedPayload{InterruptID: "i2", Kind: messages.InterruptNodeApproval, NodeID: "n002", Evidence: ev},
 		&messages.InterruptResolvedPayload{InterruptID: "i2", Kind: messages.InterruptNodeApproval, Decision: messages.DecisionReject, Feedback: "no"},

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -60,7 +59,20 @@ type Log struct {
 	mu    sync.Mutex // serialises appends; guards heads
 	heads map[messages.TenantID]link
 
-	closed atomic.Bool
+	// closeMu is held shared by every use of db and exclusively by Close,
+	// so nothing touches a closed store. Lock order: closeMu, then mu.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// acquire holds the store open until release; ErrClosed after Close.
+func (l *Log) acquire() (release func(), err error) {
+	l.closeMu.RLock()
+	if l.closed {
+		l.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return l.closeMu.RUnlock, nil
 }
 
 // Keys of the store. Tenant ids never hold a 0 byte (messages.TenantID).
@@ -183,11 +195,12 @@ func (l *Log) loadHeads() error {
 
 // Close closes the store. Idempotent.
 func (l *Log) Close() error {
-	if !l.closed.CompareAndSwap(false, true) {
+	l.closeMu.Lock() // waits for every use in progress
+	defer l.closeMu.Unlock()
+	if l.closed {
 		return nil
 	}
-	l.mu.Lock() // waits for an append in progress
-	defer l.mu.Unlock()
+	l.closed = true
 	return l.db.Close()
 }
 
@@ -206,9 +219,11 @@ func (l *Log) Head(tenant messages.TenantID) uint64 {
 // facts set; Index, PrevHash, Hash and Signature are filled in, and Time
 // when zero), durably (fsync) before it returns, and returns them sealed.
 func (l *Log) Append(ctx context.Context, recs []messages.AuditRecord) ([]messages.AuditRecord, error) {
-	if l.closed.Load() {
-		return nil, ErrClosed
+	release, err := l.acquire()
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	if l.ro {
 		return nil, ErrReadOnly
 	}
@@ -224,7 +239,7 @@ func (l *Log) Append(ctx context.Context, recs []messages.AuditRecord) ([]messag
 		}
 		out[i] = r
 	}
-	if err := l.commit(b, staged); err != nil {
+	if err := l.commit(b, staged, true); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -264,9 +279,10 @@ func (l *Log) stage(b *pebble.Batch, staged map[messages.TenantID]link, r *messa
 	return nil
 }
 
-// commit writes the staged heads into b and commits it with an fsync;
-// only then are the heads the log's. Must be called with l.mu held.
-func (l *Log) commit(b *pebble.Batch, staged map[messages.TenantID]link) error {
+// commit writes the staged heads into b and commits it, with an fsync
+// when sync is set or any record is staged; only then are the heads the
+// log's. Must be called with l.mu held.
+func (l *Log) commit(b *pebble.Batch, staged map[messages.TenantID]link, sync bool) error {
 	for t, h := range staged {
 		body, err := json.Marshal(storedHead{Index: h.index, Hash: h.hash})
 		if err != nil {
@@ -280,7 +296,11 @@ func (l *Log) commit(b *pebble.Batch, staged map[messages.TenantID]link) error {
 	if b.Empty() {
 		return nil
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	opts := pebble.NoSync
+	if sync || len(staged) > 0 {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
 		return fmt.Errorf("audit: commit: %w", err)
 	}
 	for t, h := range staged {
@@ -295,9 +315,11 @@ func (l *Log) commit(b *pebble.Batch, staged map[messages.TenantID]link) error {
 // the record before it (signatures are checked by Verify, not here).
 func (l *Log) Read(ctx context.Context, tenant messages.TenantID, after uint64, limit int) (messages.AuditPage, error) {
 	page := messages.AuditPage{Records: []messages.AuditRecord{}, NextAfter: after}
-	if l.closed.Load() {
-		return page, ErrClosed
+	release, err := l.acquire()
+	if err != nil {
+		return page, err
 	}
+	defer release()
 	if limit < 1 || limit > MaxPage {
 		return page, fmt.Errorf("audit: limit %d not in 1..%d", limit, MaxPage)
 	}
@@ -389,6 +411,11 @@ type VerifyReport struct {
 // record as a *VerifyError.
 func (l *Log) VerifyStore(ctx context.Context, pub *governance.PublicKey) (VerifyReport, error) {
 	rep := VerifyReport{Records: map[messages.TenantID]uint64{}}
+	release, err := l.acquire()
+	if err != nil {
+		return rep, err
+	}
+	defer release()
 	v := NewVerifier(pub)
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: []byte{prefixRecord + 1}})
 	if err != nil {

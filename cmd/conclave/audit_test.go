@@ -129,7 +129,7 @@ func TestAudit_KillNineTamperVerify(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			copyDir := t.TempDir()
 			copyTree(t, filepath.Join(dir, "audit"), filepath.Join(copyDir, "audit"))
-			db, err := pebble.Open(filepath.Join(copyDir, "audit"), &pebble.Options{})
+			db, err := pebble.Open(filepath.Join(copyDir, "audit"), &pebble.Options{Logger: quietPebble{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,4 +289,13 @@ func (a *hardenAPI) abortedWhileParked(t *testing.T) {
 	if _, _, err := a.waitRun(rc.RunID, auditWait, func(s messages.RunSummary) bool { return s.Status.Terminal() }); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// quietPebble is a pebble.Logger that keeps the tests' output clean.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }

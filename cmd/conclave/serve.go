@@ -150,6 +150,13 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 			}
 		}
 	}()
+	// Before any hub runs: the decisions journaled by a process that died
+	// before its audit log's fsync are recorded now (audit.Log.CatchUp).
+	if n, err := auditLog.CatchUp(ctx, ecfg.Journal); err != nil {
+		return failure(fmt.Errorf("audit log: catch up with the journal: %w", err))
+	} else if n > 0 {
+		logger.Warn("audit log caught up with the journal after an unclean stop", "sessions", n)
+	}
 	ecfg.Audit = auditLog
 	engine, err := actors.New(ecfg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -241,54 +242,128 @@ func (a *hardenAPI) auditPage(t *testing.T, after uint64, limit int) messages.Au
 	return p
 }
 
-// waitInterrupt polls the session's pending interrupts until there is one.
-func (a *hardenAPI) waitInterrupt(t *testing.T, session messages.SessionID) messages.Interrupt {
-	t.Helper()
-	deadline := time.Now().Add(auditWait)
-	for {
-		code, _, b := a.call(t, http.MethodGet, "/api/v1/interrupts?session_id="+url.QueryEscape(string(session)), "")
-		if code != http.StatusOK {
-			t.Fatalf("GET interrupts = %d %s", code, b)
-		}
-		var list messages.InterruptList
-		if err := json.Unmarshal(b, &list); err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Interrupts) > 0 {
-			return list.Interrupts[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no interrupt in session %s after %v", session, auditWait)
-		}
-		// A poll, not a synchronisation: the interrupt is the server's to raise.
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// approvedPlan runs a council whose plan is approved, to its end.
-func (a *hardenAPI) approvedPlan(t *testing.T) {
+// approvedPlan runs a council whose plan is approved, to its end, and
+// returns its session.
+func (a *hardenAPI) approvedPlan(t *testing.T) messages.SessionID {
 	t.Helper()
 	rc := a.mustStartRun(t, `{"question":"q","hitl":"plan","scenario":{"nodes":2}}`)
-	in := a.waitInterrupt(t, rc.SessionID)
-	if code, _, b := a.call(t, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(in.InterruptID)+"/resume", `{"decision":"approve"}`); code != http.StatusOK {
-		t.Fatalf("approve = %d %s", code, b)
-	}
-	if sum, _, err := a.waitRun(rc.RunID, auditWait, func(s messages.RunSummary) bool { return s.Status.Terminal() }); err != nil || sum.Status != messages.StatusFinished {
-		t.Fatalf("run %s: %+v %v", rc.RunID, sum, err)
-	}
-}
-
-// abortedWhileParked aborts a run parked on its plan approval.
-func (a *hardenAPI) abortedWhileParked(t *testing.T) {
-	t.Helper()
-	rc := a.mustStartRun(t, `{"question":"q","hitl":"plan","scenario":{"nodes":2}}`)
-	a.waitInterrupt(t, rc.SessionID)
-	if code, _, b := a.call(t, http.MethodPost, "/api/v1/runs/"+url.PathEscape(string(rc.RunID))+"/abort", ""); code != http.StatusOK && code != http.StatusAccepted {
-		t.Fatalf("abort = %d %s", code, b)
-	}
-	if _, _, err := a.waitRun(rc.RunID, auditWait, func(s messages.RunSummary) bool { return s.Status.Terminal() }); err != nil {
+	s := a.mustStream(t, rc.SessionID, 0)
+	defer s.close()
+	id, err := s.untilInterrupt()
+	if err != nil {
 		t.Fatal(err)
 	}
+	if code, _, b := a.call(t, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(id)+"/resume", `{"decision":"approve"}`); code != http.StatusOK {
+		t.Fatalf("approve = %d %s", code, b)
+	}
+	if env, _, err := s.untilTerminal(); err != nil || env.Type != messages.RunFinished {
+		t.Fatalf("run %s ended with %s: %v", rc.RunID, describe(env), err)
+	}
+	return rc.SessionID
+}
+
+// abortedWhileParked aborts a run parked on its plan approval and returns
+// its session.
+func (a *hardenAPI) abortedWhileParked(t *testing.T) messages.SessionID {
+	t.Helper()
+	rc := a.mustStartRun(t, `{"question":"q","hitl":"plan","scenario":{"nodes":2}}`)
+	s := a.mustStream(t, rc.SessionID, 0)
+	defer s.close()
+	if _, err := s.untilInterrupt(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, b := a.call(t, http.MethodPost, "/api/v1/runs/"+url.PathEscape(string(rc.RunID))+"/abort", ""); code != http.StatusAccepted {
+		t.Fatalf("abort = %d %s", code, b)
+	}
+	if env, _, err := s.untilTerminal(); err != nil || runErrorCode(env) != messages.ErrCodeAborted {
+		t.Fatalf("run %s ended with %s: %v", rc.RunID, describe(env), err)
+	}
+	return rc.SessionID
+}
+
+// TestAudit_CatchUpAfterLostCommit: the audit log's commits of a session's
+// decisions are lost (its records cut from the stored log, the head and
+// the session's cursor rolled back, as if the process had died between
+// the journal's fsync and the audit log's); the next `conclave serve`
+// records them again from the journal, once, and the log verifies.
+func TestAudit_CatchUpAfterLostCommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := startServe(t, 0, nil, "--data", dir, "--runs-per-second", "-1")
+	a := newHardenAPI(t, srv, "")
+	a.approvedPlan(t)
+	lost := a.abortedWhileParked(t)
+	want := a.auditPage(t, 0, 200)
+	if want.Head != 3 {
+		t.Fatalf("head %d, want 3 (plan approval, interrupt cancelled, abort)", want.Head)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+
+	db, err := pebble.Open(filepath.Join(dir, "audit"), &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range want.Records[1:] {
+		if r.SessionID != lost {
+			t.Fatalf("record %d is of session %s, want %s", r.Index, r.SessionID, lost)
+		}
+		if err := db.Delete(auditKey("local", r.Index), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := json.Marshal(struct {
+		Index uint64 `json:"index"`
+		Hash  string `json:"hash"`
+	}{1, want.Records[0].Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := []byte("hlocal")
+	pebbleSet(t, db, hk, sealed(hk, head))
+	if err := db.Delete(append([]byte("clocal/"), lost...), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", dir); r.code != exitOK || !strings.Contains(r.stdout, "tenant local: 1 records verified") {
+		t.Fatalf("verify the rolled-back log: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	srv = startServe(t, 0, nil, "--data", dir, "--runs-per-second", "-1")
+	if !srv.logged("audit log caught up with the journal", auditWait) {
+		t.Fatal("no catch-up logged")
+	}
+	a = newHardenAPI(t, srv, "")
+	got := a.auditPage(t, 0, 200)
+	if got.Head != 3 {
+		t.Fatalf("after the catch-up: head %d, want 3: %+v", got.Head, got.Records)
+	}
+	for i, r := range got.Records {
+		w := want.Records[i]
+		if r.Kind != w.Kind || r.SessionID != w.SessionID || r.Seq != w.Seq || r.InterruptID != w.InterruptID || !r.Time.Equal(w.Time) {
+			t.Fatalf("record %d after the catch-up: %+v, want %+v", r.Index, r, w)
+		}
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", dir); r.code != exitOK || !strings.Contains(r.stdout, "tenant local: 3 records verified") {
+		t.Fatalf("verify after the catch-up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// sealed is a sealed value of the audit store (docs/audit.md): the
+// SHA-256 of the key and the body, then the body.
+func sealed(key, body []byte) []byte {
+	h := sha256.New()
+	h.Write(key)
+	h.Write(body)
+	return append(h.Sum(nil), body...)
 }
 
 // quietPebble is a pebble.Logger that keeps the tests' output clean.

@@ -68,3 +68,81 @@ func TestAudit_SignedApprovalRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAudit_EveryDecisionOfARun: a run with a plan gate, node gates (one
+// rejected), a spawn gate and a steering note puts exactly one record in
+// the audit log per decision event it journaled, in seq order, each
+// pointing at its event.
+func TestAudit_EveryDecisionOfARun(t *testing.T) {
+	t.Parallel()
+	pub, key, _, err := governance.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := audit.Open(audit.Config{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	e := testkit.NewEngine(t, actors.Config{Audit: log})
+	sc := messages.Scenario{Nodes: 4, Waves: 2, FanIn: 1, Tokens: 2, Spawn: messages.NodeSelector{IDs: []string{"n001"}},
+		Steering: []messages.SteeringScript{{AtWave: 1, Note: "add a node on costs"}}}
+	_, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLNode, Scenario: &sc},
+		func(p *messages.InterruptRaisedPayload) messages.Resume {
+			if p.Kind == messages.InterruptNodeApproval && p.NodeID == "n002" {
+				return messages.Resume{Decision: messages.DecisionReject, Feedback: "not this one"}
+			}
+			return messages.Resume{Decision: messages.DecisionApprove}
+		})
+	type want struct {
+		kind messages.AuditKind
+		seq  uint64
+	}
+	var wants []want
+	for _, env := range events {
+		switch p := env.Payload.(type) {
+		case *messages.InterruptResolvedPayload:
+			k := map[messages.InterruptKind]string{messages.InterruptPlanApproval: "plan", messages.InterruptNodeApproval: "node",
+				messages.InterruptSpawnApproval: "spawn", messages.InterruptToolApproval: "tool"}[p.Kind]
+			suffix := "_approval"
+			if p.Decision == messages.DecisionReject {
+				suffix = "_rejection"
+			}
+			wants = append(wants, want{messages.AuditKind(k + suffix), env.Seq})
+		case *messages.SubteamSpawnedPayload:
+			wants = append(wants, want{messages.AuditSubteamSpawned, env.Seq})
+		case *messages.SteeringAppliedPayload:
+			wants = append(wants, want{messages.AuditSteeringApplied, env.Seq})
+		case *messages.SteeringRejectedPayload:
+			wants = append(wants, want{messages.AuditSteeringRejected, env.Seq})
+		}
+	}
+	page, err := log.Read(context.Background(), messages.LocalTenant, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[messages.AuditKind]int{}
+	for _, w := range wants {
+		kinds[w.kind]++
+	}
+	for _, k := range []messages.AuditKind{messages.AuditPlanApproval, messages.AuditNodeApproval, messages.AuditNodeRejection,
+		messages.AuditSpawnApproval, messages.AuditSubteamSpawned, messages.AuditSteeringApplied} {
+		if kinds[k] == 0 {
+			t.Errorf("the run journaled no decision of kind %s: %v", k, kinds)
+		}
+	}
+	if len(page.Records) != len(wants) {
+		t.Fatalf("%d records for %d decisions: %v", len(page.Records), len(wants), kinds)
+	}
+	for i, r := range page.Records {
+		if r.Kind != wants[i].kind || r.Seq != wants[i].seq {
+			t.Fatalf("record %d: %s at seq %d, want %s at seq %d", r.Index, r.Kind, r.Seq, wants[i].kind, wants[i].seq)
+		}
+		if r.InterruptID != "" && r.Details.EvidenceDigest == "" {
+			t.Fatalf("record %d (%s) has no evidence digest", r.Index, r.Kind)
+		}
+	}
+	if err := audit.Verify(page.Records, pub); err != nil {
+		t.Fatal(err)
+	}
+}

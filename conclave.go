@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/scripted"
@@ -90,6 +91,12 @@ type Options struct {
 	// Limits returns a tenant's quotas (zero fields take the defaults of
 	// Limits). Default: the defaults for every tenant.
 	Limits func(Tenant) Limits
+	// Audit, when set, records every decision in this audit log (package
+	// audit, docs/audit.md), and the API handler serves it at GET
+	// /api/v1/audit. The engine never closes it: close it after Shutdown
+	// returns. Call its CatchUp with the Journal before New, so decisions
+	// journaled by a process that died before recording them are not lost.
+	Audit *audit.Log
 	// HTTP configures the handlers.
 	HTTP HTTPOptions
 }
@@ -161,13 +168,17 @@ func New(opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	cfg.Tools = set
+	var reader transport.AuditReader
+	if opts.Audit != nil { // not a typed nil in the interfaces
+		cfg.Audit, reader = opts.Audit, opts.Audit
+	}
 	engine, err := actors.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	h := opts.HTTP
 	srv, err := transport.New(transport.Config{
-		Engine: engine, Logger: opts.Logger, AllowedOrigins: h.AllowedOrigins, Heartbeat: h.Heartbeat,
+		Engine: engine, Audit: reader, Logger: opts.Logger, AllowedOrigins: h.AllowedOrigins, Heartbeat: h.Heartbeat,
 		FlushDelay: h.FlushDelay, MaxStreams: h.MaxStreams, MaxStreamsPerTenant: h.MaxStreamsPerTenant, MaxBody: h.MaxBody,
 	})
 	if err != nil {

@@ -91,6 +91,11 @@ type Config struct {
 	// approval whose risk level the policy covers needs m of n approvers'
 	// ML-DSA-65 signatures (docs/governance.md).
 	Governance *governance.Config
+	// Audit, when set, records every decision (package audit): each
+	// session's hub hands it the events of a batch once they are
+	// journaled, before anyone is told of them. The caller closes it
+	// after Shutdown.
+	Audit Auditor
 	// ToolParallel bounds the calls of one model turn running at once.
 	// Default DefaultToolParallel.
 	ToolParallel int
@@ -127,6 +132,14 @@ type Config struct {
 	// runs still parked on the same interrupts. Use it with a journal that
 	// outlives the process.
 	KeepRunsOnShutdown bool
+}
+
+// Auditor records the decisions among journaled events (audit.Log).
+// Record is called by every session's hub, concurrently, with each batch
+// of tenant's session (key is its journal key, JournalKey) once journaled,
+// in seq order; it must be durable when it returns nil.
+type Auditor interface {
+	Record(ctx context.Context, tenant messages.TenantID, key messages.SessionID, events []*messages.Envelope) error
 }
 
 // MaxConcurrency caps StartRun.Concurrency.

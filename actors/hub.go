@@ -330,16 +330,21 @@ func (h *hubActor) flush() {
 		h.s.nsubs.Store(0)
 		return
 	}
+	envs := make([]*messages.Envelope, 0, len(batch))
+	for _, enc := range batch {
+		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
+			envs = append(envs, env)
+		}
+	}
+	h.audit(envs)
 	h.s.head.Store(batch[len(batch)-1].Seq)
 	h.s.touch()
 	h.s.acknowledged(batch)
 	h.answerDurables(nil)
 	h.e.published.Add(uint64(len(batch)))
-	for _, enc := range batch {
-		if env, err := enc.Envelope(); err == nil { // encoded here, so always decoded
-			if final, ended := h.e.index.Apply(h.s.tenant, env); ended {
-				h.e.summaries.ended(env.RunID, final)
-			}
+	for _, env := range envs {
+		if final, ended := h.e.index.Apply(h.s.tenant, env); ended {
+			h.e.summaries.ended(env.RunID, final)
 		}
 	}
 	for sub := range h.s.subs {
@@ -350,4 +355,23 @@ func (h *hubActor) flush() {
 	// keep up to maxHubBatch old events alive per session.
 	clear(batch)
 	h.s.pending = batch[:0]
+}
+
+// auditTimeout bounds how long a flush waits for the audit log.
+const auditTimeout = 30 * time.Second
+
+// audit hands a journaled batch to the audit log (Config.Audit), which
+// records the decisions among its events durably before the batch is
+// acknowledged to anyone: the one place every decision passes through.
+// A failure is logged; the events are journaled already and stay so.
+func (h *hubActor) audit(envs []*messages.Envelope) {
+	if h.e.cfg.Audit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), auditTimeout)
+	defer cancel()
+	if err := h.e.cfg.Audit.Record(ctx, h.s.tenant, h.s.key, envs); err != nil {
+		h.e.cfg.Logger.Error("hub: audit log append failed: decisions of this batch are not in the audit log",
+			"session", h.s.session, "first_seq", envs[0].Seq, "err", err)
+	}
 }

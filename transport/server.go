@@ -41,6 +41,9 @@ import (
 // Config configures a Server. Only Engine is required.
 type Config struct {
 	Engine *actors.Engine
+	// Audit, when set, serves GET /api/v1/audit: the caller's tenant's
+	// audit log (package audit). Without it the endpoint answers 404.
+	Audit AuditReader
 	// Tokens maps bearer tokens to tenants. Empty: no authentication, and
 	// Listen refuses any address that is not loopback.
 	Tokens Tokens
@@ -302,6 +305,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux, authed withTenant) {
 	mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listInterrupts)}))
 	mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getInterrupt)}))
 	mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
+	mux.HandleFunc("/api/v1/audit", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listAudit)}))
 }
 
 // sseEndpoint is GET /api/v1/events/stream.

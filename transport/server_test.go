@@ -37,7 +37,15 @@ type harness struct {
 // everything down (engine, then server) when the test ends.
 func newHarness(t *testing.T, cfg transport.Config) *harness {
 	t.Helper()
-	e, err := actors.New(actors.Config{Logger: testkit.TestLogger(t, 8)})
+	return newHarnessWith(t, actors.Config{}, cfg)
+}
+
+// newHarnessWith is newHarness with an engine configured by ecfg (its
+// Logger is the test's).
+func newHarnessWith(t *testing.T, ecfg actors.Config, cfg transport.Config) *harness {
+	t.Helper()
+	ecfg.Logger = testkit.TestLogger(t, 8)
+	e, err := actors.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

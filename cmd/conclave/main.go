@@ -4,6 +4,8 @@
 //	conclave serve [--addr 127.0.0.1:8080]      serve the HTTP API, SSE and WebSocket streams
 //	conclave bench fanout [--transport sse|ws]  measure stream fan-out against a naive baseline
 //	conclave bench soak [--runs 20000]          soak one serve --data process: do RSS and goroutines stay flat?
+//	conclave keys generate NAME --dir DIR       make an approver's ML-DSA-65 key pair
+//	conclave audit verify --data DIR            verify the audit log's hash chain and signatures
 //
 // Exit status: 0 when the run finished, 1 when it ended with run_error (or
 // the CLI itself failed), 2 for bad usage, 130 when interrupted.
@@ -103,6 +105,8 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(newServeCmd(a))
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newApproveCmd(a))
+	root.AddCommand(newKeysCmd(a))
+	root.AddCommand(newAuditCmd(a))
 	return root
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/transport"
@@ -32,6 +33,7 @@ type serveCmd struct {
 	logLevel   string
 	dataDir    string
 	governance string // --governance: the approvers and policy file
+	serverKey  string // --server-key: the key that signs the audit log
 	memory     bool
 	retainAge  time.Duration
 	retainN    uint64
@@ -65,6 +67,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level on stderr: debug|info|warn|error")
 	fs.StringVar(&c.dataDir, "data", "./data", "data directory of the durable journal (created if missing)")
 	fs.StringVar(&c.governance, "governance", "", "JSON `file` of approvers' public keys and the m-of-n signature policy per tenant (docs/governance.md)")
+	fs.StringVar(&c.serverKey, "server-key", "", "the server's ML-DSA-65 private key `file` that signs the audit log (created with its .pub beside it if missing; default DATA/server.key, or a key that lives only in memory with --memory)")
 	fs.BoolVar(&c.memory, "memory", false, "keep events in memory only (nothing survives a restart); --data is ignored")
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
@@ -135,12 +138,33 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	// Closed last (defers run in reverse): after the engine and the
 	// server, so streams still catching up from the journal drain first.
 	defer closeJournal(ecfg.Journal, logger, &err)
+	auditLog, err := c.openAudit(logger)
+	if err != nil {
+		return err
+	}
+	// Closed after the engine, whose hubs record their last batches.
+	defer func() {
+		if cerr := auditLog.Close(); cerr != nil {
+			logger.Error("close the audit log", "err", cerr)
+			if err == nil {
+				err = failure(fmt.Errorf("close the audit log: %w", cerr))
+			}
+		}
+	}()
+	// Before any hub runs: the decisions journaled by a process that died
+	// before its audit log's fsync are recorded now (audit.Log.CatchUp).
+	if n, err := auditLog.CatchUp(ctx, ecfg.Journal); err != nil {
+		return failure(fmt.Errorf("audit log: catch up with the journal: %w", err))
+	} else if n > 0 {
+		logger.Warn("audit log caught up with the journal after an unclean stop", "sessions", n)
+	}
+	ecfg.Audit = auditLog
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
 	}
 	tcfg := transport.Config{
-		Engine: engine, Tokens: tokens, Logger: logger, Heartbeat: c.heartbeat,
+		Engine: engine, Audit: auditLog, Tokens: tokens, Logger: logger, Heartbeat: c.heartbeat,
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
 		Dashboard: web.Handler(transport.NotFound()),
 	}
@@ -252,4 +276,42 @@ func (c *serveCmd) retention(j journal.Journal, logger *slog.Logger) (stop func(
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+var _ actors.Auditor = (*audit.Log)(nil)
+
+// openAudit opens the audit log: DATA/audit signed by DATA/server.key (or
+// --server-key), created on the first start; with --memory, in memory,
+// signed by --server-key or by a key that lives as long as the process.
+func (c *serveCmd) openAudit(logger *slog.Logger) (*audit.Log, error) {
+	keyPath := c.serverKey
+	if keyPath == "" && !c.memory {
+		keyPath = filepath.Join(c.dataDir, "server.key")
+	}
+	var key *governance.PrivateKey
+	var err error
+	if keyPath != "" {
+		key, err = governance.LoadOrCreateServerKey(keyPath)
+		if err != nil {
+			return nil, failure(fmt.Errorf("the server key: %w", err))
+		}
+		logger.Info("audit log signing key", "key", keyPath, "public_key", keyPath+".pub")
+	} else {
+		if _, key, _, err = governance.GenerateKey(nil); err != nil {
+			return nil, failure(err)
+		}
+		logger.Warn("audit log in memory, signed by a key that lives only in memory: give --server-key to verify its exports")
+	}
+	dir := ""
+	if !c.memory {
+		dir = filepath.Join(c.dataDir, "audit")
+	}
+	l, err := audit.Open(audit.Config{Dir: dir, Key: key, Logger: logger, Now: c.app.now})
+	if err != nil {
+		return nil, failure(fmt.Errorf("open the audit log: %w", err))
+	}
+	if dir != "" {
+		logger.Info("audit log", "dir", dir)
+	}
+	return l, nil
 }

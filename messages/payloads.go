@@ -16,11 +16,19 @@ type Payload interface {
 type Usage struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CachedInputTokens is the part of InputTokens the model's server read
+	// from its prompt cache (OpenAI's prompt_tokens_details.cached_tokens);
+	// zero when the model does not say.
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
 }
 
 // Add returns u + v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{
+		InputTokens:       u.InputTokens + v.InputTokens,
+		OutputTokens:      u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+	}
 }
 
 // NodeCounts summarises how the nodes of a run ended.

@@ -38,6 +38,7 @@ type serveCmd struct {
 	limits     serveLimits
 	quotas     serveQuotas
 	repair     bool
+	model      modelFlags
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -71,6 +72,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
+	c.model.register(fs)
 	return cmd
 }
 
@@ -105,6 +107,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
+	if ecfg.Models, err = c.model.factory(c.app.env, logger); err != nil {
+		return usageError(err)
+	}
 	if c.governance != "" {
 		if ecfg.Governance, err = governance.LoadConfig(c.governance); err != nil {
 			return usageError(fmt.Errorf("--governance: %w", err))

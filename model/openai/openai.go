@@ -1,6 +1,10 @@
 // Package openai is a model.Model on any OpenAI-compatible Chat Completions
 // server (OpenAI, Ollama, vLLM, llama.cpp's server, DeepSeek, OpenRouter …),
-// streaming, through github.com/openai/openai-go/v3.
+// streaming, through github.com/openai/openai-go/v3: the SDK's types build
+// the request, its client sends it (base URL, key, error answers as
+// *openai.Error) and its SSE decoder splits the answer into events; each
+// chunk is decoded here into the few fields used (wireChunk), a tenth of
+// the SDK's per-chunk cost (BENCHMARKS.md).
 //
 // One model turn is one streamed chat completion. Text deltas become
 // model.Text; the non-standard reasoning deltas servers send beside the
@@ -46,6 +50,7 @@ import (
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/conclave-ai/conclave/messages"
@@ -295,25 +300,24 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	}
 	formatFallback := false
 	for attempt := 1; ; attempt++ {
-		s := m.client.Chat.Completions.NewStreaming(ctx, params)
-		if s.Next() {
+		st, err := m.try(ctx, &req, params, estimate)
+		if err == nil {
 			if formatFallback {
 				m.mu.Lock()
 				m.noFormat = true
 				m.mu.Unlock()
 				m.log.Warn("openai: the server refused response_format json_schema; asking without it from now on", "model", params.Model)
 			}
-			st := &stream{ctx: ctx, s: s, req: &req, model: params.Model, promptTokens: int64(estimate)}
-			st.take(s.Current())
 			return st, nil
 		}
-		err := s.Err()
-		_ = s.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		if err == nil {
-			return nil, fmt.Errorf("%w: openai: %s: the stream ended before its first chunk", model.ErrModel, params.Model)
+		if errors.Is(err, model.ErrModel) { // a malformed first chunk: not the transport's fault
+			return nil, err
+		}
+		if errors.Is(err, errEmpty) {
+			return nil, fmt.Errorf("%w: openai: %s: %w", model.ErrModel, params.Model, err)
 		}
 		var apiErr *oa.Error
 		isAPI := errors.As(err, &apiErr)
@@ -343,6 +347,32 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			return nil, err
 		}
 	}
+}
+
+// try sends the request once and reads up to the first chunk: it returns
+// the stream with that chunk taken, or the attempt's error.
+func (m *Model) try(ctx context.Context, req *model.Request, params oa.ChatCompletionNewParams, estimate int) (*stream, error) {
+	var res *http.Response
+	// Post, not NewStreaming: the SDK builds, authenticates and sends the
+	// request and turns error answers into *oa.Error, and its SSE decoder
+	// splits the body into events; the chunks themselves are decoded here
+	// (see wireChunk).
+	if err := m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true)); err != nil {
+		if res != nil && res.Body != nil {
+			_ = res.Body.Close()
+		}
+		return nil, err
+	}
+	dec := ssestream.NewDecoder(res)
+	if dec == nil {
+		return nil, errEmpty
+	}
+	st := &stream{ctx: ctx, dec: dec, req: req, model: params.Model, promptTokens: int64(estimate)}
+	if err := st.first(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // backoff is the wait after failed attempt n (1-based).

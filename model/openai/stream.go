@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/conclave-ai/conclave/messages"
@@ -19,12 +19,58 @@ import (
 // ErrClosed is returned by Recv after Close.
 var ErrClosed = errors.New("openai: stream closed")
 
-// stream is one turn in progress: it reads the SDK's chunks and turns each
-// into the model.Chunks it carries, which it queues. Used by one goroutine
-// (model.Stream's contract); nothing here is shared.
+// The streamed chunk as this package reads it: only the fields it uses, so
+// that encoding/json decodes a chunk with a few allocations (the SDK's
+// ChatCompletionChunk decoder keeps every field's metadata and costs ten
+// times more per token; see BENCHMARKS.md). The reasoning fields are not
+// in OpenAI's schema: vLLM, llama.cpp and DeepSeek send
+// "reasoning_content", Ollama and OpenRouter "reasoning".
+type (
+	wireChunk struct {
+		Model   string       `json:"model"`
+		Choices []wireChoice `json:"choices"`
+		Usage   *wireUsage   `json:"usage"`
+		Error   *wireError   `json:"error"`
+	}
+	wireChoice struct {
+		Index        int64     `json:"index"`
+		Delta        wireDelta `json:"delta"`
+		FinishReason string    `json:"finish_reason"` // null decodes as ""
+	}
+	wireDelta struct {
+		Content          string          `json:"content"` // null decodes as ""
+		Refusal          string          `json:"refusal"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		ToolCalls        []wireCallDelta `json:"tool_calls"`
+	}
+	wireCallDelta struct {
+		Index    int64  `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	wireUsage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	wireError struct {
+		Message string `json:"message"`
+	}
+)
+
+// stream is one turn in progress: it reads the response's SSE events (the
+// SDK's decoder), decodes each chunk and queues the model.Chunks it
+// carries. Used by one goroutine (model.Stream's contract); nothing here is
+// shared.
 type stream struct {
 	ctx          context.Context
-	s            *ssestream.Stream[oa.ChatCompletionChunk]
+	dec          ssestream.Decoder
 	req          *model.Request
 	model        string
 	promptTokens int64 // the request's estimate, for a server that sends no usage
@@ -52,6 +98,44 @@ type callBuf struct {
 
 func (st *stream) push(c model.Chunk) { st.queue = append(st.queue, c) }
 
+// errEmpty: the answer held no chunk at all.
+var errEmpty = errors.New("the stream ended before its first chunk")
+
+// first reads events until one chunk has been decoded. Its error is the
+// transport's (retryable before the first chunk), errEmpty, or a decoding
+// error wrapping model.ErrModel.
+func (st *stream) first() error {
+	ok, err := st.read()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errEmpty
+	}
+	return nil
+}
+
+// read reads and takes the next chunk; false at the end ([DONE] or the
+// end of the body).
+func (st *stream) read() (bool, error) {
+	if !st.dec.Next() {
+		return false, st.dec.Err()
+	}
+	data := st.dec.Event().Data
+	if bytes.HasPrefix(data, []byte("[DONE]")) {
+		return false, nil
+	}
+	var c wireChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return false, fmt.Errorf("%w: openai: %s: malformed chunk: %v", model.ErrModel, st.model, err)
+	}
+	if c.Error != nil {
+		return false, fmt.Errorf("%w: openai: %s: the server reports an error: %s", model.ErrModel, st.model, c.Error.Message)
+	}
+	st.take(&c)
+	return true, nil
+}
+
 // Recv returns the next chunk: see model.Stream.
 func (st *stream) Recv() (model.Chunk, error) {
 	for {
@@ -76,11 +160,10 @@ func (st *stream) Recv() (model.Chunk, error) {
 			}
 			return nil, io.EOF
 		}
-		if st.s.Next() {
-			st.take(st.s.Current())
-			continue
+		ok, err := st.read()
+		if !ok || err != nil {
+			st.end(err)
 		}
-		st.end(st.s.Err())
 	}
 }
 
@@ -90,20 +173,18 @@ func (st *stream) Close() error {
 		return nil
 	}
 	st.closed = true
-	return st.s.Close()
+	return st.dec.Close()
 }
 
 // take decodes one chunk into the queue.
-func (st *stream) take(c oa.ChatCompletionChunk) {
+func (st *stream) take(c *wireChunk) {
 	if c.Model != "" {
 		st.model = c.Model
 	}
-	if c.JSON.Usage.Valid() {
-		u := c.Usage
-		st.usage = &messages.Usage{
-			InputTokens:       u.PromptTokens,
-			OutputTokens:      u.CompletionTokens,
-			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+	if u := c.Usage; u != nil {
+		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+		if d := u.PromptTokensDetails; d != nil {
+			st.usage.CachedInputTokens = d.CachedTokens
 		}
 	}
 	for i := range c.Choices {
@@ -138,29 +219,22 @@ func (st *stream) take(c oa.ChatCompletionChunk) {
 }
 
 // reasoningOf reads the non-standard reasoning delta: "reasoning_content"
-// (vLLM, llama.cpp, DeepSeek) or else "reasoning" (Ollama, OpenRouter).
-func reasoningOf(d *oa.ChatCompletionChunkChoiceDelta) string {
-	for _, key := range [...]string{"reasoning_content", "reasoning"} {
-		f, ok := d.JSON.ExtraFields[key]
-		if !ok {
-			continue
-		}
-		raw := f.Raw()
-		if raw == "" || raw == "null" {
+// or else "reasoning"; a value that is not a string (some servers send
+// objects) is not text to show.
+func reasoningOf(d *wireDelta) string {
+	for _, raw := range [...]json.RawMessage{d.ReasoningContent, d.Reasoning} {
+		if len(raw) == 0 || raw[0] != '"' {
 			continue
 		}
 		var s string
-		if err := json.Unmarshal([]byte(raw), &s); err != nil {
-			continue // not a string (some servers send objects): not reasoning text we can show
-		}
-		if s != "" {
+		if json.Unmarshal(raw, &s) == nil && s != "" {
 			return s
 		}
 	}
 	return ""
 }
 
-func (st *stream) addCall(d *oa.ChatCompletionChunkChoiceDeltaToolCall) {
+func (st *stream) addCall(d *wireCallDelta) {
 	var c *callBuf
 	for _, b := range st.calls {
 		if b.index == d.Index {
@@ -216,7 +290,10 @@ func (st *stream) end(err error) {
 			st.err = cerr
 			return
 		}
-		st.err = fmt.Errorf("%w: openai: %s: stream: %w", model.ErrModel, st.model, err)
+		if !errors.Is(err, model.ErrModel) {
+			err = fmt.Errorf("%w: openai: %s: stream: %w", model.ErrModel, st.model, err)
+		}
+		st.err = err
 		return
 	}
 	if !st.finished {
@@ -237,5 +314,4 @@ func (st *stream) end(err error) {
 // fail stops the stream with err after what is queued.
 func (st *stream) fail(err error) {
 	st.done, st.err = true, err
-	_ = st.s.Close()
 }

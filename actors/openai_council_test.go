@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -78,4 +79,69 @@ func TestCouncil_OpenAIBackend(t *testing.T) {
 			t.Errorf("node %s over HTTP %q\nin-process %q", n.ID, a, b)
 		}
 	}
+}
+
+// TestDirector_OpenAIRepairTurn: a real model's plan that is not JSON gets
+// the director's one repair turn; the request of that turn shows the model
+// its invalid answer and the error, and the corrected plan runs.
+func TestDirector_OpenAIRepairTurn(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 2, Tokens: 4}
+	srv := openaitest.NewServer(t, openaitest.Config{
+		Replies: []openaitest.Reply{{Chunks: []openaitest.Chunk{
+			openaitest.TextChunk(`{"nodes": [{"id": "n001", `), openaitest.TextChunk(`"goal": oops}]}`), openaitest.FinishChunk("stop"),
+		}}},
+		Council: &sc,
+	})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	m, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "m", HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.NewEngine(t, actors.Config{Models: m.Factory()})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	if fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID); fin.Nodes.Completed != 2 {
+		t.Fatalf("nodes %+v", fin.Nodes)
+	}
+	repair := srv.Requests()[1]
+	n := len(repair.Messages)
+	if n < 4 || repair.Messages[n-2].Role != "assistant" || !strings.Contains(string(repair.Messages[n-2].Content), "oops") ||
+		!strings.Contains(string(repair.Messages[n-1].Content), "<guidance>\nYour previous answer was not a valid plan") {
+		t.Fatalf("repair request messages %+v", repair.Messages)
+	}
+}
+
+// TestCouncil_OpenAIStreamDropped: a node whose model connection drops
+// mid-stream (openaitest cuts the connection of a scripted fail node) fails
+// with a model error after the text it streamed, as a scripted fail node
+// does: the run ends with run_error node_failed (its other nodes completed
+// or cancelled).
+func TestCouncil_OpenAIStreamDropped(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 3, Waves: 1, Tokens: 6, FailNodes: messages.NodeSelector{IDs: []string{"n002"}}}
+	srv := openaitest.NewServer(t, openaitest.Config{Council: &sc})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	m, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "m", HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.NewEngine(t, actors.Config{Models: m.Factory()})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	fin := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if fin.Code != messages.ErrCodeNodeFailed || fin.Nodes.Failed != 1 || fin.Nodes.Completed+fin.Nodes.Cancelled != 2 {
+		t.Fatalf("run_error %+v", fin)
+	}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.NodeFailedPayload); ok {
+			if p.NodeID != "n002" || !strings.Contains(p.Error, "openai") {
+				t.Fatalf("node_failed %+v", p)
+			}
+			return
+		}
+	}
+	t.Fatal("no node_failed")
 }

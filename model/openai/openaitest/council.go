@@ -139,13 +139,17 @@ func tagValues(s, name string) []string {
 // deltas, text as content deltas, calls as tool_calls deltas split across
 // chunks (each call's id and name, then the first half of every call's
 // arguments, then the second halves: interleaved by index), the finish
-// reason and the usage chunk. A scripted failure or panic (fail and panic
+// reason and the usage chunk. A director's or steerer's repair turn is
+// answered as its first turn. A scripted failure or panic (fail and panic
 // nodes) drops the connection: the backend reports a model error.
 func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	mreq, err := RequestOf(req)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, nil, err.Error())
 		return
+	}
+	if (mreq.Role == model.RoleDirector || mreq.Role == model.RoleSteerer) && mreq.Turn > 1 {
+		mreq.Turn = 1 // a repair turn (the answer before was invalid): answer again
 	}
 	st, err := c.m.Stream(r.Context(), mreq)
 	if err != nil {

@@ -15,7 +15,8 @@ import (
 
 // TestCouncil_OpenAIBackend runs a whole council — plan, waves, a team, a
 // debate with a judge, search and delegate tool calls, sub-agents, async
-// tasks, synthesis — through the OpenAI backend against openaitest in
+// tasks, a steering note (the steerer's graph diff), the advisor with a
+// redirect, synthesis — through the OpenAI backend against openaitest in
 // council mode: every agent turn is a streamed chat completion over HTTP.
 // The run finishes with every node completed and the stream passes every
 // invariant.
@@ -26,6 +27,8 @@ func TestCouncil_OpenAIBackend(t *testing.T) {
 		ToolsPerNode: 1, SubagentsPerNode: 1,
 		Debate:      &messages.DebateScenario{Nodes: 1, Agents: 2, Rounds: 2, Judge: true},
 		Delegations: &messages.DelegationScenario{Async: 1},
+		Steering:    []messages.SteeringScript{{AtWave: 0, Note: "Add a node on sunsets"}},
+		Advisor:     &messages.AdvisorScenario{Redirects: 1},
 	}
 	srv := openaitest.NewServer(t, openaitest.Config{Council: &sc})
 	tr := &http.Transport{}
@@ -35,10 +38,11 @@ func TestCouncil_OpenAIBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := testkit.NewEngine(t, actors.Config{Models: m.Factory()})
-	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
+	start := messages.StartRun{Question: "why is the sky blue", Scenario: &sc, Advisor: &messages.AdvisorOptions{}}
+	ref, events := testkit.RunCouncil(t, e, start)
 	testkit.AssertInvariants(t, events)
 	fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
-	if fin.Nodes.Completed != sc.Nodes {
+	if fin.Nodes.Completed != sc.Nodes+1 { // the steering note's node
 		t.Fatalf("nodes %+v", fin.Nodes)
 	}
 	count := map[messages.EventType]int{}
@@ -55,6 +59,7 @@ func TestCouncil_OpenAIBackend(t *testing.T) {
 	for _, typ := range []messages.EventType{
 		messages.PlanProposed, messages.ToolCallStarted, messages.ToolCallFinished, messages.TeamStarted,
 		messages.DebateRoundStarted, messages.ReasoningDelta, messages.TextDelta,
+		messages.SteeringApplied, messages.Advisor,
 	} {
 		if count[typ] == 0 {
 			t.Errorf("no %s event", typ)
@@ -66,10 +71,19 @@ func TestCouncil_OpenAIBackend(t *testing.T) {
 	if srv.Served() < 20 {
 		t.Errorf("only %d model requests", srv.Served())
 	}
+	schemas := map[string]int{}
+	for _, r := range srv.Requests() {
+		if rf := r.ResponseFormat; rf != nil && rf.JSONSchema != nil {
+			schemas[rf.JSONSchema.Name]++
+		}
+	}
+	if schemas[openai.PlanSchemaName] != 1 || schemas[openai.DiffSchemaName] != 1 {
+		t.Errorf("response formats %v, want the plan's and the diff's once", schemas)
+	}
 
 	// The same council on the scripted model in-process says the same
 	// things: the server rebuilt every request the scripted model reads.
-	ref2, events2 := testkit.RunCouncil(t, testkit.NewEngine(t, actors.Config{}), messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
+	ref2, events2 := testkit.RunCouncil(t, testkit.NewEngine(t, actors.Config{}), start)
 	fin2 := terminal[*messages.RunFinishedPayload](t, events2, ref2.RunID)
 	if fin.Answer != fin2.Answer {
 		t.Errorf("answer over HTTP %q\nanswer in-process %q", fin.Answer, fin2.Answer)

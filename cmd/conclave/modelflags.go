@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -130,7 +129,6 @@ func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (m
 		return nil, err
 	}
 	cfg.Logger = logger
-	cfg.HTTPClient = &http.Client{} // no timeout: each turn's context bounds its request
 	m, err := openai.New(*cfg)
 	if err != nil {
 		return nil, err

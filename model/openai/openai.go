@@ -44,7 +44,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +78,9 @@ const (
 	DefaultBaseBackoff   = 500 * time.Millisecond
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultMaxRetryAfter = 2 * time.Minute
+	// DefaultResponseHeaderTimeout bounds the wait for an answer's headers:
+	// local servers may read a long prompt for minutes before answering.
+	DefaultResponseHeaderTimeout = 5 * time.Minute
 )
 
 // Config configures a Model. Its zero value is not enough: BaseURL and
@@ -110,8 +113,9 @@ type Config struct {
 	// MaxRetryAfter (DefaultMaxRetryAfter): a server asking for longer is
 	// not retried.
 	BaseBackoff, MaxBackoff, MaxRetryAfter time.Duration
-	// HTTPClient sends the requests. Default: a client without timeout
-	// (the turn's context bounds it).
+	// HTTPClient sends the requests. Default: a client of its own whose
+	// transport waits at most DefaultResponseHeaderTimeout for an answer's
+	// headers (a hung server); the turn's context bounds the rest.
 	HTTPClient *http.Client
 	// Logger receives retries and fallbacks. Default: discard.
 	Logger *slog.Logger
@@ -131,8 +135,7 @@ type Model struct {
 
 	// noFormat is set once the server refused response_format (400) and
 	// accepted the same request without it.
-	mu       sync.Mutex
-	noFormat bool
+	noFormat atomic.Bool
 }
 
 var (
@@ -170,7 +173,14 @@ func New(cfg Config) (*Model, error) {
 		cfg.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   32, // agents of one run share a server
+			ForceAttemptHTTP2:     true,
+		}}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -282,11 +292,7 @@ func responseFormat(r model.Role) (string, json.RawMessage) {
 	return "", nil
 }
 
-func (m *Model) formatRefused() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.noFormat
-}
+func (m *Model) formatRefused() bool { return m.noFormat.Load() }
 
 // Stream starts one turn: it sends the request, retrying as the package
 // documents, and returns once the first chunk has arrived.
@@ -302,10 +308,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	for attempt := 1; ; attempt++ {
 		st, err := m.try(ctx, &req, params, estimate)
 		if err == nil {
-			if formatFallback {
-				m.mu.Lock()
-				m.noFormat = true
-				m.mu.Unlock()
+			if formatFallback && !m.noFormat.Swap(true) {
 				m.log.Warn("openai: the server refused response_format json_schema; asking without it from now on", "model", params.Model)
 			}
 			return st, nil

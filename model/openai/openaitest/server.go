@@ -21,7 +21,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"testing"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -87,11 +89,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // NewServer starts a Server on a loopback port; tb.Cleanup closes it.
-func NewServer(tb interface {
-	Helper()
-	Fatal(...any)
-	Cleanup(func())
-}, cfg Config) *Server {
+func NewServer(tb testing.TB, cfg Config) *Server {
 	tb.Helper()
 	s, err := New(cfg)
 	if err != nil {
@@ -129,7 +127,7 @@ const maxBody = 32 << 20
 
 // ServeHTTP answers POST …/chat/completions.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !hasSuffix(r.URL.Path, "/chat/completions") {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 		writeError(w, http.StatusNotFound, nil, "not found: "+r.Method+" "+r.URL.Path)
 		return
 	}
@@ -153,16 +151,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case reply != nil:
-		serveReply(w, r, &req, reply)
+		serveReply(w, &req, reply)
 	case s.council != nil:
 		s.council.serve(w, r, &req)
 	default:
 		writeError(w, http.StatusInternalServerError, nil, "openaitest: no reply left")
 	}
-}
-
-func hasSuffix(s, suffix string) bool {
-	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
 }
 
 func writeError(w http.ResponseWriter, status int, h http.Header, msg string) {
@@ -175,7 +169,7 @@ func writeError(w http.ResponseWriter, status int, h http.Header, msg string) {
 }
 
 // serveReply streams a scripted reply.
-func serveReply(w http.ResponseWriter, r *http.Request, req *Request, rep *Reply) {
+func serveReply(w http.ResponseWriter, req *Request, rep *Reply) {
 	if rep.Status != 0 && rep.Status != http.StatusOK {
 		msg := rep.Message
 		if msg == "" {
@@ -202,7 +196,6 @@ func serveReply(w http.ResponseWriter, r *http.Request, req *Request, rep *Reply
 	default:
 		_ = sw.done()
 	}
-	_ = r
 }
 
 // sse writes the frames of one streamed answer.

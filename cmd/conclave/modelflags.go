@@ -71,7 +71,7 @@ var errNoAPIKey = errors.New("--model openai needs an API key: set " + openai.En
 // nil for the scripted model. getenv reads the API key.
 func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, error) {
 	switch f.backend {
-	case backendScripted:
+	case backendScripted, "": // the zero modelFlags (a command built without flags) is the scripted model
 		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat {
 			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens and --model-no-response-format need --model openai")
 		}

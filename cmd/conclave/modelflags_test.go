@@ -40,6 +40,11 @@ func TestModelFlags_Scripted(t *testing.T) {
 	if err != nil || f != nil {
 		t.Fatalf("factory %v, %v; want nil (the engine's default)", f, err)
 	}
+	// A command built without flags (tests build serveCmd{…}) has the zero
+	// modelFlags: the scripted model too.
+	if cfg, err := (&modelFlags{}).openaiConfig(env()); err != nil || cfg != nil {
+		t.Fatalf("zero flags: %+v, %v", cfg, err)
+	}
 }
 
 func TestModelFlags_OpenAI(t *testing.T) {

@@ -108,3 +108,33 @@ func TestServe_OpenAIBackend(t *testing.T) {
 		t.Errorf("the server did not log its model:\n%s", log)
 	}
 }
+
+// TestRun_OpenAIBackend: `conclave run --model openai` runs a council in
+// process against openaitest (on loopback: no key needed) with a per-role
+// model and a context budget; the JSONL stream passes testkit.Check.
+func TestRun_OpenAIBackend(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, ReasoningTokens: 2, ToolsPerNode: 1}
+	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
+	r := runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--json",
+		"--model", "openai", "--model-url", llm.URL, "--model-name", "small", "--role-model", "synthesizer=big",
+		"--model-context-tokens", "50000")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	if v := testkit.Check(events); len(v) > 0 {
+		t.Fatalf("%d invariant violations, first: %v", len(v), v[0])
+	}
+	fin, ok := events[len(events)-1].Payload.(*messages.RunFinishedPayload)
+	if !ok || fin.Nodes.Completed != sc.Nodes || testkit.Count(events, messages.ToolCallFinished) != sc.Nodes {
+		t.Fatalf("last event %s %+v", events[len(events)-1].Type, events[len(events)-1].Payload)
+	}
+	models := map[string]int{}
+	for _, req := range llm.Requests() {
+		models[req.Model]++
+	}
+	if models["big"] != 1 || models["small"] < 2*sc.Nodes {
+		t.Fatalf("requests per model %v", models)
+	}
+}

@@ -244,7 +244,11 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 	}
 	tools := make([]oa.ChatCompletionToolUnionParam, 0, len(req.Tools))
 	toolTokens := 0
-	for _, t := range req.Tools {
+	callable := req.Tools
+	if plansTools(req.Role) {
+		callable = nil // the tools a plan may give its nodes: listed in the task (newPrompt), not called
+	}
+	for _, t := range callable {
 		var params shared.FunctionParameters // the SDK's type for a schema: any JSON object
 		schema := t.Schema
 		if len(schema) == 0 {
@@ -280,6 +284,10 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 	}
 	return params, p.estimate(toolTokens), nil
 }
+
+// plansTools reports whether the role's request lists tools for a plan
+// (the director's and the steerer's) rather than tools to call.
+func plansTools(r model.Role) bool { return r == model.RoleDirector || r == model.RoleSteerer }
 
 // responseFormat is the schema a role answers in, if any.
 func responseFormat(r model.Role) (string, json.RawMessage) {

@@ -356,7 +356,8 @@ func TestModel_ResponseFormatFallback(t *testing.T) {
 		{Status: http.StatusBadRequest, Message: "response_format json_schema is not supported"}, okReply, okReply,
 	}})
 	m := newModel(t, srv, openai.Config{RoleModels: map[model.Role]string{model.RoleDirector: "strong-model"}})
-	req := model.Request{Role: model.RoleDirector, AgentID: "director", Question: "q", Turn: 1, Attempt: 1}
+	req := model.Request{Role: model.RoleDirector, AgentID: "director", Goal: "q", Turn: 1, Attempt: 1,
+		Tools: []model.ToolDef{{Name: "search", Description: "Search the web."}, {Name: "delegate"}}}
 	for range 2 {
 		st, err := m.Stream(t.Context(), req)
 		if err != nil {
@@ -372,6 +373,10 @@ func TestModel_ResponseFormatFallback(t *testing.T) {
 	}
 	if rf := reqs[0].ResponseFormat; rf == nil || rf.Type != "json_schema" || rf.JSONSchema == nil || rf.JSONSchema.Name != openai.PlanSchemaName {
 		t.Fatalf("first request's response_format %+v", rf)
+	}
+	// The director plans with the tools; it does not call them.
+	if len(reqs[0].Tools) != 0 || !strings.Contains(string(reqs[0].Messages[1].Content), "<available_tools>\nsearch: Search the web.\ndelegate\n</available_tools>") {
+		t.Fatalf("director tools %+v, task %s", reqs[0].Tools, reqs[0].Messages[1].Content)
 	}
 	for _, r := range reqs[1:] {
 		if r.ResponseFormat != nil {

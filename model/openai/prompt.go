@@ -21,6 +21,9 @@ import (
 //	user       the turn: <turn>, <attempt>, the advisor's guidance, context
 //	           injected by a supervisor, the async tasks' state
 //
+// The director and the steerer are not given tools to call: the tools their
+// plan may give its nodes are listed in the task (<available_tools>).
+//
 // The system prompt, the task and the history are a stable prefix from one
 // turn to the next (what servers' prompt caches reuse); only the last
 // message changes. Tool results that are errors start with ErrorPrefix.
@@ -33,14 +36,14 @@ const ErrorPrefix = "ERROR: "
 // tells roles apart.
 var systemPrompts = map[model.Role]string{
 	model.RoleDirector: `You are the director of a council of AI agents. Split the question into a plan of nodes, each a goal for one worker agent; a node may depend on others (deps), whose outputs it then receives. Nodes without dependencies run first, in parallel.
-Answer with the plan as one JSON object and nothing else: {"nodes": [{"id": "n001", "goal": "…", "deps": ["…"], "tools": ["search"]}]}. Ids are short and unique; deps name ids of the plan; the graph has no cycle. A node may be a team ("kind": "team", with a nested plan in "team") or a debate ("kind": "debate", with "debate": {"agents": [{"id": "a1", "persona": "…"}], "rounds": 2}).`,
+Answer with the plan as one JSON object and nothing else: {"nodes": [{"id": "n001", "goal": "…", "deps": ["…"], "tools": ["search"]}]}. Ids are short and unique; deps name ids of the plan; the graph has no cycle; "tools" lists only tools of <available_tools>. A node may be a team ("kind": "team", with a nested plan in "team") or a debate ("kind": "debate", with "debate": {"agents": [{"id": "a1", "persona": "…"}], "rounds": 2}).`,
 	model.RoleWorker:      `You are the worker of one node of a council of AI agents: do the task you are given, using the inputs from other agents and the tools you have when they help. Your final text is your node's output, read by the agents after you: make it self-contained and concise.`,
 	model.RoleSubagent:    `You are the subagent a worker of a council of AI agents delegated a task to. Do the task, using your tools when they help; your final text is returned to the worker as the tool result.`,
 	model.RoleSynthesizer: `You are the synthesizer of a council of AI agents: write one answer to the question from the inputs the other agents produced. Keep what they agree on, say where they disagree, and cite no input you did not receive.`,
 	model.RoleDebater:     `You are the debater of one side of a debate among AI agents. Argue your persona's position for this round, answering the earlier lines of the transcript. End your text with exactly one line: "STANCE: held", "STANCE: shifted" or "STANCE: conceded".`,
 	model.RoleJudge:       `You are the judge of a debate among AI agents. Assess the round: where the debaters agree, and what is still open. End your text with exactly one line: "CONSENSUS_REACHED: true" or "CONSENSUS_REACHED: false".`,
 	model.RoleAdvisor:     `You are the advisor checking an AI agent's final answer against its task. Reply with exactly one of: "<signal>CONTINUE</signal>" when the answer is fine; "<signal>REDIRECT</signal> " followed by what the agent must do better; "<signal>HALT</signal> " followed by the reason the answer must be stopped.`,
-	model.RoleSteerer:     `You are the steerer of a council of AI agents: turn a human's steering note into a change of the running plan. Answer with the change as one JSON object and nothing else: {"ops": [{"op": "add_node", "node": {"id": "…", "goal": "…", "deps": ["…"]}}]}. Operations: add_node (node), remove_node (node_id), split_node (node_id, into), reroute_edge (from, to, new_from), set_role (node_id, role), set_tools (node_id, tools), wrap_in_team (node_ids, team_id, goal).`,
+	model.RoleSteerer:     `You are the steerer of a council of AI agents: turn a human's steering note into a change of the running plan. Answer with the change as one JSON object and nothing else: {"ops": [{"op": "add_node", "node": {"id": "…", "goal": "…", "deps": ["…"]}}]}. Operations: add_node (node), remove_node (node_id), split_node (node_id, into), reroute_edge (from, to, new_from), set_role (node_id, role), set_tools (node_id, tools: only tools of <available_tools>), wrap_in_team (node_ids, team_id, goal).`,
 }
 
 // SystemPrompt returns the system prompt of role ("" for an unknown role).
@@ -94,6 +97,19 @@ func newPrompt(req model.Request) *prompt {
 	}
 	if req.Review != "" {
 		tag(&b, "review", req.Review)
+	}
+	if plansTools(req.Role) && len(req.Tools) > 0 { // the tools a node may be given ("tools" of a plan node)
+		var tb strings.Builder
+		for i, t := range req.Tools {
+			if i > 0 {
+				tb.WriteByte('\n')
+			}
+			tb.WriteString(t.Name)
+			if t.Description != "" {
+				tb.WriteString(": " + t.Description)
+			}
+		}
+		tag(&b, "available_tools", tb.String())
 	}
 	p.task = taskParts{head: b.String(), inputs: req.Context, transcript: req.Transcript}
 	p.turns = req.History

@@ -233,6 +233,39 @@ func TestModel_MidStreamFailures(t *testing.T) {
 	}
 }
 
+// TestModel_CancelMidStream: once the turn's context is done, Recv returns
+// its error, even while the server stalls.
+func TestModel_CancelMidStream(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	defer close(hold)
+	srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{Chunks: []openaitest.Chunk{openaitest.TextChunk("Half ")}, Hold: hold}}})
+	m := newModel(t, srv, openai.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := m.Stream(ctx, workerReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if c, err := st.Recv(); err != nil || c.(*model.Text).Text != "Half " {
+		t.Fatalf("first chunk %v, %v", c, err)
+	}
+	recv := make(chan error, 1)
+	go func() { // owned by this test: ends when Recv returns, which cancel causes
+		_, err := st.Recv()
+		recv <- err
+	}()
+	cancel()
+	select {
+	case err := <-recv:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Recv after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second): // watchdog, not a wait
+		t.Fatal("Recv did not return after cancel")
+	}
+}
+
 // inMemory is a Model on srv over in-memory connections; call it inside
 // the synctest bubble.
 func inMemory(t *testing.T, srv *openaitest.Server, cfg openai.Config) (*openai.Model, func()) {

@@ -45,6 +45,9 @@ type Reply struct {
 	Drop bool
 	// NoDone ends the body cleanly but without "data: [DONE]".
 	NoDone bool
+	// Hold, when set, keeps the answer open after the chunks until it is
+	// closed or the client goes away (a model that stalls).
+	Hold <-chan struct{}
 }
 
 // Config configures a Server.
@@ -151,7 +154,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case reply != nil:
-		serveReply(w, &req, reply)
+		serveReply(r.Context(), w, &req, reply)
 	case s.council != nil:
 		s.council.serve(w, r, &req)
 	default:
@@ -169,7 +172,7 @@ func writeError(w http.ResponseWriter, status int, h http.Header, msg string) {
 }
 
 // serveReply streams a scripted reply.
-func serveReply(w http.ResponseWriter, req *Request, rep *Reply) {
+func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *Reply) {
 	if rep.Status != 0 && rep.Status != http.StatusOK {
 		msg := rep.Message
 		if msg == "" {
@@ -181,6 +184,13 @@ func serveReply(w http.ResponseWriter, req *Request, rep *Reply) {
 	sw := newSSE(w, req.Model)
 	for _, c := range rep.Chunks {
 		if sw.chunk(c) != nil {
+			return
+		}
+	}
+	if rep.Hold != nil {
+		select {
+		case <-rep.Hold:
+		case <-ctx.Done():
 			return
 		}
 	}

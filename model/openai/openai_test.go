@@ -367,6 +367,29 @@ func TestModel_RetryWaitIsCancellable(t *testing.T) {
 	})
 }
 
+// TestModel_RetryAfterTooLong: a server asking to wait more than
+// MaxRetryAfter is not retried.
+func TestModel_RetryAfterTooLong(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := openaitest.New(openaitest.Config{Replies: []openaitest.Reply{
+			{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"600"}}}, okReply,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, stop := inMemory(t, srv, openai.Config{MaxRetryAfter: time.Minute})
+		defer stop()
+		start := time.Now()
+		if _, err := m.Stream(t.Context(), workerReq()); !errors.Is(err, model.ErrModel) || !strings.Contains(err.Error(), "retry after 10m0s") {
+			t.Fatalf("err %v", err)
+		}
+		if time.Since(start) != 0 || srv.Served() != 1 {
+			t.Fatalf("waited %v, %d requests", time.Since(start), srv.Served())
+		}
+	})
+}
+
 // TestModel_ClientErrorsAreNotRetried: a 401 fails at once.
 func TestModel_ClientErrorsAreNotRetried(t *testing.T) {
 	t.Parallel()

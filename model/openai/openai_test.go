@@ -588,6 +588,44 @@ func TestModel_ContextBudget(t *testing.T) {
 	}
 }
 
+// TestModel_ContextBudgetTranscript: a debater over budget loses its oldest
+// transcript lines (after the inputs), newest kept.
+func TestModel_ContextBudgetTranscript(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("y", 2000) // 500 estimated tokens
+	req := model.Request{Role: model.RoleDebater, AgentID: "n004:a1", Persona: "skeptic", Round: 3, Turn: 1, Attempt: 1,
+		Question: "q", Transcript: []string{"L1 " + big, "L2 " + big, "L3 " + big, "L4 " + big}}
+	m, err := openai.New(openai.Config{BaseURL: "http://unused/v1", Model: "m", ContextTokens: 1400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Params(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(p.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []openaitest.Message
+	if err := json.Unmarshal(js, &msgs); err != nil {
+		t.Fatal(err)
+	}
+	task := string(msgs[1].Content)
+	for line, want := range map[string]bool{"L1": false, "L2": false, "L3": true, "L4": true} {
+		if got := strings.Contains(task, "<line>\n"+line+" "); got != want {
+			t.Errorf("line %s kept %v, want %v", line, got, want)
+		}
+	}
+	if !strings.Contains(task, "2 earlier transcript lines were left out") {
+		t.Errorf("no note of the dropped lines:\n%.300s", task)
+	}
+	back, err := openaitest.RequestOf(&openaitest.Request{Messages: msgs})
+	if err != nil || back.Round != 3 || back.Persona != "skeptic" || len(back.Transcript) != 2 {
+		t.Fatalf("RequestOf %+v, %v", back, err)
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -52,7 +52,11 @@ func newServeCmd(a *app) *cobra.Command {
 
 Without tokens the server only listens on loopback and every caller is tenant
 "local". Tokens come from --tokens FILE ({"tokens":{"<token>":"<tenant>"}}) and
-from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
+from CONCLAVE_TOKENS ("tenant:token,tenant:token").
+
+Agents run on the scripted model unless --model openai points them at an
+OpenAI-compatible server (--model-url, --model-name, --role-model; the key from
+CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context()) },
 	}

@@ -21,8 +21,8 @@ var ErrClosed = errors.New("openai: stream closed")
 
 // The streamed chunk as this package reads it: only the fields it uses, so
 // that encoding/json decodes a chunk with a few allocations (the SDK's
-// ChatCompletionChunk decoder keeps every field's metadata and costs ten
-// times more per token; see BENCHMARKS.md). The reasoning fields are not
+// ChatCompletionChunk decoder keeps every field's metadata and costs about
+// three times more per token; see BENCHMARKS.md). The reasoning fields are not
 // in OpenAI's schema: vLLM, llama.cpp and DeepSeek send
 // "reasoning_content", Ollama and OpenRouter "reasoning".
 type (

@@ -17,11 +17,23 @@ type Payload interface {
 type Usage struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CacheReadTokens is the part of InputTokens the model's server read
+	// from its prompt cache (OpenAI's prompt_tokens_details.cached_tokens),
+	// CacheCreateTokens the part it wrote to it (Anthropic's
+	// cache_creation_input_tokens; OpenAI-compatible servers that report
+	// it); zero when the model does not say (seed 003).
+	CacheReadTokens   int64 `json:"cache_read_tokens,omitempty"`
+	CacheCreateTokens int64 `json:"cache_create_tokens,omitempty"`
 }
 
 // Add returns u + v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{
+		InputTokens:       u.InputTokens + v.InputTokens,
+		OutputTokens:      u.OutputTokens + v.OutputTokens,
+		CacheReadTokens:   u.CacheReadTokens + v.CacheReadTokens,
+		CacheCreateTokens: u.CacheCreateTokens + v.CacheCreateTokens,
+	}
 }
 
 // NodeCounts summarises how the nodes of a run ended.

@@ -83,7 +83,7 @@ func runCrashChild() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		stop()
 	}()
-	a := &app{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now}
+	a := &app{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}
 	code := execute(ctx, a, os.Args[1:])
 	stop()
 	os.Exit(code)

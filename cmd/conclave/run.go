@@ -188,6 +188,7 @@ type runCmd struct {
 	session         string
 	logLevel        string
 	council         councilFlags
+	model           modelFlags
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -195,9 +196,9 @@ func newRunCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run QUESTION [flags]",
 		Short: "Run a council in-process and show it live",
-		Long: `Run a council on an in-process engine (in-memory journal, scripted model) and show
-its progress live: a status block on a terminal, plain progress lines otherwise,
-then the answer. With --json, print every event as one JSON envelope per line.
+		Long: `Run a council on an in-process engine (in-memory journal, scripted model unless
+--model openai) and show its progress live: a status block on a terminal, plain
+progress lines otherwise, then the answer. With --json, print every event as one JSON envelope per line.
 
 With --hitl, the run stops at its gates (each mode includes the ones before:
 plan, then each node, then each tool call) and asks you inline: approve, reject
@@ -253,6 +254,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
 	c.council.register(fs)
+	c.model.register(fs)
 	return cmd
 }
 
@@ -404,7 +406,11 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
 	// The engine stamps events and interrupt expiries with the app's
 	// clock, which the prompts compare deadlines with.
-	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now})
+	models, err := c.model.factory(c.app.env, logger)
+	if err != nil {
+		return usageError(err)
+	}
+	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now, Models: models})
 	if err != nil {
 		return failure(err)
 	}

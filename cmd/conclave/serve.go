@@ -41,6 +41,7 @@ type serveCmd struct {
 	limits     serveLimits
 	quotas     serveQuotas
 	repair     bool
+	model      modelFlags
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -54,7 +55,11 @@ func newServeCmd(a *app) *cobra.Command {
 
 Without tokens the server only listens on loopback and every caller is tenant
 "local". Tokens come from --tokens FILE ({"tokens":{"<token>":"<tenant>"}}) and
-from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
+from CONCLAVE_TOKENS ("tenant:token,tenant:token").
+
+Agents run on the scripted model unless --model openai points them at an
+OpenAI-compatible server (--model-url, --model-name, --role-model; the key from
+CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context()) },
 	}
@@ -75,6 +80,7 @@ from CONCLAVE_TOKENS ("tenant:token,tenant:token").`,
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
+	c.model.register(fs)
 	return cmd
 }
 
@@ -109,6 +115,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
+	if ecfg.Models, err = c.model.factory(c.app.env, logger); err != nil {
+		return usageError(err)
+	}
 	if c.governance != "" {
 		if ecfg.Governance, err = governance.LoadConfig(c.governance); err != nil {
 			return usageError(fmt.Errorf("--governance: %w", err))

@@ -343,6 +343,8 @@ export interface TokenUsagePayload {
   role?: string;
   input_tokens: number;
   output_tokens: number;
+  cache_read_tokens?: number;
+  cache_create_tokens?: number;
 }
 
 /** The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded. */
@@ -652,6 +654,8 @@ export interface Citation {
 export interface Usage {
   input_tokens: number;
   output_tokens: number;
+  cache_read_tokens?: number;
+  cache_create_tokens?: number;
 }
 
 export interface NodeCounts {

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/openai"
+)
+
+// Model backends of --model.
+const (
+	backendScripted = "scripted"
+	backendOpenAI   = "openai"
+)
+
+// modelFlags are the model flags serve and run share. The API key is never
+// a flag (it would show in ps and shell history): it comes from
+// CONCLAVE_MODEL_API_KEY, else OPENAI_API_KEY.
+type modelFlags struct {
+	backend          string
+	url              string
+	name             string
+	roleModels       []string // ROLE=NAME
+	contextTokens    int
+	noResponseFormat bool
+}
+
+func (f *modelFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.backend, "model", backendScripted, "model backend: scripted (deterministic, built in) or openai (any OpenAI-compatible Chat Completions server; key from $"+openai.EnvAPIKey+" or $"+openai.EnvOpenAIAPIKey+")")
+	fs.StringVar(&f.url, "model-url", "", "API root of the OpenAI-compatible server, e.g. https://api.openai.com/v1, http://localhost:11434/v1 (Ollama)")
+	fs.StringVar(&f.name, "model-name", "", "model name of every role --role-model does not name")
+	fs.StringArrayVar(&f.roleModels, "role-model", nil, "model name of one role, ROLE=NAME (repeatable); roles: "+strings.Join(roleNames(), ", "))
+	fs.IntVar(&f.contextTokens, "model-context-tokens", 0, "context budget of one request in estimated tokens (4 bytes a token); over it the oldest inputs and turns are left out (0: no budget)")
+	fs.BoolVar(&f.noResponseFormat, "model-no-response-format", false, "do not ask the director and steerer for response_format json_schema")
+}
+
+// allRoles are the roles --role-model accepts, in order.
+var allRoles = []model.Role{
+	model.RoleDirector, model.RoleWorker, model.RoleSubagent, model.RoleSynthesizer,
+	model.RoleDebater, model.RoleJudge, model.RoleAdvisor, model.RoleSteerer,
+}
+
+func roleNames() []string {
+	names := make([]string, len(allRoles))
+	for i, r := range allRoles {
+		names[i] = r.String()
+	}
+	return names
+}
+
+func parseRole(s string) (model.Role, bool) {
+	for _, r := range allRoles {
+		if strings.EqualFold(s, r.String()) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// errNoAPIKey is returned for a remote server when no key is set.
+var errNoAPIKey = errors.New("--model openai needs an API key: set " + openai.EnvAPIKey + " (or " + openai.EnvOpenAIAPIKey + "); a server on loopback may go without")
+
+// openaiConfig checks the flags and returns the backend's configuration,
+// nil for the scripted model. getenv reads the API key.
+func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, error) {
+	switch f.backend {
+	case backendScripted, "": // the zero modelFlags (a command built without flags) is the scripted model
+		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat {
+			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens and --model-no-response-format need --model openai")
+		}
+		return nil, nil
+	case backendOpenAI:
+	default:
+		return nil, fmt.Errorf("invalid --model %q: must be %s or %s", f.backend, backendScripted, backendOpenAI)
+	}
+	if f.url == "" {
+		return nil, errors.New("--model openai needs --model-url, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
+	}
+	u, err := url.Parse(f.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("invalid --model-url %q: want an http(s) URL such as http://localhost:8000/v1", f.url)
+	}
+	if f.name == "" {
+		return nil, errors.New("--model openai needs --model-name (the model of every role --role-model does not name)")
+	}
+	if f.contextTokens < 0 {
+		return nil, fmt.Errorf("invalid --model-context-tokens %d: must be 0 (no budget) or more", f.contextTokens)
+	}
+	roles := map[model.Role]string{}
+	for _, rm := range f.roleModels {
+		role, name, ok := strings.Cut(rm, "=")
+		r, known := parseRole(strings.TrimSpace(role))
+		name = strings.TrimSpace(name)
+		if !ok || !known || name == "" {
+			return nil, fmt.Errorf("invalid --role-model %q: want ROLE=NAME, ROLE one of %s", rm, strings.Join(roleNames(), ", "))
+		}
+		roles[r] = name
+	}
+	key := openai.KeyFromEnv(getenv)
+	if key == "" && !isLoopbackHost(u.Hostname()) {
+		return nil, errNoAPIKey
+	}
+	return &openai.Config{
+		BaseURL: f.url, APIKey: key, Model: f.name, RoleModels: roles,
+		ContextTokens: f.contextTokens, NoResponseFormat: f.noResponseFormat,
+	}, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// factory returns the engine's model factory (nil: the engine's default,
+// the scripted model) and logs which model is in use — never the key.
+func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (model.Factory, error) {
+	cfg, err := f.openaiConfig(getenv)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	cfg.Logger = logger
+	m, err := openai.New(*cfg)
+	if err != nil {
+		return nil, err
+	}
+	attrs := []any{"url", cfg.BaseURL, "model", cfg.Model, "api_key_set", cfg.APIKey != ""}
+	for _, r := range allRoles {
+		if n, ok := cfg.RoleModels[r]; ok {
+			attrs = append(attrs, r.String(), n)
+		}
+	}
+	if cfg.ContextTokens > 0 {
+		attrs = append(attrs, "context_tokens", cfg.ContextTokens)
+	}
+	logger.Info("model: openai-compatible", attrs...)
+	return m.Factory(), nil
+}

@@ -1,0 +1,239 @@
+package openaitest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/openai"
+	"github.com/conclave-ai/conclave/model/scripted"
+)
+
+// council answers every request as the scripted model of its scenario.
+type council struct {
+	m *scripted.Model
+}
+
+func newCouncil(s messages.Scenario) (*council, error) {
+	m, err := scripted.New(s)
+	if err != nil {
+		return nil, err
+	}
+	return &council{m: m}, nil
+}
+
+// roles are the roles the council recognises, by their system prompt.
+var roles = []model.Role{
+	model.RoleDirector, model.RoleWorker, model.RoleSubagent, model.RoleSynthesizer,
+	model.RoleDebater, model.RoleJudge, model.RoleAdvisor, model.RoleSteerer,
+}
+
+// RequestOf rebuilds the model.Request a chat request was made from, as far
+// as the scripted model needs it: the role (from the system prompt), the
+// agent, persona, round, depth, question, goal, note and review (from the
+// task message's tags), the number of inputs, transcript lines and
+// injected updates, the guidance, the turn and attempt (from the last
+// message), and the tool results of the last turn (the tool messages after
+// the last assistant message, named by its tool calls; content starting
+// with openai.ErrorPrefix is an error).
+func RequestOf(r *Request) (model.Request, error) {
+	var req model.Request
+	if len(r.Messages) < 3 || r.Messages[0].Role != "system" || r.Messages[1].Role != "user" {
+		return req, errors.New("openaitest: want system, task, …, turn messages")
+	}
+	sys := string(r.Messages[0].Content)
+	for _, role := range roles {
+		if sys == openai.SystemPrompt(role) {
+			req.Role = role
+		}
+	}
+	if req.Role == 0 {
+		return req, fmt.Errorf("openaitest: unknown system prompt %.60q", sys)
+	}
+	task := string(r.Messages[1].Content)
+	req.AgentID = tagValue(task, "agent")
+	req.Persona = tagValue(task, "persona")
+	req.Round, _ = strconv.Atoi(tagValue(task, "round"))
+	req.Depth, _ = strconv.Atoi(tagValue(task, "depth"))
+	req.Question = tagValue(task, "question")
+	req.Goal = tagValue(task, "task")
+	req.Note = tagValue(task, "note")
+	req.Review = tagValue(task, "review")
+	req.Context = tagValues(task, "input")
+	req.Transcript = tagValues(task, "line")
+
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role != "user" {
+		return req, errors.New("openaitest: the last message is not the turn's user message")
+	}
+	turn := string(last.Content)
+	req.Turn, _ = strconv.Atoi(tagValue(turn, "turn"))
+	req.Attempt, _ = strconv.Atoi(tagValue(turn, "attempt"))
+	req.Guidance = tagValue(turn, "guidance")
+	req.Injected = tagValues(turn, "update")
+
+	// The last turn's tool results.
+	names := map[string]string{}
+	for i := len(r.Messages) - 2; i >= 2; i-- {
+		m := r.Messages[i]
+		if m.Role == "assistant" {
+			for _, c := range m.ToolCalls {
+				names[c.ID] = c.Function.Name
+			}
+			break
+		}
+	}
+	for i := len(r.Messages) - 2; i >= 2 && r.Messages[i].Role == "tool"; i-- {
+		m := r.Messages[i]
+		content := string(m.Content)
+		res := model.ToolResult{CallID: m.ToolCallID, Name: names[m.ToolCallID], Content: content}
+		if rest, ok := strings.CutPrefix(content, openai.ErrorPrefix); ok {
+			res.Content, res.IsError = rest, true
+		}
+		req.ToolResults = append([]model.ToolResult{res}, req.ToolResults...)
+	}
+	return req, nil
+}
+
+// tagValue is the content of the first <name>…</name> of s.
+func tagValue(s, name string) string {
+	open, end := "<"+name+">\n", "\n</"+name+">\n"
+	i := strings.Index(s, open)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(open):]
+	j := strings.Index(s, end)
+	if j < 0 {
+		return ""
+	}
+	return s[:j]
+}
+
+// tagValues is the content of every <name>…</name> of s.
+func tagValues(s, name string) []string {
+	open, end := "<"+name+">\n", "\n</"+name+">\n"
+	var out []string
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return out
+		}
+		s = s[i+len(open):]
+		j := strings.Index(s, end)
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[:j])
+		s = s[j+len(end):]
+	}
+}
+
+// serve answers req as the scripted model: reasoning as reasoning_content
+// deltas, text as content deltas, calls as tool_calls deltas split across
+// chunks (each call's id and name, then the first half of every call's
+// arguments, then the second halves: interleaved by index), the finish
+// reason and the usage chunk. A director's or steerer's repair turn is
+// answered as its first turn. A scripted failure or panic (fail and panic
+// nodes) drops the connection: the backend reports a model error.
+func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
+	mreq, err := RequestOf(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, nil, err.Error())
+		return
+	}
+	if (mreq.Role == model.RoleDirector || mreq.Role == model.RoleSteerer) && mreq.Turn > 1 {
+		mreq.Turn = 1 // a repair turn (the answer before was invalid): answer again
+	}
+	st, err := c.m.Stream(r.Context(), mreq)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, nil, err.Error())
+		return
+	}
+	defer st.Close()
+	sw := newSSE(w, req.Model)
+	defer func() {
+		if v := recover(); v != nil { // a scripted panic node
+			sw.drop()
+		}
+	}()
+	var out int64
+	var calls []model.ToolCall
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			sw.drop() // a scripted failure, or the client is gone
+			return
+		}
+		switch ch := ch.(type) {
+		case *model.Text:
+			out++
+			err = sw.chunk(TextChunk(ch.Text))
+		case *model.Reasoning:
+			out++
+			err = sw.chunk(ReasoningContentChunk(ch.Text))
+		case *model.Call:
+			calls = append(calls, ch.Call)
+		case *model.Usage:
+		}
+		if err != nil {
+			return
+		}
+	}
+	finish := "stop"
+	if len(calls) > 0 {
+		finish = "tool_calls"
+		if sendCalls(sw, calls) != nil {
+			return
+		}
+	}
+	if sw.chunk(FinishChunk(finish)) != nil {
+		return
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		var prompt int
+		for _, m := range req.Messages {
+			prompt += len(m.Content)
+		}
+		// The system prompt is the stable prefix a server would cache.
+		cached := int64(len(req.Messages[0].Content) / 4)
+		if sw.chunk(UsageChunk(int64(prompt/4), out, cached)) != nil {
+			return
+		}
+	}
+	_ = sw.done()
+}
+
+// sendCalls streams calls as tool_calls deltas, interleaved by index.
+func sendCalls(sw *sse, calls []model.ToolCall) error {
+	starts := make([]ToolCallDelta, len(calls))
+	firsts := make([]ToolCallDelta, len(calls))
+	seconds := make([]ToolCallDelta, len(calls))
+	for i, c := range calls {
+		args := string(c.Args)
+		half := len(args) / 2
+		for half > 0 && !utf8.RuneStart(args[half]) { // JSON strings must stay valid UTF-8
+			half--
+		}
+		starts[i] = CallStart(i, c.ID, c.Name)
+		firsts[i] = CallArgs(i, args[:half])
+		seconds[i] = CallArgs(i, args[half:])
+	}
+	for _, group := range [][]ToolCallDelta{starts, firsts, seconds} {
+		for _, d := range group {
+			if err := sw.chunk(CallChunk(d)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

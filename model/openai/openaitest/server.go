@@ -1,0 +1,348 @@
+// Package openaitest is an OpenAI-compatible Chat Completions server for
+// tests. It streams the real wire format — "data: {json}\n\n" frames, then
+// "data: [DONE]" — and answers each request with the next scripted Reply
+// (text, reasoning_content or reasoning, tool calls split across chunks
+// with interleaved indexes, the usage chunk, a 429 with Retry-After, a 500,
+// a malformed chunk, a connection dropped mid-stream) or, in council mode,
+// as a real model of every role: it recognises the role from the system
+// prompt, rebuilds the model.Request from the messages, runs the scripted
+// model (model/scripted) on it and streams its output as chunks. Everything
+// is deterministic.
+//
+// Serve it over TCP (NewServer, an httptest.Server) or in memory
+// (Server.InMemory: net.Pipe connections, for testing/synctest bubbles).
+package openaitest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Reply is the answer to one request.
+type Reply struct {
+	// Status, when not 0 or 200, answers with that status and an OpenAI
+	// error body (Message), with Header (such as Retry-After).
+	Status  int
+	Header  http.Header
+	Message string
+	// Chunks are streamed in order, each in its own frame.
+	Chunks []Chunk
+	// Raw frames' data are streamed after the chunks as they are (a
+	// malformed chunk).
+	Raw []string
+	// Drop cuts the connection after the chunks, without [DONE] and without
+	// ending the chunked body (a dropped connection).
+	Drop bool
+	// NoDone ends the body cleanly but without "data: [DONE]".
+	NoDone bool
+	// Hold, when set, keeps the answer open after the chunks until it is
+	// closed or the client goes away (a model that stalls).
+	Hold <-chan struct{}
+}
+
+// Config configures a Server.
+type Config struct {
+	// Replies answer the first requests, in order.
+	Replies []Reply
+	// Council, when set, answers every request after Replies as the
+	// scripted model of this scenario would (council mode); without it, a
+	// request with no reply left gets a 500.
+	Council *messages.Scenario
+}
+
+// MaxRecorded bounds the requests a Server keeps for Requests; later ones
+// are served but not kept.
+const MaxRecorded = 1024
+
+// Server is the fake server. Safe for concurrent use.
+type Server struct {
+	council *council
+
+	mu       sync.Mutex
+	replies  []Reply
+	requests []Request
+	served   int
+
+	ts *httptest.Server
+	// URL is the API root to give the backend (…/v1), once served.
+	URL string
+}
+
+// New returns an unstarted Server (see Start and InMemory).
+func New(cfg Config) (*Server, error) {
+	s := &Server{replies: append([]Reply(nil), cfg.Replies...)}
+	if cfg.Council != nil {
+		c, err := newCouncil(*cfg.Council)
+		if err != nil {
+			return nil, err
+		}
+		s.council = c
+	}
+	return s, nil
+}
+
+// NewServer starts a Server on a loopback port; tb.Cleanup closes it.
+func NewServer(tb testing.TB, cfg Config) *Server {
+	tb.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.ts = httptest.NewServer(s)
+	s.URL = s.ts.URL + "/v1"
+	tb.Cleanup(s.ts.Close)
+	return s
+}
+
+// Enqueue adds replies after the ones left.
+func (s *Server) Enqueue(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies = append(s.replies, r...)
+}
+
+// Requests returns the requests served so far (at most MaxRecorded).
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Served is how many requests the server has answered or is answering.
+func (s *Server) Served() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
+}
+
+// maxBody bounds a request body.
+const maxBody = 32 << 20
+
+// ServeHTTP answers POST …/chat/completions.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		writeError(w, http.StatusNotFound, nil, "not found: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	var req Request
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, nil, "bad request: "+err.Error())
+		return
+	}
+	req.Authorization = r.Header.Get("Authorization")
+	s.mu.Lock()
+	s.served++
+	if len(s.requests) < MaxRecorded {
+		s.requests = append(s.requests, req)
+	}
+	var reply *Reply
+	if len(s.replies) > 0 {
+		reply = &s.replies[0]
+		s.replies = s.replies[1:]
+	}
+	s.mu.Unlock()
+
+	switch {
+	case reply != nil:
+		serveReply(r.Context(), w, &req, reply)
+	case s.council != nil:
+		s.council.serve(w, r, &req)
+	default:
+		writeError(w, http.StatusInternalServerError, nil, "openaitest: no reply left")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, h http.Header, msg string) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Message: msg, Type: "openaitest_error"}})
+}
+
+// serveReply streams a scripted reply.
+func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *Reply) {
+	if rep.Status != 0 && rep.Status != http.StatusOK {
+		msg := rep.Message
+		if msg == "" {
+			msg = http.StatusText(rep.Status)
+		}
+		writeError(w, rep.Status, rep.Header, msg)
+		return
+	}
+	sw := newSSE(w, req.Model)
+	for _, c := range rep.Chunks {
+		if sw.chunk(c) != nil {
+			return
+		}
+	}
+	if rep.Hold != nil {
+		select {
+		case <-rep.Hold:
+		case <-ctx.Done():
+			return
+		}
+	}
+	for _, raw := range rep.Raw {
+		if sw.frame([]byte(raw)) != nil {
+			return
+		}
+	}
+	switch {
+	case rep.Drop:
+		sw.drop()
+	case rep.NoDone:
+	default:
+		_ = sw.done()
+	}
+}
+
+// sse writes the frames of one streamed answer.
+type sse struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	model string
+	id    string
+	start bool
+}
+
+func newSSE(w http.ResponseWriter, model string) *sse {
+	return &sse{w: w, rc: http.NewResponseController(w), model: model, id: "chatcmpl-openaitest"}
+}
+
+func (s *sse) begin() {
+	if s.start {
+		return
+	}
+	s.start = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// chunk writes c, filling its id, object and model.
+func (s *sse) chunk(c Chunk) error {
+	if c.ID == "" {
+		c.ID = s.id
+	}
+	if c.Object == "" {
+		c.Object = "chat.completion.chunk"
+	}
+	if c.Model == "" {
+		c.Model = s.model
+	}
+	if c.Choices == nil {
+		c.Choices = []ChunkChoice{}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.frame(b)
+}
+
+func (s *sse) frame(data []byte) error {
+	s.begin()
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) done() error { return s.frame([]byte("[DONE]")) }
+
+// drop flushes what was written and closes the connection under the
+// response, so the client sees the chunked body cut short.
+func (s *sse) drop() {
+	s.begin()
+	_ = s.rc.Flush()
+	conn, _, err := s.rc.Hijack()
+	if err != nil {
+		return
+	}
+	_ = conn.Close()
+}
+
+// InMemory serves s over in-memory connections (net.Pipe) and returns a
+// client that reaches it (any URL host: use "http://openaitest/v1") and a
+// stop func that shuts the server down and waits for it. Inside a
+// testing/synctest bubble, call it inside the bubble: every goroutine then
+// blocks durably, so virtual time advances while a request waits.
+func (s *Server) InMemory() (client *http.Client, stop func()) {
+	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	hs := &http.Server{Handler: s}
+	served := make(chan struct{})
+	go func() { // owned by stop: Close ends Serve, stop waits for it
+		defer close(served)
+		_ = hs.Serve(l)
+	}()
+	tr := &http.Transport{
+		DialContext: l.dial,
+		// One request per connection: no idle connection outlives a
+		// request, so nothing of it is left when stop returns.
+		DisableKeepAlives: true,
+	}
+	return &http.Client{Transport: tr}, func() {
+		_ = hs.Close()
+		tr.CloseIdleConnections()
+		<-served
+	}
+}
+
+// pipeListener hands out the server ends of net.Pipe connections.
+type pipeListener struct {
+	conns chan net.Conn // unbuffered: a dial waits for Accept
+	done  chan struct{}
+	once  sync.Once
+}
+
+var errListenerClosed = errors.New("openaitest: listener closed")
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, errListenerClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, errListenerClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "openaitest" }

@@ -1,0 +1,221 @@
+package openaitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// The OpenAI Chat Completions wire format, as much of it as Conclave's
+// backend sends and reads. Chunks are encoded with encoding/json exactly as
+// a server sends them.
+
+// Chunk is one streamed chat.completion.chunk.
+type Chunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []ChunkChoice `json:"choices"`
+	Usage   *Usage        `json:"usage,omitempty"`
+}
+
+// ChunkChoice is a choice of a chunk. FinishReason is null until the last
+// chunk of the choice.
+type ChunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        Delta   `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// Delta is what a chunk adds. ReasoningContent and Reasoning are the
+// non-standard reasoning fields (vLLM, llama.cpp, DeepSeek send the first;
+// Ollama and OpenRouter the second).
+type Delta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Reasoning        string          `json:"reasoning,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// ToolCallDelta is a fragment of the tool call at Index: the first carries
+// its ID, Type and name, the next ones pieces of its arguments.
+type ToolCallDelta struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function FunctionDelta `json:"function"`
+}
+
+// FunctionDelta is a fragment of a function call.
+type FunctionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// Usage is the usage chunk's (stream_options.include_usage).
+type Usage struct {
+	PromptTokens        int64          `json:"prompt_tokens"`
+	CompletionTokens    int64          `json:"completion_tokens"`
+	TotalTokens         int64          `json:"total_tokens"`
+	PromptTokensDetails *PromptDetails `json:"prompt_tokens_details,omitempty"`
+	// CacheCreationInputTokens is what proxies in front of Anthropic
+	// models send: prompt tokens written to the cache.
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+}
+
+// PromptDetails breaks the prompt tokens down.
+type PromptDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// Chunk constructors, for scripted replies.
+
+// TextChunk is a chunk with a content delta.
+func TextChunk(s string) Chunk { return deltaChunk(Delta{Content: &s}) }
+
+// ReasoningContentChunk is a chunk with a reasoning_content delta.
+func ReasoningContentChunk(s string) Chunk { return deltaChunk(Delta{ReasoningContent: s}) }
+
+// ReasoningChunk is a chunk with a reasoning delta.
+func ReasoningChunk(s string) Chunk { return deltaChunk(Delta{Reasoning: s}) }
+
+// CallChunk is a chunk with tool call deltas.
+func CallChunk(calls ...ToolCallDelta) Chunk { return deltaChunk(Delta{ToolCalls: calls}) }
+
+// CallStart is the first delta of a call: its id and name.
+func CallStart(index int, id, name string) ToolCallDelta {
+	return ToolCallDelta{Index: index, ID: id, Type: "function", Function: FunctionDelta{Name: name}}
+}
+
+// CallArgs is a piece of a call's arguments.
+func CallArgs(index int, args string) ToolCallDelta {
+	return ToolCallDelta{Index: index, Function: FunctionDelta{Arguments: args}}
+}
+
+// FinishChunk ends the choice with reason ("stop", "tool_calls", "length").
+func FinishChunk(reason string) Chunk {
+	c := deltaChunk(Delta{})
+	c.Choices[0].FinishReason = &reason
+	return c
+}
+
+// UsageChunk is the usage chunk: no choices.
+func UsageChunk(prompt, completion, cached int64) Chunk {
+	return Chunk{Object: "chat.completion.chunk", Choices: []ChunkChoice{}, Usage: &Usage{
+		PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		PromptTokensDetails: &PromptDetails{CachedTokens: cached},
+	}}
+}
+
+func deltaChunk(d Delta) Chunk {
+	return Chunk{Object: "chat.completion.chunk", Choices: []ChunkChoice{{Delta: d}}}
+}
+
+// Request is a chat completion request as the server reads it.
+type Request struct {
+	Model          string          `json:"model"`
+	Messages       []Message       `json:"messages"`
+	Tools          []Tool          `json:"tools,omitempty"`
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *StreamOptions  `json:"stream_options,omitempty"`
+	// Authorization is the request's Authorization header (not JSON).
+	Authorization string `json:"-"`
+}
+
+// StreamOptions are the request's stream options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Message is one message of a request.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    Content    `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// Content is a message's content: a string, or text parts (joined).
+type Content string
+
+// UnmarshalJSON reads a string, null or an array of {"type":"text","text"}.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*c = ""
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		var s string
+		for _, p := range parts {
+			s += p.Text
+		}
+		*c = Content(s)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("content: %w", err)
+	}
+	*c = Content(s)
+	return nil
+}
+
+// ToolCall is a call in an assistant message.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is a call's function and arguments (a JSON text).
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool definition of a request.
+type Tool struct {
+	Type     string      `json:"type"`
+	Function FunctionDef `json:"function"`
+}
+
+// FunctionDef is a function tool's definition.
+type FunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ResponseFormat is the request's response_format.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema is a json_schema response format.
+type JSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+	Strict bool            `json:"strict,omitempty"`
+}
+
+// errorBody is an OpenAI error answer.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}

@@ -1,0 +1,320 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+)
+
+// ErrClosed is returned by Recv after Close.
+var ErrClosed = errors.New("openai: stream closed")
+
+// The streamed chunk as this package reads it: only the fields it uses, so
+// that encoding/json decodes a chunk with a few allocations (the SDK's
+// ChatCompletionChunk decoder keeps every field's metadata and costs about
+// three times more per token; see BENCHMARKS.md). The reasoning fields are not
+// in OpenAI's schema: vLLM, llama.cpp and DeepSeek send
+// "reasoning_content", Ollama and OpenRouter "reasoning".
+type (
+	wireChunk struct {
+		Model   string       `json:"model"`
+		Choices []wireChoice `json:"choices"`
+		Usage   *wireUsage   `json:"usage"`
+		Error   *wireError   `json:"error"`
+	}
+	wireChoice struct {
+		Index        int64     `json:"index"`
+		Delta        wireDelta `json:"delta"`
+		FinishReason string    `json:"finish_reason"` // null decodes as ""
+	}
+	wireDelta struct {
+		Content          string          `json:"content"` // null decodes as ""
+		Refusal          string          `json:"refusal"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		ToolCalls        []wireCallDelta `json:"tool_calls"`
+	}
+	wireCallDelta struct {
+		Index    int64  `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	wireUsage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		// Sent by proxies in front of Anthropic models (LiteLLM,
+		// OpenRouter): prompt tokens written to the cache.
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	}
+	wireError struct {
+		Message string `json:"message"`
+	}
+)
+
+// stream is one turn in progress: it reads the response's SSE events (the
+// SDK's decoder), decodes each chunk and queues the model.Chunks it
+// carries. Used by one goroutine (model.Stream's contract); nothing here is
+// shared.
+type stream struct {
+	ctx          context.Context
+	dec          ssestream.Decoder
+	req          *model.Request
+	model        string
+	promptTokens int64 // the request's estimate, for a server that sends no usage
+
+	queue []model.Chunk // chunks decoded but not yet returned, in order
+	head  int
+
+	calls    []*callBuf // by first appearance; at most one per index
+	finished bool       // the choice has had its finish_reason
+	flushed  bool       // calls emitted
+	usage    *messages.Usage
+	outBytes int // text and reasoning, for the usage estimate
+
+	done   bool  // nothing more will be read
+	err    error // what Recv returns once the queue is empty (nil: io.EOF)
+	closed bool
+}
+
+// callBuf accumulates one tool call's deltas.
+type callBuf struct {
+	index    int64
+	id, name string
+	args     strings.Builder
+}
+
+func (st *stream) push(c model.Chunk) { st.queue = append(st.queue, c) }
+
+// errEmpty: the answer held no chunk at all.
+var errEmpty = errors.New("the stream ended before its first chunk")
+
+// first reads events until one chunk has been decoded. Its error is the
+// transport's (retryable before the first chunk), errEmpty, or a decoding
+// error wrapping model.ErrModel.
+func (st *stream) first() error {
+	ok, err := st.read()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errEmpty
+	}
+	return nil
+}
+
+// read reads and takes the next chunk; false at the end ([DONE] or the
+// end of the body).
+func (st *stream) read() (bool, error) {
+	if !st.dec.Next() {
+		return false, st.dec.Err()
+	}
+	data := st.dec.Event().Data
+	if bytes.HasPrefix(data, []byte("[DONE]")) {
+		return false, nil
+	}
+	var c wireChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return false, fmt.Errorf("%w: openai: %s: malformed chunk: %v", model.ErrModel, st.model, err)
+	}
+	if c.Error != nil {
+		return false, fmt.Errorf("%w: %w: openai: %s: the server reports an error: %s", model.ErrModel, model.ErrTransient, st.model, c.Error.Message)
+	}
+	st.take(&c)
+	return true, nil
+}
+
+// Recv returns the next chunk: see model.Stream.
+func (st *stream) Recv() (model.Chunk, error) {
+	for {
+		if st.closed {
+			return nil, ErrClosed
+		}
+		if err := st.ctx.Err(); err != nil {
+			return nil, err
+		}
+		if st.head < len(st.queue) {
+			c := st.queue[st.head]
+			st.queue[st.head] = nil
+			st.head++
+			if st.head == len(st.queue) {
+				st.queue, st.head = st.queue[:0], 0
+			}
+			return c, nil
+		}
+		if st.done {
+			if st.err != nil {
+				return nil, st.err
+			}
+			return nil, io.EOF
+		}
+		ok, err := st.read()
+		if !ok || err != nil {
+			st.end(err)
+		}
+	}
+}
+
+// Close releases the HTTP response; it is safe to call more than once.
+func (st *stream) Close() error {
+	if st.closed {
+		return nil
+	}
+	st.closed = true
+	return st.dec.Close()
+}
+
+// take decodes one chunk into the queue.
+func (st *stream) take(c *wireChunk) {
+	if c.Model != "" {
+		st.model = c.Model
+	}
+	if u := c.Usage; u != nil {
+		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CacheCreateTokens: u.CacheCreationInputTokens}
+		if d := u.PromptTokensDetails; d != nil {
+			st.usage.CacheReadTokens = d.CachedTokens
+		}
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // n is 1: other choices are not ours
+		}
+		d := &ch.Delta
+		if r := reasoningOf(d); r != "" {
+			st.outBytes += len(r)
+			st.push(&model.Reasoning{Text: r})
+		}
+		if d.Content != "" {
+			st.outBytes += len(d.Content)
+			st.push(&model.Text{Text: d.Content})
+		}
+		if d.Refusal != "" {
+			st.outBytes += len(d.Refusal)
+			st.push(&model.Text{Text: d.Refusal})
+		}
+		for j := range d.ToolCalls {
+			st.addCall(&d.ToolCalls[j])
+		}
+		if ch.FinishReason != "" {
+			st.finished = true
+			if err := st.flushCalls(); err != nil {
+				st.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// reasoningOf reads the non-standard reasoning delta: "reasoning_content"
+// or else "reasoning"; a value that is not a string (some servers send
+// objects) is not text to show.
+func reasoningOf(d *wireDelta) string {
+	for _, raw := range [...]json.RawMessage{d.ReasoningContent, d.Reasoning} {
+		if len(raw) == 0 || raw[0] != '"' {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func (st *stream) addCall(d *wireCallDelta) {
+	var c *callBuf
+	for _, b := range st.calls {
+		if b.index == d.Index {
+			c = b
+			break
+		}
+	}
+	if c == nil {
+		c = &callBuf{index: d.Index}
+		st.calls = append(st.calls, c)
+	}
+	if d.ID != "" {
+		c.id = d.ID
+	}
+	if d.Function.Name != "" {
+		c.name += d.Function.Name // some servers split names too
+	}
+	c.args.WriteString(d.Function.Arguments)
+}
+
+// flushCalls queues the accumulated calls as complete model.Calls, once.
+func (st *stream) flushCalls() error {
+	if st.flushed {
+		return nil
+	}
+	st.flushed = true
+	for k, c := range st.calls {
+		if c.name == "" {
+			return fmt.Errorf("%w: openai: %s: tool call %d has no name", model.ErrModel, st.model, c.index)
+		}
+		args := strings.TrimSpace(c.args.String())
+		if args == "" {
+			args = "{}"
+		}
+		if !json.Valid([]byte(args)) {
+			return fmt.Errorf("%w: openai: %s: the arguments of tool call %s (%s) are not JSON: %.200q", model.ErrModel, st.model, c.id, c.name, args)
+		}
+		id := c.id
+		if id == "" { // some local servers send none: the agent's turn and position make one
+			id = st.req.AgentID + "-t" + strconv.Itoa(st.req.Turn) + "-c" + strconv.Itoa(k+1)
+		}
+		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: c.name, Args: json.RawMessage(args)}})
+	}
+	st.calls = nil
+	return nil
+}
+
+// end handles the end of the SDK stream (err nil: it ended normally).
+func (st *stream) end(err error) {
+	st.done = true
+	if err != nil {
+		if cerr := st.ctx.Err(); cerr != nil {
+			st.err = cerr
+			return
+		}
+		if !errors.Is(err, model.ErrModel) { // the connection failed: worth a restart
+			err = fmt.Errorf("%w: %w: openai: %s: stream: %w", model.ErrModel, model.ErrTransient, st.model, err)
+		}
+		st.err = err
+		return
+	}
+	if !st.finished {
+		st.err = fmt.Errorf("%w: %w: openai: %s: the stream ended without a finish_reason (connection dropped?)", model.ErrModel, model.ErrTransient, st.model)
+		return
+	}
+	if err := st.flushCalls(); err != nil {
+		st.err = err
+		return
+	}
+	u := st.usage
+	if u == nil { // the server sent no usage: estimate it
+		u = &messages.Usage{InputTokens: st.promptTokens, OutputTokens: int64((st.outBytes + 3) / 4)}
+	}
+	st.push(&model.Usage{Model: st.model, Usage: *u})
+}
+
+// fail stops the stream with err after what is queued.
+func (st *stream) fail(err error) {
+	st.done, st.err = true, err
+}

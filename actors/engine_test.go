@@ -255,9 +255,9 @@ func canonical(events []*messages.Envelope) []string {
 	for _, env := range events {
 		switch p := env.Payload.(type) {
 		case *messages.RunFinishedPayload:
-			p.DurationMS = 0
+			p.DurationMS, p.ConversationID = 0, "" // the session's id
 		case *messages.RunErrorPayload:
-			p.DurationMS = 0
+			p.DurationMS, p.ConversationID = 0, ""
 		case *messages.ToolCallFinishedPayload: // wall-clock time of the call
 			p.DurationMS, p.DurationDisplay = 0, ""
 		}

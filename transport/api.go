@@ -111,13 +111,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant message
 		}
 		f.Status = st
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPage {
-			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer in 1..200"))
-			return
-		}
-		f.Limit = n
+	var aerr *apiError
+	if f.Limit, aerr = pageLimit(q); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	if v := q.Get("cursor"); v != "" {
 		id, err := messages.NewRunID(v)
@@ -261,4 +258,18 @@ func (s *Server) rewindRun(w http.ResponseWriter, r *http.Request, tenant messag
 	created := s.runCreated(r, ref)
 	w.Header().Set("Location", "/api/v1/runs/"+url.PathEscape(string(created.RunID)))
 	writeJSON(w, http.StatusCreated, created)
+}
+
+// pageLimit is a list endpoint's ?limit=: 1..maxPage, defaultPage when
+// absent.
+func pageLimit(q url.Values) (int, *apiError) {
+	v := q.Get("limit")
+	if v == "" {
+		return defaultPage, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPage {
+		return 0, errorf(http.StatusBadRequest, codeBadRequest, fmt.Sprintf("limit must be an integer in 1..%d", maxPage))
+	}
+	return n, nil
 }

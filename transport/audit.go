@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -28,14 +27,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, tenant messag
 		writeError(w, errorf(http.StatusBadRequest, codeInvalidCursor, "after must be a decimal record index"))
 		return
 	}
-	limit := defaultPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPage {
-			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer in 1..200"))
-			return
-		}
-		limit = n
+	limit, aerr := pageLimit(q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	page, err := s.cfg.Audit.Read(r.Context(), tenant, after, limit)
 	if err != nil {

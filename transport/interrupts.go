@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/governance"
@@ -89,14 +88,10 @@ func (s *Server) listInterrupts(w http.ResponseWriter, r *http.Request, tenant m
 			return
 		}
 	}
-	limit := defaultPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPage {
-			writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "limit must be an integer in 1..200"))
-			return
-		}
-		limit = n
+	limit, aerr := pageLimit(q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	list, next, err := s.engine.PendingInterrupts(r.Context(), tenant, session, q.Get("cursor"), limit)
 	if err != nil {

@@ -810,3 +810,39 @@ func TestCouncil_ProgressEvents(t *testing.T) {
 		t.Errorf("team lane %v: want node_compacting right before team_synthesized", teamLane)
 	}
 }
+
+// TestCouncil_DebateRoundRestartsAllForOne: a debater whose turn panics in
+// round 2 takes its round down with it: the round's agents share its
+// transcript, so the round starts again from its first speaker (all for
+// one), on the lanes of its second attempt, and the debate goes on.
+func TestCouncil_DebateRoundRestartsAllForOne(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, Debate: &messages.DebateScenario{Agents: 3, Rounds: 2, Judge: true, PanicRound: 2}}
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+	restarted := payloads[*messages.DebateRoundRestartedPayload](events)
+	if len(restarted) != 1 || restarted[0].Round != 2 || restarted[0].Attempt != 2 || !strings.Contains(restarted[0].Reason, "panic") {
+		t.Fatalf("debate_round_restarted %+v", restarted)
+	}
+	var turns []string // round 2's turns, in order: agent, attempt, how it ended
+	for _, p := range payloads[*messages.DebateTurnCompletedPayload](events) {
+		if p.Round == 2 {
+			turns = append(turns, fmt.Sprintf("%s@%d restarted=%v", p.AgentID, max(p.Attempt, 1), p.Restarted))
+		}
+	}
+	want := []string{"a1@1 restarted=false", "a2@1 restarted=false", "a3@1 restarted=true",
+		"a1@2 restarted=false", "a2@2 restarted=false", "a3@2 restarted=false"}
+	if !slices.Equal(turns, want) {
+		t.Fatalf("round 2's turns %v, want %v", turns, want)
+	}
+	for _, a := range []string{"a1", "a2", "a3"} {
+		if types := laneTypes(events, messages.DebateTurnStreamAt("n001", 2, 2, a)); len(types) == 0 || types[0] != messages.DebateTurnStarted {
+			t.Errorf("no second run of %s's turn: %v", a, types)
+		}
+	}
+	if judged := laneTypes(events, messages.JudgeStreamAt("n001", 2, 2)); len(judged) == 0 {
+		t.Error("the judge did not hear round 2's second run")
+	}
+}

@@ -3,6 +3,8 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -37,7 +39,20 @@ type debateActor struct {
 	// restore puts a debate that was running before a restart back where
 	// it was (resume).
 	restore *runstate.Debate
+	// attempt is which run of the current round this is (1-based);
+	// restarts counts the debate's round restarts (all-for-one: a failed
+	// turn or judge restarts its whole round); before are the stances
+	// declared before the round, which a restart goes back to; backoff
+	// delays a restarted round (roundRetry).
+	attempt  int
+	restarts int
+	before   map[string]messages.Stance
+	backoff  *time.Timer
+	retry    *roundRetry
 }
+
+// roundRetry: a restarted round's backoff is over; its first speaker starts.
+type roundRetry struct{}
 
 type debatePhase int
 
@@ -90,10 +105,21 @@ func (d *debateActor) Receive(ctx actor.Context) {
 			d.turnDone(ctx, m)
 		}
 	case *turnPanicked:
+		if !d.finished && !d.stopping && d.restartRound(ctx, fmt.Sprint(m.value)) {
+			return
+		}
 		d.spec.shared.lastPanic = fmt.Sprint(m.value)
 		panic(m.value)
+	case *roundRetry:
+		if m == d.retry && !d.stopping {
+			d.backoff, d.retry = nil, nil
+			d.startSpeaker(ctx)
+		}
 	case *actor.Stopping, *actor.Restarting:
 		d.stopping = true
+		if d.backoff != nil {
+			d.backoff.Stop()
+		}
 		d.cur.stop()
 		d.cur = nil
 		d.closeSub(ctx)
@@ -103,7 +129,8 @@ func (d *debateActor) Receive(ctx actor.Context) {
 func (d *debateActor) nodeID() string { return d.spec.node.node.ID }
 
 func (d *debateActor) startRound(ctx actor.Context, round int) {
-	d.round, d.speaker = round, 0
+	d.round, d.speaker, d.attempt = round, 0, 1
+	d.before = maps.Clone(d.declared)
 	d.emit(ctx, &messages.DebateRoundStartedPayload{NodeID: d.nodeID(), Round: round})
 	// Rounds older than the last compact_after are summarised in context.
 	keep := d.cfg.EffectiveCompactAfter()
@@ -116,11 +143,11 @@ func (d *debateActor) startRound(ctx actor.Context, round int) {
 
 func (d *debateActor) startSpeaker(ctx actor.Context) {
 	ag := d.cfg.Agents[d.speaker]
-	lane := d.spec.lane.Child(messages.DebateTurnStream(d.nodeID(), d.round, ag.ID))
+	lane := d.spec.lane.Child(messages.DebateTurnStreamAt(d.nodeID(), d.round, d.attempt, ag.ID))
 	d.phase, d.sub = debateTurn, &lane
 	name, color, contentiousness := ag.Display(d.speaker)
 	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round,
-		AgentName: name, Color: color, Contentiousness: contentiousness})
+		AgentName: name, Color: color, Contentiousness: contentiousness, Attempt: d.attemptField()})
 	d.turn(ctx, lane, d.speakerRequest())
 }
 
@@ -142,9 +169,9 @@ func (d *debateActor) synthesisRequest() model.Request {
 
 // startJudge opens the round's judge lane and asks the judge.
 func (d *debateActor) startJudge(ctx actor.Context) {
-	lane := d.spec.lane.Child(messages.JudgeStream(d.nodeID(), d.round))
+	lane := d.spec.lane.Child(messages.JudgeStreamAt(d.nodeID(), d.round, d.attempt))
 	d.phase, d.sub = debateJudge, &lane
-	d.emitOn(ctx, lane, &messages.DebateJudgeStartedPayload{NodeID: d.nodeID(), Round: d.round})
+	d.emitOn(ctx, lane, &messages.DebateJudgeStartedPayload{NodeID: d.nodeID(), Round: d.round, Attempt: d.attemptField()})
 	d.turn(ctx, lane, d.judgeRequest())
 }
 
@@ -164,12 +191,15 @@ func (d *debateActor) startSynthesis(ctx actor.Context, stanceMap bool) {
 // that was streaming restarts on its lane (agent_restarted), and the
 // debate's own lane stays as it was.
 func (d *debateActor) resume(ctx actor.Context, rs *runstate.Debate) {
-	d.declared = map[string]messages.Stance{}
+	d.declared, d.before = map[string]messages.Stance{}, map[string]messages.Stance{}
 	for _, t := range rs.Turns {
 		d.tr.Add(t.Round, t.Agent, t.Text)
 		d.declared[t.Agent] = t.Stance
+		if t.Round < rs.Round {
+			d.before[t.Agent] = t.Stance
+		}
 	}
-	d.round, d.compacted = rs.Round, rs.Compacted
+	d.round, d.compacted, d.attempt, d.restarts = rs.Round, rs.Compacted, max(rs.Attempt, 1), rs.Restarts
 	spoken := 0
 	for _, t := range rs.Turns {
 		if t.Round == d.round {
@@ -223,6 +253,9 @@ func (d *debateActor) agentIndex(id string) int {
 // turn starts a model turn on lane; goal and context are the node's.
 func (d *debateActor) turn(ctx actor.Context, lane messages.Lane, req model.Request) {
 	req.RunID, req.Question, req.Turn, req.Attempt = d.spec.run.runID, d.spec.run.question, 1, d.spec.shared.attempts
+	if d.phase == debateTurn || d.phase == debateJudge {
+		req.Attempt = max(req.Attempt, d.attempt) // the round's restarts are its agents' attempts
+	}
 	if req.Goal == "" {
 		req.Goal, req.Context = d.spec.req.Goal, d.spec.req.Context
 	}
@@ -234,6 +267,9 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 	if m.err == nil && len(m.calls) > 0 {
 		m.err = errors.New("debate agents have no tools")
 	}
+	if m.err != nil && errors.Is(m.err, model.ErrTransient) && d.restartRound(ctx, m.err.Error()) {
+		return
+	}
 	if m.err != nil {
 		d.fail(ctx, m.err)
 		return
@@ -244,7 +280,8 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 		stance, body := debate.ParseStance(m.text)
 		d.declared[ag.ID] = stance
 		d.tr.Add(d.round, ag.ID, body)
-		d.emitOn(ctx, *d.sub, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Round: d.round, Text: body, Stance: stance})
+		d.emitOn(ctx, *d.sub, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Round: d.round, Text: body, Stance: stance,
+			Attempt: d.attemptField()})
 		d.sub = nil
 		d.speaker++
 		switch {
@@ -258,7 +295,8 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 	case debateJudge:
 		consensus := debate.ParseJudge(m.text)
 		early := consensus && d.round >= d.cfg.EffectiveMinRounds()
-		d.emitOn(ctx, *d.sub, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Consensus: consensus, EarlyStop: early, Assessment: m.text})
+		d.emitOn(ctx, *d.sub, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Consensus: consensus, EarlyStop: early,
+			Assessment: m.text, Attempt: d.attemptField()})
 		d.sub = nil
 		d.nextRound(ctx, early)
 	case debateSynthesis:
@@ -266,6 +304,52 @@ func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 		d.sub = nil
 		d.finish(ctx, m.text)
 	}
+}
+
+// attemptField is the attempt payloads carry: 0 (absent) for a round's
+// first run.
+func (d *debateActor) attemptField() int {
+	if d.attempt <= 1 {
+		return 0
+	}
+	return d.attempt
+}
+
+// restartRound is the debate's all-for-one supervision of its agents: a
+// turn or the judge failed (a panic, a transient model error), and since
+// the round's agents build on each other's turns, the whole round starts
+// again from its first speaker, after a backoff, on the lanes of its next
+// attempt. The failed lane closes with restarted: true; the round's turns
+// and stances so far are forgotten. It reports false, and changes
+// nothing, outside a round's turns or past Config.RestartLimit restarts:
+// the failure then ends the debate node as before.
+func (d *debateActor) restartRound(ctx actor.Context, reason string) bool {
+	if (d.phase != debateTurn && d.phase != debateJudge) || d.sub == nil || d.restarts >= d.spec.e.cfg.RestartLimit {
+		return false
+	}
+	d.cur = nil
+	lane := *d.sub
+	d.sub = nil
+	if d.phase == debateTurn {
+		d.emitOn(ctx, lane, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: d.cfg.Agents[d.speaker].ID, Round: d.round,
+			Stance: messages.StanceHeld, Restarted: true, Attempt: d.attemptField()})
+	} else {
+		d.emitOn(ctx, lane, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Restarted: true, Attempt: d.attemptField()})
+	}
+	d.restarts++
+	d.attempt++
+	d.tr.DropRound(d.round)
+	d.declared = maps.Clone(d.before)
+	d.speaker, d.phase = 0, debateTurn
+	d.emit(ctx, &messages.DebateRoundRestartedPayload{NodeID: d.nodeID(), Round: d.round, Attempt: d.attempt, Reason: reason})
+	wait := d.spec.e.cfg.restartBackoff(d.spec.run.runID, d.nodeID(), d.restarts)
+	if wait <= 0 {
+		d.startSpeaker(ctx)
+		return true
+	}
+	root, self, retry := ctx.ActorSystem().Root, ctx.Self(), &roundRetry{}
+	d.backoff, d.retry = time.AfterFunc(wait, func() { root.Send(self, retry) }), retry
+	return true
 }
 
 // nextRound starts the next round, or ends the rounds: stance map, then
@@ -316,9 +400,9 @@ func (d *debateActor) closeSub(ctx actor.Context) {
 	switch d.phase {
 	case debateTurn:
 		d.emitOn(ctx, lane, &messages.DebateTurnCompletedPayload{NodeID: d.nodeID(), AgentID: d.cfg.Agents[d.speaker].ID, Round: d.round,
-			Stance: messages.StanceHeld, Cancelled: true})
+			Stance: messages.StanceHeld, Cancelled: true, Attempt: d.attemptField()})
 	case debateJudge:
-		d.emitOn(ctx, lane, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Cancelled: true})
+		d.emitOn(ctx, lane, &messages.DebateJudgeSummaryPayload{NodeID: d.nodeID(), Round: d.round, Cancelled: true, Attempt: d.attemptField()})
 	case debateSynthesis:
 		d.emitOn(ctx, lane, &messages.SynthesisFailedPayload{Error: "the debate stopped"})
 	}

@@ -163,6 +163,7 @@ func randomScenario(rng *rand.Rand, seed int64) (messages.Scenario, *messages.Ad
 	}
 	if rng.Intn(3) == 0 && special < sc.Nodes {
 		sc.Debate = &messages.DebateScenario{Agents: 2, Rounds: 1 + rng.Intn(3), Judge: rng.Intn(2) == 0}
+		sc.Debate.PanicRound = rng.Intn(sc.Debate.Rounds + 1) // 0: no round restarts
 	}
 	if rng.Intn(3) == 0 {
 		sc.Spawn = messages.NodeSelector{Fraction: 0.5}

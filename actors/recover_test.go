@@ -524,3 +524,55 @@ func TestRecover_ReplanResumes(t *testing.T) {
 		})
 	}
 }
+
+// TestRecover_RestartedDebateRoundResumes: a restart of the server while a
+// debate round runs again after an all-for-one restart (cut at
+// debate_round_restarted, or during the second run's first turn) resumes
+// the second run on its own lanes; the run finishes with every invariant.
+func TestRecover_RestartedDebateRoundResumes(t *testing.T) {
+	t.Parallel()
+	for name, cut := range map[string]func(*messages.Envelope) bool{
+		"at debate_round_restarted": func(env *messages.Envelope) bool { return env.Type == messages.DebateRoundRestarted },
+		"in the second run": func(env *messages.Envelope) bool {
+			return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStreamAt("n001", 2, 2, "a1")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRestartable(t)
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+			defer cancel()
+			sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, TokenDelayMS: 1,
+				Debate: &messages.DebateScenario{Agents: 3, Rounds: 2, Judge: true, PanicRound: 2}}
+			ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", Scenario: &sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, cut); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			r.restart()
+			p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := r.all("s")
+			testkit.AssertInvariants(t, events)
+			if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
+				t.Fatalf("terminal %s %+v", env.Type, env.Payload)
+			}
+			if n := testkit.Count(events, messages.DebateRoundRestarted); n != 1 {
+				t.Fatalf("%d debate_round_restarted, want 1 (a resumed second run is not restarted again)", n)
+			}
+		})
+	}
+}

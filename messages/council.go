@@ -93,6 +93,9 @@ type DebateTurnStartedPayload struct {
 	AgentName       string  `json:"agent_name"`
 	Color           string  `json:"color"`
 	Contentiousness float64 `json:"contentiousness"`
+	// Attempt is which run of the round this is, from 2 once it was
+	// restarted (debate_round_restarted); absent for the first.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // DebateTurnCompletedPayload closes an agent's turn lane with its text and
@@ -105,12 +108,18 @@ type DebateTurnCompletedPayload struct {
 	Stance  Stance `json:"stance"`
 	// Cancelled: the debate stopped during the turn; Text is empty.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Restarted: the turn failed and its round starts again
+	// (debate_round_restarted follows); Text is what it said, which counts
+	// for nothing.
+	Restarted bool `json:"restarted,omitempty"`
+	Attempt   int  `json:"attempt,omitempty"`
 }
 
 // DebateJudgeStartedPayload opens the judge's lane for a round.
 type DebateJudgeStartedPayload struct {
-	NodeID string `json:"node_id"`
-	Round  int    `json:"round"`
+	NodeID  string `json:"node_id"`
+	Round   int    `json:"round"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // DebateJudgeSummaryPayload closes the judge's lane. EarlyStop is true when
@@ -123,6 +132,20 @@ type DebateJudgeSummaryPayload struct {
 	Assessment string `json:"assessment"`
 	// Cancelled: the debate stopped while the judge was working.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Restarted: the judge failed and the round starts again.
+	Restarted bool `json:"restarted,omitempty"`
+	Attempt   int  `json:"attempt,omitempty"`
+}
+
+// DebateRoundRestartedPayload: a turn (or the judge) of Round failed, and
+// the round starts again from its first speaker: the debaters share the
+// round's transcript, so they restart together (all-for-one), on the lanes
+// of the round's Attempt (messages.DebateTurnStreamAt).
+type DebateRoundRestartedPayload struct {
+	NodeID  string `json:"node_id"`
+	Round   int    `json:"round"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
 }
 
 // DebateRoundCompactedPayload: an old round's transcript was replaced by

@@ -60,12 +60,29 @@ func SynthesisStreamOf(nodeID string) StreamID { return StreamID("synthesis:" + 
 
 // DebateTurnStream is the lane of one debater's turn in a round.
 func DebateTurnStream(nodeID string, round int, agentID string) StreamID {
-	return StreamID("debate:" + nodeID + "/r" + strconv.Itoa(round) + "/" + agentID)
+	return DebateTurnStreamAt(nodeID, round, 1, agentID)
+}
+
+// DebateTurnStreamAt is the lane of a debater's turn in the attempt-th
+// run of a round (debate_round_restarted): "debate:<node>/r<round>/<agent>"
+// for the first, "debate:<node>/r<round>.<attempt>/<agent>" after.
+func DebateTurnStreamAt(nodeID string, round, attempt int, agentID string) StreamID {
+	return StreamID("debate:" + nodeID + "/" + roundPart(round, attempt) + "/" + agentID)
 }
 
 // JudgeStream is the lane of a debate's judge for a round.
-func JudgeStream(nodeID string, round int) StreamID {
-	return StreamID("judge:" + nodeID + "/r" + strconv.Itoa(round))
+func JudgeStream(nodeID string, round int) StreamID { return JudgeStreamAt(nodeID, round, 1) }
+
+// JudgeStreamAt is the judge's lane in the attempt-th run of a round.
+func JudgeStreamAt(nodeID string, round, attempt int) StreamID {
+	return StreamID("judge:" + nodeID + "/" + roundPart(round, attempt))
+}
+
+func roundPart(round, attempt int) string {
+	if attempt <= 1 {
+		return "r" + strconv.Itoa(round)
+	}
+	return "r" + strconv.Itoa(round) + "." + strconv.Itoa(attempt)
 }
 
 // SteeringStream is the lane of one steering note.
@@ -96,8 +113,10 @@ type ParsedStream struct {
 	// NodeID: the node of a node, node synthesis, debate turn or judge
 	// lane.
 	NodeID string
-	// Round and AgentID: a debate turn's (Round alone: a judge's).
+	// Round and AgentID: a debate turn's (Round alone: a judge's), and
+	// Attempt which run of the round (1 for the first).
 	Round   int
+	Attempt int
 	AgentID string
 	// Parent and SubagentID: a sub-agent lane's delegating lane and id.
 	Parent     StreamID
@@ -147,30 +166,40 @@ func ParseStreamID(id StreamID) ParsedStream {
 		if j < 0 {
 			return ParsedStream{}
 		}
-		node, round, ok := parseRound(rest[:j])
+		node, round, attempt, ok := parseRound(rest[:j])
 		if !ok || j == len(rest)-1 {
 			return ParsedStream{}
 		}
-		return ParsedStream{Kind: LaneDebateTurn, NodeID: node, Round: round, AgentID: rest[j+1:]}
+		return ParsedStream{Kind: LaneDebateTurn, NodeID: node, Round: round, Attempt: attempt, AgentID: rest[j+1:]}
 	case "judge":
-		node, round, ok := parseRound(rest)
+		node, round, attempt, ok := parseRound(rest)
 		if !ok {
 			return ParsedStream{}
 		}
-		return ParsedStream{Kind: LaneJudge, NodeID: node, Round: round}
+		return ParsedStream{Kind: LaneJudge, NodeID: node, Round: round, Attempt: attempt}
 	}
 	return ParsedStream{}
 }
 
-// parseRound splits "<node>/r<round>".
-func parseRound(s string) (node string, round int, ok bool) {
+// parseRound splits "<node>/r<round>" or "<node>/r<round>.<attempt>"
+// (attempt >= 2; 1 when absent).
+func parseRound(s string) (node string, round, attempt int, ok bool) {
 	i := strings.LastIndex(s, "/r")
 	if i <= 0 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	n, err := strconv.Atoi(s[i+2:])
-	if err != nil || n < 0 {
-		return "", 0, false
+	num, att, hasAtt := strings.Cut(s[i+2:], ".")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return "", 0, 0, false
 	}
-	return s[:i], n, true
+	attempt = 1
+	if hasAtt {
+		a, err := strconv.Atoi(att)
+		if err != nil || a < 2 || strconv.Itoa(a) != att {
+			return "", 0, 0, false
+		}
+		attempt = a
+	}
+	return s[:i], n, attempt, true
 }

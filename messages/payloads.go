@@ -573,6 +573,7 @@ func (*ReplanAttemptPayload) EventType() EventType          { return ReplanAttem
 func (*NodeProgressPayload) EventType() EventType           { return NodeProgress }
 func (*SynthesisProgressPayload) EventType() EventType      { return SynthesisProgress }
 func (*NodeCompactingPayload) EventType() EventType         { return NodeCompacting }
+func (*DebateRoundRestartedPayload) EventType() EventType   { return DebateRoundRestarted }
 func (*WaveStartedPayload) EventType() EventType            { return WaveStarted }
 func (*WaveCompletedPayload) EventType() EventType          { return WaveCompleted }
 func (*NodeStartedPayload) EventType() EventType            { return NodeStarted }

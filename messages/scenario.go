@@ -103,6 +103,10 @@ type DebateScenario struct {
 	ConsensusRound int `json:"consensus_round,omitempty"`
 	// CompactAfter is the debate's compact_after.
 	CompactAfter int `json:"compact_after,omitempty"`
+	// PanicRound: in this round, the last agent's turn panics on the
+	// round's first run, so the round restarts from its first speaker
+	// (debate_round_restarted). 0: none.
+	PanicRound int `json:"panic_round,omitempty"`
 }
 
 // SteeringScript is one steering note of a scenario.
@@ -236,6 +240,7 @@ func (s Scenario) Validate() error {
 		check(d.MinRounds >= 0 && d.MinRounds <= MaxDebateRounds, "debate.min_rounds must be in 0..%d, got %d", MaxDebateRounds, d.MinRounds)
 		check(d.ConsensusRound >= 0 && d.ConsensusRound <= MaxDebateRounds, "debate.consensus_round must be in 0..%d, got %d", MaxDebateRounds, d.ConsensusRound)
 		check(d.CompactAfter >= 0 && d.CompactAfter <= MaxDebateRounds, "debate.compact_after must be in 0..%d, got %d", MaxDebateRounds, d.CompactAfter)
+		check(d.PanicRound >= 0 && d.PanicRound <= MaxDebateRounds, "debate.panic_round must be in 0..%d, got %d", MaxDebateRounds, d.PanicRound)
 	}
 	check(len(s.Steering) <= MaxSteeringNotes, "steering may hold at most %d notes, got %d", MaxSteeringNotes, len(s.Steering))
 	for i, st := range s.Steering {

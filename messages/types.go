@@ -29,6 +29,8 @@ const (
 	NodeProgress      EventType = "node_progress"
 	SynthesisProgress EventType = "synthesis_progress"
 	NodeCompacting    EventType = "node_compacting"
+	// A debate round's all-for-one restart.
+	DebateRoundRestarted EventType = "debate_round_restarted"
 )
 
 // Waves and council nodes.
@@ -220,6 +222,7 @@ var specList = []spec{
 	{NodeProgress, RoleWithin, func() Payload { return new(NodeProgressPayload) }, "A worker's model reports how far it has read its prompt (prefill), on the node's lane before its first token: processed of total input tokens, cached, time_ms."},
 	{SynthesisProgress, RoleWithin, func() Payload { return new(SynthesisProgressPayload) }, "The same for a synthesiser, on its synthesis lane."},
 	{NodeCompacting, RoleWithin, func() Payload { return new(NodeCompactingPayload) }, "A team node's output is being compacted before its dependents receive it, on the team's lane right before team_synthesized{compacted: true}."},
+	{DebateRoundRestarted, RoleWithin, func() Payload { return new(DebateRoundRestartedPayload) }, "On a debate node's lane: a turn or the judge of the round failed (its lane closed with restarted: true), and the round starts again from its first speaker, on the lanes of its next attempt (debate:D/r<round>.<attempt>/<agent>)."},
 	{ReplanAttempt, RoleWithin, func() Payload { return new(ReplanAttemptPayload) }, "Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan)."},
 	{WaveStarted, RoleWithin, func() Payload { return new(WaveStartedPayload) }, "A wave of ready nodes starts; lists its node ids in deterministic order."},
 	{WaveCompleted, RoleWithin, func() Payload { return new(WaveCompletedPayload) }, "Every node of the wave finished (completed, failed, cancelled or skipped)."},

@@ -690,6 +690,28 @@ func TestCheck_CouncilViolations(t *testing.T) {
 			rule: testkit.RuleDebateOrder,
 		},
 		{
+			name: "a restarted turn without debate_round_restarted",
+			emits: func(t *testing.T) []messages.Emit {
+				em := council("r1")
+				i := first[*messages.DebateTurnCompletedPayload](t, em, "debate:d/r1/pro")
+				p := *em[i].Payload.(*messages.DebateTurnCompletedPayload)
+				p.Restarted = true
+				em[i].Payload = &p
+				return em
+			},
+			rule: testkit.RuleDebateOrder,
+		},
+		{
+			name: "debate_round_restarted with no restarted turn",
+			emits: func(t *testing.T) []messages.Emit {
+				em := council("r1")
+				i := first[*messages.DebateTurnStartedPayload](t, em, "debate:d/r1/pro")
+				return slices.Insert(em, i, emit("r1", nodeLane("d"), &messages.DebateRoundRestartedPayload{NodeID: "d", Round: 1, Attempt: 2}))
+			},
+			rule:  testkit.RuleDebateOrder,
+			extra: []string{testkit.RuleLaneShape, testkit.RulePayloadConsistency},
+		},
+		{
 			name: "debate turns overlap",
 			emits: func(t *testing.T) []messages.Emit {
 				em := council("r1")

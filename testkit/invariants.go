@@ -73,9 +73,10 @@ const (
 	// RuleDebateOrder: a debate node's lane carries rounds 1, 2, … (at most
 	// the configured number, none after an early stop), each with one
 	// sequential turn lane per agent in agent order then the judge's lane
-	// when the debate has a judge; then one debate_stance_map, the
-	// synthesis lane synthesis:<D>, a dissent per shifted or conceded
-	// agent, and node_completed.
+	// when the debate has a judge (a round whose turn or judge closed with
+	// restarted runs again after debate_round_restarted, as attempt 2, 3,
+	// …); then one debate_stance_map, the synthesis lane synthesis:<D>, a
+	// dissent per shifted or conceded agent, and node_completed.
 	RuleDebateOrder = "debate-order"
 	// RuleSpawn: subteam_spawned comes on the lane of its parent's graph
 	// after the parent completed and its wave completed, before the wave it
@@ -357,9 +358,14 @@ type debateState struct {
 	// stopped: a judge summary said early_stop; cancelled: a turn or the
 	// judge was cancelled (the debate is stopping).
 	stopped, cancelled bool
-	stanceMap          bool
-	stances            map[string]messages.Stance // the stance map's final stances
-	owed               map[string]bool            // shifted or conceded agents without a dissent yet
+	// attempt is the current round's run (1 for the first); restartDue: a
+	// turn or the judge closed with restarted, so debate_round_restarted
+	// comes next on the debate's lane.
+	attempt    int
+	restartDue bool
+	stanceMap  bool
+	stances    map[string]messages.Stance // the stance map's final stances
+	owed       map[string]bool            // shifted or conceded agents without a dissent yet
 }
 
 type haltState uint8
@@ -479,12 +485,22 @@ func synthesisStreamOf(nodeID string) messages.StreamID {
 	return messages.StreamID("synthesis:" + nodeID)
 }
 
-func debateTurnStream(nodeID string, round int, agentID string) messages.StreamID {
-	return messages.StreamID("debate:" + nodeID + "/r" + strconv.Itoa(round) + "/" + agentID)
+// debateTurnStream and judgeStream: "r<round>" for a round's first run,
+// "r<round>.<attempt>" after debate_round_restarted (attempt 0 or 1: the
+// first).
+func debateTurnStream(nodeID string, round, attempt int, agentID string) messages.StreamID {
+	return messages.StreamID("debate:" + nodeID + "/" + roundPart(round, attempt) + "/" + agentID)
 }
 
-func judgeStream(nodeID string, round int) messages.StreamID {
-	return messages.StreamID("judge:" + nodeID + "/r" + strconv.Itoa(round))
+func judgeStream(nodeID string, round, attempt int) messages.StreamID {
+	return messages.StreamID("judge:" + nodeID + "/" + roundPart(round, attempt))
+}
+
+func roundPart(round, attempt int) string {
+	if attempt <= 1 {
+		return "r" + strconv.Itoa(round)
+	}
+	return "r" + strconv.Itoa(round) + "." + strconv.Itoa(attempt)
 }
 
 func steeringStream(id string) messages.StreamID { return messages.StreamID("steering:" + id) }
@@ -579,13 +595,15 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	case *messages.DebateStanceMapPayload:
 		c.idLane(r, env, messages.NodeStream(p.NodeID), "node", p.NodeID)
 	case *messages.DebateTurnStartedPayload:
-		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.AgentID))
+		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.Attempt, p.AgentID))
 	case *messages.DebateTurnCompletedPayload:
-		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.AgentID))
+		c.debateSubLane(r, env, p.NodeID, debateTurnStream(p.NodeID, p.Round, p.Attempt, p.AgentID))
 	case *messages.DebateJudgeStartedPayload:
-		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round))
+		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round, p.Attempt))
 	case *messages.DebateJudgeSummaryPayload:
-		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round))
+		c.debateSubLane(r, env, p.NodeID, judgeStream(p.NodeID, p.Round, p.Attempt))
+	case *messages.DebateRoundRestartedPayload:
+		c.idLane(r, env, messages.NodeStream(p.NodeID), "node", p.NodeID)
 	case *messages.AdvisorPayload, *messages.EscalationPayload:
 		if !isAgentStream(env.Lane.StreamID) {
 			c.report(env.Seq, r.id, RuleLaneShape, "%s on lane %q; it belongs on an agent's lane (node:<id> or a sub-agent lane)", env.Type, env.Lane.StreamID)
@@ -934,7 +952,11 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 	case *messages.DebateTurnCompletedPayload:
 		if d := r.debateAbove(st); d != nil && p.Cancelled {
 			d.cancelled = true
+		} else if d != nil && p.Restarted {
+			d.restartDue = true
 		}
+	case *messages.DebateRoundRestartedPayload:
+		c.debateRestarted(r, env, st, p)
 	case *messages.DebateJudgeStartedPayload:
 		c.debateJudge(r, env, st, p)
 	case *messages.DebateJudgeSummaryPayload:
@@ -1582,7 +1604,25 @@ func (c *checker) debateRound(r *runState, env *messages.Envelope, st *streamSta
 	if d.round > 0 && !over {
 		c.roundDone(r, env, d, true)
 	}
-	d.round, d.turns, d.agents, d.judged = p.Round, 0, nil, false
+	d.round, d.turns, d.agents, d.judged, d.attempt = p.Round, 0, nil, false, 1
+}
+
+// debateRestarted: a round starts again after a turn or the judge closed
+// with restarted, as its next attempt, from its first speaker.
+func (c *checker) debateRestarted(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateRoundRestartedPayload) {
+	d := c.debateOf(r, env, st)
+	if d == nil {
+		return
+	}
+	switch {
+	case c.debateOver(r, env, d):
+	case !d.restartDue:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_restarted of debate %q without a turn or judge closed with restarted before it", d.id)
+	case p.Round != d.round || p.Attempt != max(d.attempt, 1)+1:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_round_restarted{round %d, attempt %d} of debate %q during round %d, attempt %d", p.Round, p.Attempt, d.id, d.round, max(d.attempt, 1))
+	}
+	d.restartDue = false
+	d.turns, d.agents, d.judged, d.attempt = 0, nil, false, p.Attempt
 }
 
 func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamState, p *messages.DebateTurnStartedPayload) {
@@ -1596,6 +1636,10 @@ func (c *checker) debateTurn(r *runState, env *messages.Envelope, st *streamStat
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q in debate %q before debate_round_started", p.AgentID, d.id)
 	case p.Round != d.round:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q for round %d during round %d of debate %q", p.AgentID, p.Round, d.round, d.id)
+	case d.restartDue:
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q before the debate_round_restarted its restarted turn calls for", p.AgentID)
+	case max(p.Attempt, 1) != max(d.attempt, 1):
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q for attempt %d of round %d, which is at attempt %d", p.AgentID, max(p.Attempt, 1), d.round, max(d.attempt, 1))
 	case d.cur != nil && !d.cur.closed:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_turn_started of %q while lane %q is open; turns are one at a time", p.AgentID, d.cur.lane.StreamID)
 	case d.judged:
@@ -1628,6 +1672,8 @@ func (c *checker) debateJudge(r *runState, env *messages.Envelope, st *streamSta
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started in debate %q, which has no judge", d.id)
 	case p.Round != d.round:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started for round %d during round %d of debate %q", p.Round, d.round, d.id)
+	case max(p.Attempt, 1) != max(d.attempt, 1):
+		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started for attempt %d of round %d, which is at attempt %d", max(p.Attempt, 1), d.round, max(d.attempt, 1))
 	case d.judged:
 		c.report(env.Seq, r.id, RuleDebateOrder, "debate_judge_started again in round %d of debate %q", d.round, d.id)
 	default:
@@ -1644,6 +1690,10 @@ func (c *checker) debateJudgeSummary(r *runState, env *messages.Envelope, st *st
 	}
 	if p.Cancelled {
 		d.cancelled = true
+		return
+	}
+	if p.Restarted {
+		d.restartDue = true
 		return
 	}
 	if p.EarlyStop {

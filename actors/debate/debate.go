@@ -127,6 +127,11 @@ func (t *Transcript) Add(round int, agentID, text string) {
 	t.rounds[i].turns = append(t.rounds[i].turns, Turn{AgentID: agentID, Text: text})
 }
 
+// DropRound forgets round's turns (the round starts again).
+func (t *Transcript) DropRound(round int) {
+	t.rounds = slices.DeleteFunc(t.rounds, func(r roundTurns) bool { return r.n == round })
+}
+
 // Rounds returns the numbers of the rounds that have turns, in order.
 func (t *Transcript) Rounds() []int {
 	ns := make([]int, len(t.rounds))

@@ -16,6 +16,7 @@ package runstate
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -224,6 +225,10 @@ type Debate struct {
 	Lane      messages.Lane // the debate node's lane
 	Round     int           // last round started (0 before the first)
 	Compacted int           // rounds compacted
+	// Attempt is which run of Round this is (0 or 1: the first);
+	// Restarts counts the debate's round restarts.
+	Attempt  int
+	Restarts int
 	// Turns are the completed turns, in order: the transcript.
 	Turns []Turn
 	// Judged is the judge's last summary, if the debate has one.
@@ -581,7 +586,17 @@ func (r *Run) Apply(env *messages.Envelope) {
 	// Debates.
 	case *messages.DebateRoundStartedPayload:
 		if d := r.debates[stream]; d != nil {
-			d.Round = p.Round
+			d.Round, d.Attempt = p.Round, 1
+		}
+	case *messages.DebateRoundRestartedPayload:
+		// The round starts again: its turns and its judge so far count for nothing.
+		if d := r.debates[stream]; d != nil {
+			d.Attempt, d.Open = p.Attempt, nil
+			d.Restarts++
+			d.Turns = slices.DeleteFunc(d.Turns, func(t Turn) bool { return t.Round == p.Round })
+			if d.Judged != nil && d.Judged.Round == p.Round {
+				d.Judged = nil
+			}
 		}
 	case *messages.DebateRoundCompactedPayload:
 		if d := r.debates[stream]; d != nil {
@@ -593,7 +608,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.DebateTurnCompletedPayload:
 		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
-			if !p.Cancelled && !r.outline {
+			if !p.Cancelled && !p.Restarted && !r.outline {
 				d.Turns = append(d.Turns, Turn{Round: p.Round, Agent: p.AgentID, Text: p.Text, Stance: p.Stance})
 			}
 			d.Open = nil
@@ -604,7 +619,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.DebateJudgeSummaryPayload:
 		if d := r.debates[env.Lane.ParentStreamID]; d != nil {
-			if !p.Cancelled {
+			if !p.Cancelled && !p.Restarted {
 				d.Judged = p
 			}
 			d.Open = nil

@@ -292,6 +292,8 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		add(noteWarn, "steering %s rejected: %s", p.SteeringID, p.Error)
 	case *messages.DebateRoundStartedPayload:
 		add(noteInfo, "debate %s round %d", p.NodeID, p.Round)
+	case *messages.DebateRoundRestartedPayload:
+		add(noteWarn, "debate %s round %d starts again (attempt %d): %s", p.NodeID, p.Round, p.Attempt, p.Reason)
 	case *messages.DebateJudgeSummaryPayload:
 		add(noteInfo, "debate %s judge, round %d: consensus %t, stop %t", p.NodeID, p.Round, p.Consensus, p.EarlyStop)
 	case *messages.DebateStanceMapPayload:

@@ -16,6 +16,7 @@ export type EventType =
   | "node_progress"
   | "synthesis_progress"
   | "node_compacting"
+  | "debate_round_restarted"
   | "replan_attempt"
   | "wave_started"
   | "wave_completed"
@@ -88,6 +89,7 @@ export interface EventPayloads {
   node_progress: NodeProgressPayload;
   synthesis_progress: SynthesisProgressPayload;
   node_compacting: NodeCompactingPayload;
+  debate_round_restarted: DebateRoundRestartedPayload;
   replan_attempt: ReplanAttemptPayload;
   wave_started: WaveStartedPayload;
   wave_completed: WaveCompletedPayload;
@@ -239,6 +241,14 @@ export interface SynthesisProgressPayload {
 /** A team node's output is being compacted before its dependents receive it, on the team's lane right before team_synthesized{compacted: true}. */
 export interface NodeCompactingPayload {
   node_id: string;
+}
+
+/** On a debate node's lane: a turn or the judge of the round failed (its lane closed with restarted: true), and the round starts again from its first speaker, on the lanes of its next attempt (debate:D/r<round>.<attempt>/<agent>). */
+export interface DebateRoundRestartedPayload {
+  node_id: string;
+  round: number;
+  attempt: number;
+  reason: string;
 }
 
 /** Right after plan_rejected: the director plans again with the rejection's reason, on the lane director:<attempt+1> (planning_started … plan_proposed, as the first plan). */
@@ -465,6 +475,7 @@ export interface DebateTurnStartedPayload {
   agent_name: string;
   color: string;
   contentiousness: number;
+  attempt?: number;
 }
 
 /** Closes an agent's turn lane with its text and declared stance (held when it declared none). */
@@ -475,12 +486,15 @@ export interface DebateTurnCompletedPayload {
   text: string;
   stance: string;
   cancelled?: boolean;
+  restarted?: boolean;
+  attempt?: number;
 }
 
 /** Opens the judge's lane for a round (`judge:D/r<round>`), after every turn of that round closed. */
 export interface DebateJudgeStartedPayload {
   node_id: string;
   round: number;
+  attempt?: number;
 }
 
 /** Closes the judge's lane: consensus (from the judge's `CONSENSUS_REACHED:` line, missing = false) and whether the debate stops early (consensus and round >= min_rounds). */
@@ -491,6 +505,8 @@ export interface DebateJudgeSummaryPayload {
   early_stop: boolean;
   assessment: string;
   cancelled?: boolean;
+  restarted?: boolean;
+  attempt?: number;
 }
 
 /** On a debate node's lane: an old round's transcript was replaced by a summary in the agents' context (rounds beyond `compact_after`). */
@@ -723,6 +739,7 @@ export interface DebateScenario {
   min_rounds?: number;
   consensus_round?: number;
   compact_after?: number;
+  panic_round?: number;
 }
 
 export interface SteeringScript {

@@ -46,6 +46,7 @@
 //	plan_approved/rejected status WORKING
 //	replan_attempt         status WORKING "Re-planning (attempt i of n)"
 //	node_compacting        status WORKING "<node>: compacting its output"
+//	debate_round_restarted status WORKING "Debate <d>: round r starts again (attempt a): <reason>"
 //	wave_started/completed status WORKING
 //	node_started           status WORKING "<node> started: <goal>"
 //	text_delta             artifact chunk, artifactId = lane ("node:n001", "node:n001/sub:sub1"),

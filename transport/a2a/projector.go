@@ -200,7 +200,12 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 	case *messages.DebateRoundStartedPayload:
 		return p.progress(env, fmt.Sprintf("Debate %s: round %d", pl.NodeID, pl.Round))
 	case *messages.DebateJudgeSummaryPayload:
+		if pl.Restarted || pl.Cancelled {
+			return nil // debate_round_restarted, or the debate's end, says it
+		}
 		return p.progress(env, fmt.Sprintf("Debate %s: judge of round %d: consensus %t", pl.NodeID, pl.Round, pl.Consensus))
+	case *messages.DebateRoundRestartedPayload:
+		return p.progress(env, fmt.Sprintf("Debate %s: round %d starts again (attempt %d): %s", pl.NodeID, pl.Round, pl.Attempt, clip(pl.Reason, 200)))
 	case *messages.DebateStanceMapPayload:
 		parts := make([]string, len(pl.Stances))
 		for i, st := range pl.Stances {

@@ -311,6 +311,11 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.node("d1", &messages.DebateJudgeSummaryPayload{NodeID: "d1", Round: 1, Consensus: true})
 			},
 			[]string{`status WORKING "Debate d1: judge of round 1: consensus true"`}, a2a.StateWorking},
+		{"debate_round_restarted", started,
+			func(s *script) *messages.Envelope {
+				return s.node("d1", &messages.DebateRoundRestartedPayload{NodeID: "d1", Round: 2, Attempt: 2, Reason: "panic"})
+			},
+			[]string{`status WORKING "Debate d1: round 2 starts again (attempt 2): panic"`}, a2a.StateWorking},
 		{"debate_round_compacted", started,
 			func(s *script) *messages.Envelope {
 				return s.node("d1", &messages.DebateRoundCompactedPayload{NodeID: "d1", Round: 1, Summary: "x"})

@@ -198,8 +198,6 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		dst = append(dst, custom(ts, nil, env.Type, pl))
 	case *messages.PlanRejectedPayload:
 		dst = append(dst, custom(ts, nil, env.Type, pl))
-	case *messages.ReplanAttemptPayload:
-		dst = append(dst, custom(ts, nil, env.Type, pl)) // the next plan's snapshot follows its plan_proposed
 	case *messages.RunRewoundPayload:
 		// A rewound run starts from its source's plan with the earlier
 		// waves' nodes done: one snapshot, then the rewind itself.
@@ -327,12 +325,6 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		}
 		dst = append(dst, r)
 	case *messages.TokenUsagePayload:
-		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
-	case *messages.NodeProgressPayload:
-		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
-	case *messages.SynthesisProgressPayload:
-		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
-	case *messages.NodeCompactingPayload:
 		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
 	case *messages.AgentRestartedPayload:
 		l := p.laneOf(env)

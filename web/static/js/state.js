@@ -16,7 +16,7 @@ export const EVENT_TYPES = [
   "debate_judge_started", "debate_judge_summary", "debate_round_compacted", "debate_stance_map", "dissent",
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
   "interrupt_expired", "approval_signature_added", "replan_attempt",
-  "node_progress", "synthesis_progress", "node_compacting",
+  "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -361,7 +361,10 @@ export function apply(session, env) {
       break;
     case "debate_turn_completed":
       l.open = false;
-      l.outcome = p.cancelled ? "cancelled" : p.stance;
+      l.outcome = p.cancelled ? "cancelled" : p.restarted ? "restarted" : p.stance;
+      break;
+    case "debate_round_restarted":
+      l.notes.push({ kind: "info", text: `round ${p.round} restarts (attempt ${p.attempt}): ${p.reason}` });
       break;
     case "debate_judge_started":
       l.title = `judge · round ${p.round}`;

@@ -37,7 +37,10 @@ import (
 //
 // These are protoactor's OneForOneStrategy: an agent's siblings share no
 // state with it (each owns its lane and its turns), so one failing never
-// restarts another. protoactor's ExponentialBackoffStrategy does not fit
+// restarts another. A debate round is the exception: its agents build on
+// each other's turns, so the debate actor, which runs them, restarts the
+// whole round when one fails (all-for-one, debateActor.restartRound), with
+// the same backoff and limit. protoactor's ExponentialBackoffStrategy does not fit
 // the backoff: it never stops (no escalation), grows linearly and draws
 // its jitter from the global math/rand, so the wait lives in the agent
 // (begin), where Stopping cancels it.

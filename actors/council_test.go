@@ -660,24 +660,12 @@ func TestCouncil_FailingAgentStopsItsSubagentsFirst(t *testing.T) {
 	}
 }
 
-// panicOnce panics the first turn of one agent.
-type panicOnce struct {
-	model.Model
-	agent string
-	done  *atomic.Bool
-}
-
-func (m panicOnce) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
-	if req.AgentID == m.agent && m.done.CompareAndSwap(false, true) {
-		panic("boom in " + m.agent)
-	}
-	return m.Model.Stream(ctx, req)
-}
-
-// TestCouncil_NestedDebatePanicStops: a debate inside a team whose agent
-// panics is stopped, not restarted in place (its closed lanes would be
-// reopened): the debate node fails, then the team, then the run.
-func TestCouncil_NestedDebatePanicStops(t *testing.T) {
+// TestCouncil_NestedDebatePanic: a debate inside a team whose agent panics
+// is never restarted in place (its closed lanes would be reopened): the
+// round runs again, all for one, on the lanes of its next attempt; an agent
+// that keeps panicking exhausts the restart limit, and the debate node
+// fails, then the team, then the run.
+func TestCouncil_NestedDebatePanic(t *testing.T) {
 	t.Parallel()
 	plan := messages.Plan{Nodes: []messages.PlanNode{
 		{ID: "n001", Goal: "team", Kind: messages.KindTeam, Team: &messages.Plan{Nodes: []messages.PlanNode{
@@ -691,21 +679,56 @@ func TestCouncil_NestedDebatePanicStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := panicOnce{Model: plannedModel{sm, string(js)}, agent: "n001/d:a1", done: new(atomic.Bool)}
-	e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return m, nil }})
-	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
-	testkit.AssertInvariants(t, events)
-	terminal[*messages.RunErrorPayload](t, events, ref.RunID)
-	if n := testkit.Count(events, messages.AgentRestarted); n != 0 {
-		t.Errorf("%d agent_restarted: the debate was restarted in place", n)
+	for _, tc := range []struct {
+		name    string
+		times   int64 // how many turns of n001/d:a2 panic
+		fails   bool
+		restart int
+	}{
+		{"once: the round runs again", 1, false, 1},
+		{"always: the debate fails at the restart limit", 1 << 30, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := panicTimes{Model: plannedModel{sm, string(js)}, agent: "n001/d:a2", left: new(atomic.Int64)}
+			m.left.Store(tc.times)
+			e := testkit.NewEngine(t, actors.Config{RestartBackoff: -1, Models: func(messages.Scenario) (model.Model, error) { return m, nil }})
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
+			testkit.AssertInvariants(t, events)
+			if n := testkit.Count(events, messages.AgentRestarted); n != 0 {
+				t.Errorf("%d agent_restarted: the debate was restarted in place", n)
+			}
+			if n := testkit.Count(events, messages.DebateRoundRestarted); n != tc.restart {
+				t.Errorf("%d debate_round_restarted, want %d", n, tc.restart)
+			}
+			if !tc.fails {
+				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+				return
+			}
+			terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+			failed := map[string]bool{}
+			for _, p := range payloads[*messages.NodeFailedPayload](events) {
+				failed[p.NodeID] = true
+			}
+			if !failed["n001/d"] || !failed["n001"] {
+				t.Errorf("failed nodes %v, want n001/d and n001", failed)
+			}
+		})
 	}
-	failed := map[string]bool{}
-	for _, p := range payloads[*messages.NodeFailedPayload](events) {
-		failed[p.NodeID] = true
+}
+
+// panicTimes panics the first left turns of one agent.
+type panicTimes struct {
+	model.Model
+	agent string
+	left  *atomic.Int64
+}
+
+func (m panicTimes) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
+	if req.AgentID == m.agent && m.left.Add(-1) >= 0 {
+		panic("boom in " + m.agent)
 	}
-	if !failed["n001/d"] || !failed["n001"] {
-		t.Errorf("failed nodes %v, want n001/d and n001", failed)
-	}
+	return m.Model.Stream(ctx, req)
 }
 
 // TestCouncil_TerminalIdentity: the terminal event names the request that

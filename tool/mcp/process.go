@@ -141,17 +141,17 @@ func (p *process) exitError() error {
 // server to exit), then it gets grace to exit before SIGTERM, and grace
 // again before SIGKILL, sent to its whole process group. ctx ending skips
 // to SIGKILL. stop returns once the process has exited.
-func (p *process) stop(ctx context.Context, grace time.Duration) {
+func (p *process) stop(ctx context.Context, grace time.Duration, clock Clock) {
 	_ = p.stdin.Close()
 	wait := func() bool {
-		t := time.NewTimer(grace)
-		defer t.Stop()
+		t, stop := clock.Timer(grace)
+		defer stop()
 		select {
 		case <-p.exited:
 			return true
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t:
 			return false
 		}
 	}

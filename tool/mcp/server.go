@@ -92,7 +92,7 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 	}
 	fail := func(err error) (*conn, []*sdk.Tool, error) {
 		if p != nil {
-			p.stop(v.s.hurry, v.cfg.StopGrace)
+			p.stop(v.s.hurry, v.cfg.StopGrace, v.cfg.Clock)
 			if ctx.Err() == nil || errors.Is(err, sdk.ErrConnectionClosed) {
 				err = fmt.Errorf("%w (%v)", err, p.exitError())
 			}
@@ -109,7 +109,7 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 		return fail(fmt.Errorf("list tools: %w", err))
 	}
 	life, end := context.WithCancelCause(context.Background())
-	c := &conn{sess: sess, proc: p, life: life, end: end, since: time.Now(), watched: make(chan struct{})}
+	c := &conn{sess: sess, proc: p, life: life, end: end, since: v.cfg.Clock.Now(), watched: make(chan struct{})}
 	if !v.s.group.Go(func() { v.watch(c) }) {
 		close(c.watched)
 		v.closeConn(c, ErrClosed)
@@ -136,14 +136,14 @@ func (v *server) watch(c *conn) {
 		if c.proc != nil {
 			// The stdout of a dying process ends first: give its exit
 			// status a moment to be the cause, which says more.
-			t := time.NewTimer(v.cfg.StopGrace)
+			grace, stop := v.cfg.Clock.Timer(v.cfg.StopGrace)
 			select {
 			case <-exited:
 				c.end(c.proc.exitError())
-			case <-t.C:
+			case <-grace:
 			case <-c.life.Done():
 			}
-			t.Stop()
+			stop()
 		}
 		if err == nil {
 			err = errors.New("closed by the server")
@@ -238,17 +238,17 @@ func (v *server) supervise(c *conn) {
 			v.setDown(c, cause)
 			v.log.Warn("mcp server down; restarting", "cause", cause, "in", backoff)
 			v.closeConn(c, cause)
-			if time.Since(c.since) >= v.cfg.MaxBackoff {
+			if v.cfg.Clock.Now().Sub(c.since) >= v.cfg.MaxBackoff {
 				backoff = v.cfg.MinBackoff
 			}
 			c = nil
 		}
-		t := time.NewTimer(backoff)
+		wait, stop := v.cfg.Clock.Timer(backoff)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return
-		case <-t.C:
+		case <-wait:
 		}
 		backoff = min(2*backoff, v.cfg.MaxBackoff)
 		nc, list, err := v.connect(ctx)
@@ -286,7 +286,7 @@ func (v *server) closeConn(c *conn, cause error) {
 	if c.proc != nil {
 		// First the process: once it is gone the session's reads and
 		// writes fail, so closing the session cannot wait on it.
-		c.proc.stop(v.s.hurry, v.cfg.StopGrace)
+		c.proc.stop(v.s.hurry, v.cfg.StopGrace, v.cfg.Clock)
 	}
 	_ = c.sess.Close()
 	<-c.watched
@@ -370,15 +370,15 @@ func (v *server) call(ctx context.Context, remote string, args json.RawMessage) 
 	// watcher usually knows why (a process's exit status says more than
 	// a closed pipe); a failure it cannot see (an HTTP request) ends the
 	// connection here.
-	t := time.NewTimer(v.cfg.StopGrace)
+	grace, stopGrace := v.cfg.Clock.Timer(v.cfg.StopGrace)
 	select {
 	case <-c.life.Done():
-	case <-t.C:
+	case <-grace:
 		c.end(fmt.Errorf("a call failed: %w", err))
 	case <-ctx.Done():
 		c.end(fmt.Errorf("a call failed: %w", err))
 	}
-	t.Stop()
+	stopGrace()
 	cause := context.Cause(c.life)
 	if errors.Is(cause, ErrClosed) {
 		return nil, fmt.Errorf("%w (server %s, tool %s)", ErrClosed, v.name, remote)

@@ -68,6 +68,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Env is the environment of stdio servers; nil means this process's.
 	Env []string
+	// Clock times the backoff, the stop grace and how long a connection
+	// stayed up. Default: the real clock.
+	Clock Clock
 }
 
 // Defaults of Config.
@@ -123,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Env == nil {
 		c.Env = os.Environ()
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
 	}
 	return c
 }

@@ -629,6 +629,7 @@ export interface Scenario {
   steering?: SteeringScript[];
   advisor?: AdvisorScenario;
   delegations?: DelegationScenario;
+  calls?: string[];
   seed?: number;
 }
 

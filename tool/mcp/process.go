@@ -76,12 +76,10 @@ func startProcess(argv, env []string, log *slog.Logger, g *routine.Group) (*proc
 		_ = cmd.Wait()
 		close(p.exited)
 		closeAll(inW, outR)
-		return nil, errShutdown
+		return nil, ErrClosed
 	}
 	return p, nil
 }
-
-var errShutdown = errors.New("mcp: servers shut down")
 
 func closeAll(fs ...*os.File) {
 	for _, f := range fs {
@@ -167,6 +165,3 @@ func (p *process) stop(ctx context.Context, grace time.Duration, clock Clock) {
 	killGroup(p.cmd)
 	<-p.exited
 }
-
-// kill sends SIGKILL to the process group at once.
-func (p *process) kill() { killGroup(p.cmd) }

@@ -88,7 +88,7 @@ func TestServers_StdioResults(t *testing.T) {
 	}
 	res, err = call(t, s, "t.links", `{}`)
 	wantSources := []model.Source{{URL: "https://example.org/a", Title: "Page A"}, {URL: "https://example.org/b", Title: "b"}, {URL: "https://example.org/c"}}
-	if err != nil || res.Content != "two pages\nembedded text" || !slices.Equal(res.Sources, wantSources) {
+	if err != nil || res.Content != "two pages\n[resource link: Page A <https://example.org/a>]\n[resource link: b <https://example.org/b>]\nembedded text" || !slices.Equal(res.Sources, wantSources) {
 		t.Errorf("links: %+v, %v", res, err)
 	}
 	_, err = call(t, s, "t.fail", `{}`)

@@ -61,7 +61,8 @@ const (
 
 // convertResult turns a call's result into a tool result: the text of its
 // text content and embedded text resources, joined by newlines, at most
-// maxBytes of it (cut at a rune boundary, with a note); resource links and
+// maxBytes of it (cut at a rune boundary, with a note); resource links
+// (also as a line "[resource link: TITLE <URI>]" of the text) and
 // embedded resources with a URI as sources; other content (images, audio,
 // blobs) as a one-line note. A result with no content but structured
 // content gives that as JSON. An isError result is a *ToolError.
@@ -88,6 +89,9 @@ func convertResult(name string, res *sdk.CallToolResult, maxBytes int) (tool.Res
 				title = c.Name
 			}
 			addSource(c.URI, title)
+			// In the text too: the run cites only web (http, https)
+			// sources, and a model should see every link it was given.
+			parts = append(parts, "[resource link: "+title+" <"+c.URI+">]")
 		case *sdk.EmbeddedResource:
 			if r := c.Resource; r != nil {
 				addSource(r.URI, "")

@@ -26,6 +26,9 @@ type process struct {
 	stdout *os.File // our end of its stdout
 	exited chan struct{}
 	err    error // cmd.Wait's, set before exited is closed
+	// stderrDone is closed when the stderr reader has read to the end
+	// (every holder of the pipe closed it).
+	stderrDone chan struct{}
 
 	mu   sync.Mutex // guards tail
 	tail []string   // the last stderrTail lines of stderr
@@ -36,13 +39,17 @@ const (
 	// exit; stderrLine bounds one line.
 	stderrTail = 8
 	stderrLine = 1 << 10
+	// stderrDrain is how long an exited process's last stderr lines may
+	// take to be read before exited is closed (a child of the process may
+	// hold the pipe open: then they may be missing from exitError).
+	stderrDrain = 500 * time.Millisecond
 )
 
 // startProcess starts argv with its stdin, stdout and stderr on pipes,
 // in a process group of its own (unix) so that stop reaches its children
 // too. Its waiter and its stderr reader run on g; both end once the
 // process has exited and every holder of its stderr has closed it.
-func startProcess(argv, env []string, log *slog.Logger, g *routine.Group) (*process, error) {
+func startProcess(argv, env []string, log *slog.Logger, g *routine.Group, clock Clock) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	ownGroup(cmd)
@@ -66,11 +73,22 @@ func startProcess(argv, env []string, log *slog.Logger, g *routine.Group) (*proc
 		return nil, err
 	}
 	closeAll(inR, outW, errW) // the child's ends
-	p := &process{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{}), stderrDone: make(chan struct{})}
 	if !g.Go(func() { p.readStderr(errR, log) }) {
 		errR.Close()
+		close(p.stderrDone)
 	}
-	if !g.Go(func() { p.err = cmd.Wait(); close(p.exited) }) {
+	if !g.Go(func() {
+		p.err = cmd.Wait()
+		// Its last words first: exitError quotes them.
+		drain, stop := clock.Timer(stderrDrain)
+		select {
+		case <-p.stderrDone:
+		case <-drain:
+		}
+		stop()
+		close(p.exited)
+	}) {
 		// Shutting down: nobody may wait for it, so it must not live on.
 		killGroup(cmd)
 		_ = cmd.Wait()
@@ -90,6 +108,7 @@ func closeAll(fs ...*os.File) {
 // readStderr logs the process's stderr at debug level, one line at a
 // time (longer lines are cut), and keeps its last lines.
 func (p *process) readStderr(r *os.File, log *slog.Logger) {
+	defer close(p.stderrDone)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, stderrLine)
 	for {

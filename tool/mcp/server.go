@@ -85,7 +85,7 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 		}
 	default:
 		var err error
-		if p, err = startProcess(v.spec.Command, v.cfg.Env, v.log, &v.s.group); err != nil {
+		if p, err = startProcess(v.spec.Command, v.cfg.Env, v.log, &v.s.group, v.cfg.Clock); err != nil {
 			return nil, nil, err
 		}
 		tr = &sdk.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: v.cfg.MaxMessageBytes}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -59,15 +60,20 @@ func runMCPChild() {
 	os.Exit(code)
 }
 
-// mcpChildFlag is --mcp's value for this test binary as a server named name.
+// mcpChildFlag is --mcp's value for this test binary as a server named
+// name: through env(1), which sets mcpChildEnv and clears crashChildEnv
+// (a serve child of a test has it; its MCP server must not be conclave).
 func mcpChildFlag(t *testing.T, name string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(mcpChildEnv, "1") // the child inherits the environment (so: not parallel)
-	return name + "=" + mcp.JoinCommand([]string{exe, "-test.run=^$"})
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Skipf("no env(1): %v", err)
+	}
+	return name + "=" + mcp.JoinCommand([]string{env, mcpChildEnv + "=1", crashChildEnv + "=", exe, "-test.run=^$"})
 }
 
 func TestToolFlags_Specs(t *testing.T) {
@@ -141,6 +147,7 @@ func TestRun_MCPErrors(t *testing.T) {
 // process is stopped with the command (TestMain checks no goroutine is
 // left).
 func TestRun_MCPTools(t *testing.T) {
+	t.Parallel()
 	flag := mcpChildFlag(t, "kid")
 	r := runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--json", "--nodes", "3", "--tokens", "4", "--tools-per-node", "0",
 		"--log-level", "info", "--mcp", flag, "--calls", "kid.shout,kid.cite")

@@ -137,6 +137,80 @@ func TestServe_MCPEverything(t *testing.T) {
 	}
 }
 
+// TestServe_MCPTools: `conclave serve --mcp` (a child process) with this
+// test binary as its stdio MCP server, so that serve's wiring is tested
+// without Node.js too: a run calling a tool the server lacks is a 422; a
+// run calling its tools gets their results and citations from its
+// resource links; SIGTERM stops both, exit 0.
+func TestServe_MCPTools(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--memory", "--addr", "127.0.0.1:0", "--log-level", "info", "--mcp", mcpChildFlag(t, "kid"))
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
+	srv := startChild(t, cmd, "")
+	base := "http://" + srv.base
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = srv.cmd.Process.Kill()
+			srv.reap()
+		}
+	}()
+	post := func(sc *messages.Scenario) (int, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(messages.StartRun{Question: "why is the sky blue", Scenario: sc})
+		resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	if code, body := post(&messages.Scenario{Calls: []string{"kid.whisper"}}); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(body), `scenario.calls[0] names tool \"kid.whisper\"`) || !strings.Contains(string(body), "kid.shout") {
+		t.Errorf("a run calling kid.whisper: %d %s; want 422 naming the field and the tools", code, body)
+	}
+	code, body := post(&messages.Scenario{Nodes: 2, Waves: 1, Tokens: 3, Calls: []string{"kid.shout", "kid.cite"}})
+	var rc messages.RunCreated
+	if code != http.StatusCreated || json.Unmarshal(body, &rc) != nil {
+		t.Fatalf("POST run: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	events := readSession(ctx, t, base, rc.SessionID, rc.RunID)
+	for _, v := range testkit.Check(events) {
+		t.Errorf("invariant: %v", v)
+	}
+	n := 0
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && strings.HasPrefix(p.Tool, "kid.") {
+			n++
+			if p.IsError {
+				t.Errorf("%s failed: %s", p.Tool, p.Result)
+			}
+		}
+	}
+	fin, ok := events[len(events)-1].Payload.(*messages.RunFinishedPayload)
+	if n != 4 || !ok || len(fin.Citations) == 0 {
+		t.Errorf("%d results, last event %s, want 4 and run_finished with citations", n, events[len(events)-1].Type)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+	stopped = true
+	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
+		t.Errorf("exit %v after SIGTERM\n%s", srv.cmd.ProcessState, srv.log.tail(8<<10))
+	}
+	for _, line := range srv.log.problems() {
+		t.Errorf("server log: %s", line)
+	}
+}
+
 // readSession reads a session's events over SSE from the start until run's
 // terminal event.
 func readSession(ctx context.Context, t *testing.T, base string, session messages.SessionID, run messages.RunID) []*messages.Envelope {

@@ -205,7 +205,7 @@ func (v *server) adopt(list []*sdk.Tool) []tool.Tool {
 			v.log.Warn("mcp tool left out", "tool", t.Name, "err", err)
 			continue
 		}
-		rt := &remoteTool{srv: v, remote: t.Name, def: tool.Def{Name: name, Description: describe(t), Schema: schema, Risk: riskOf(t)}}
+		rt := &remoteTool{srv: v, remote: t.Name, def: tool.Def{Name: name, Description: describe(t), Schema: schema, Risk: riskOf(t), DisplayName: v.displayName(t)}}
 		if _, err := tool.NewSet(rt); err != nil {
 			v.log.Warn("mcp tool left out", "tool", t.Name, "err", err)
 			continue
@@ -219,6 +219,22 @@ func (v *server) adopt(list []*sdk.Tool) []tool.Tool {
 	}
 	return out
 }
+
+// displayName is how people see a tool with a title: "server: Title"
+// ("" without one: tool.Set.DisplayName makes "server: tool").
+func (v *server) displayName(t *sdk.Tool) string {
+	title := t.Title
+	if title == "" && t.Annotations != nil {
+		title = t.Annotations.Title
+	}
+	if title == "" {
+		return ""
+	}
+	return v.name + ": " + cutAt(title, maxTitleBytes)
+}
+
+// maxTitleBytes bounds a tool's title in its display name.
+const maxTitleBytes = 80
 
 // supervise keeps the server connected until Shutdown: it waits for the
 // connection to end, closes it, and connects again after the backoff.

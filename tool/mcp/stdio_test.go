@@ -49,6 +49,9 @@ func TestServers_StdioTools(t *testing.T) {
 	if sc.Type != "object" || !slices.Equal(sc.Required, []string{"message"}) || sc.Properties["message"].Type != "string" || sc.Properties["message"].Description != "the text to echo" {
 		t.Errorf("echo schema %s", echo.Schema)
 	}
+	if d := defs["t.plain"].DisplayName; d != "t: Plain tool" || echo.DisplayName != "" {
+		t.Errorf("display names %q, %q; want the title's, and none without one", d, echo.DisplayName)
+	}
 	if echo.Description != "Echoes its message." || defs["t.plain"].Description != "Plain tool" {
 		t.Errorf("descriptions %q, %q", echo.Description, defs["t.plain"].Description)
 	}

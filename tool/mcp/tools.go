@@ -216,12 +216,18 @@ func describe(t *sdk.Tool) string {
 	if d == "" && t.Annotations != nil {
 		d = t.Annotations.Title
 	}
-	if len(d) > maxDescriptionBytes {
-		n := maxDescriptionBytes
-		for n > 0 && !utf8.RuneStart(d[n]) {
-			n--
-		}
-		d = d[:n] + "…"
+	return cutAt(d, maxDescriptionBytes)
+}
+
+// cutAt cuts s to at most max bytes at a rune boundary, ending it with
+// "…" when it cut.
+func cutAt(s string, max int) string {
+	if len(s) <= max {
+		return s
 	}
-	return d
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -399,6 +400,9 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	if err := e.checkCalls(o.Scenario.Calls); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	if o.SessionID == "" {
 		o.SessionID = messages.SessionID(e.cfg.NewID().String())
 	}
@@ -416,6 +420,29 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)
 	}
 	return newRunSpec(messages.RunID(e.cfg.NewID().String()), o, m), nil
+}
+
+// checkCalls refuses a scenario whose calls name a tool the engine lacks
+// (the runtime's own tools are not for scripted calls either).
+func (e *Engine) checkCalls(calls []string) error {
+	for i, name := range calls {
+		if _, _, ok := e.cfg.Tools.Lookup(name); !ok {
+			return &messages.FieldError{Field: fmt.Sprintf("scenario.calls[%d]", i),
+				Problem: fmt.Sprintf("names tool %q, which this engine does not have (its tools: %s)", name, listNames(e.cfg.Tools.Names(), 20))}
+		}
+	}
+	return nil
+}
+
+// listNames joins at most max names, saying how many more there are.
+func listNames(names []string, max int) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:max], ", ") + fmt.Sprintf(" and %d more", len(names)-max)
 }
 
 // runDefaults are the engine's defaults for what a StartRun leaves out.

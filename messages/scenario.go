@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 )
 
 // Scenario drives the scripted model: the shape of the plan and how every
@@ -80,6 +81,12 @@ type Scenario struct {
 	Advisor *AdvisorScenario `json:"advisor,omitempty"`
 	// Delegations scripts async delegation and deep delegation chains.
 	Delegations *DelegationScenario `json:"delegations,omitempty"`
+	// Calls names tools of the engine (an MCP server's "everything.echo",
+	// or "search") that every worker node calls once each, in this order,
+	// after its other calls of its first turn, with arguments the scripted
+	// model makes up to satisfy the tool's JSON Schema (deterministic by
+	// the seed). The engine refuses a run naming a tool it does not have.
+	Calls []string `json:"calls,omitempty"`
 	// Seed makes the run reproducible.
 	Seed int64 `json:"seed,omitempty"`
 }
@@ -153,7 +160,13 @@ const (
 	// subgraph below the top-level plan).
 	MaxTeamSize      = 16
 	MaxSteeringNotes = 64
+	// MaxScenarioCalls bounds Calls.
+	MaxScenarioCalls = 32
 )
+
+// toolName is what a tool name may be (tool.Def's rule: the tool
+// package, which imports this one, checks the same).
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // DefaultScenario is what an empty scenario means. Only the fields set here
 // have defaults; every other field's zero value means zero (no reasoning, no
@@ -258,6 +271,10 @@ func (s Scenario) Validate() error {
 	if d := s.Delegations; d != nil {
 		check(d.Async >= 0 && d.Async <= MaxSubagents, "delegations.async must be in 0..%d, got %d", MaxSubagents, d.Async)
 		check(d.Depth >= 0 && d.Depth <= 2*MaxMaxDelegationRounds, "delegations.depth must be in 0..%d, got %d", 2*MaxMaxDelegationRounds, d.Depth)
+	}
+	check(len(s.Calls) <= MaxScenarioCalls, "calls may name at most %d tools, got %d", MaxScenarioCalls, len(s.Calls))
+	for i, name := range s.Calls {
+		check(toolName.MatchString(name), "calls[%d] must be a tool name (1..64 letters, digits, '_', '-' or '.'), got %q", i, truncate(name, 70))
 	}
 	if err := s.Spawn.validate("spawn"); err != nil {
 		errs = append(errs, err)

@@ -481,15 +481,25 @@ func runShell(t *testing.T, cmd string) []byte {
 // with this test binary as conclave: it must finish (exit 0), print its
 // answer (or, with --json, a valid event stream ending in run_finished),
 // and show what its comment promises.
+// mcpEverythingBin is the official MCP test server as npm installs it
+// (conformance/mcp), relative to the repository's root.
+const mcpEverythingBin = "conformance/mcp/node_modules/.bin/mcp-server-everything"
+
 func checkReadmeCLIRun(t *testing.T, c readmeCommand) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := strings.Replace(c.text, "go run ./cmd/conclave", "'"+exe+"'", 1)
+	if strings.Contains(cmd, mcpEverythingBin) {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(readmePath), mcpEverythingBin)); err != nil {
+			t.Skipf("README line %d needs the MCP test server (%v): run (cd conformance/mcp && npm ci) first", c.line, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), readmeWait)
 	defer cancel()
 	sh := exec.CommandContext(ctx, "sh", "-c", cmd)
+	sh.Dir = filepath.Dir(readmePath) // the README's commands run from the repository's root
 	sh.Env = append(os.Environ(), crashChildEnv+"="+stdioChildMode)
 	var stderr bytes.Buffer
 	sh.Stderr = &stderr

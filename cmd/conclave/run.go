@@ -109,6 +109,7 @@ type councilFlags struct {
 	delegDepth     int
 	maxDelegation  int
 	maxReplans     int
+	calls          []string
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -127,6 +128,7 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
 	fs.IntVar(&f.maxDelegation, "max-delegation-rounds", 0, "delegation soft cap: a warning at it, the run fails at twice it (default 3)")
 	fs.IntVar(&f.maxReplans, "max-replans", messages.DefaultMaxReplans, "times the director plans again after a rejected plan, with its reason (0: a rejection ends the run)")
+	fs.StringSliceVar(&f.calls, "calls", nil, "tools each worker calls once, with arguments made up from their schemas: `NAME,...` (e.g. everything.echo with --mcp everything=...)")
 }
 
 // advisorOptions is the run's advisor gate: on with --advisor (or any
@@ -165,6 +167,9 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 	if fs.Changed("async") || fs.Changed("delegation-depth") {
 		sc.Delegations = &messages.DelegationScenario{Async: f.async, Depth: f.delegDepth}
 	}
+	if fs.Changed("calls") {
+		sc.Calls = f.calls
+	}
 	return nil
 }
 
@@ -189,6 +194,7 @@ type runCmd struct {
 	logLevel        string
 	council         councilFlags
 	model           modelFlags
+	tools           toolFlags
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -255,6 +261,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
 	c.council.register(fs)
 	c.model.register(fs)
+	c.tools.register(fs)
 	return cmd
 }
 
@@ -380,6 +387,9 @@ func flagError(err error) error {
 		if name, ok := flagNames[fe.Field]; ok {
 			return fmt.Errorf("invalid %s: %s", name, fe.Problem)
 		}
+		if strings.HasPrefix(fe.Field, "scenario.calls[") {
+			return fmt.Errorf("invalid --calls: %s", fe.Problem)
+		}
 	}
 	if errors.Is(err, messages.ErrInvalidID) {
 		return fmt.Errorf("invalid --session: %w", err)
@@ -410,7 +420,17 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	if err != nil {
 		return usageError(err)
 	}
-	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now, Models: models})
+	// The MCP servers stop after the engine (defers run last first).
+	tools, mcpServers, err := c.tools.engineTools(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stopTools(mcpServers, logger); serr != nil && err == nil {
+			err = failure(serr)
+		}
+	}()
+	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools})
 	if err != nil {
 		return failure(err)
 	}
@@ -429,7 +449,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	ref, err := eng.StartRun(ctx, req)
 	if err != nil {
 		if errors.Is(err, actors.ErrInvalidRequest) {
-			return usageError(err)
+			return usageError(flagError(err))
 		}
 		return failure(err)
 	}

@@ -23,6 +23,7 @@ import (
 // command must shut its engine down before it returns.
 func TestMain(m *testing.M) {
 	runCrashChild() // crash_test.go: as a child of TestCrash_KillNineRecovers, be `conclave` and exit
+	runMCPChild()   // toolflags_test.go: as a --mcp server of a test, serve MCP over stdio and exit
 	goleak.VerifyTestMain(m)
 }
 

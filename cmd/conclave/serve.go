@@ -40,6 +40,7 @@ type serveCmd struct {
 	retainTick time.Duration
 	limits     serveLimits
 	quotas     serveQuotas
+	tools      toolFlags
 	repair     bool
 	model      modelFlags
 	// ready, when set (tests), receives the listening address.
@@ -81,6 +82,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
 	c.model.register(fs)
+	c.tools.register(fs)
 	return cmd
 }
 
@@ -118,6 +120,18 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if ecfg.Models, err = c.model.factory(c.app.env, logger); err != nil {
 		return usageError(err)
 	}
+	// The MCP servers start before the journal opens (a server that
+	// cannot start leaves nothing behind) and stop after the engine.
+	tools, mcpServers, err := c.tools.engineTools(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stopTools(mcpServers, logger); serr != nil && err == nil {
+			err = failure(serr)
+		}
+	}()
+	ecfg.Tools = tools
 	if c.governance != "" {
 		if ecfg.Governance, err = governance.LoadConfig(c.governance); err != nil {
 			return usageError(fmt.Errorf("--governance: %w", err))

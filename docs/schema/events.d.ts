@@ -645,6 +645,7 @@ export interface Scenario {
   steering?: SteeringScript[];
   advisor?: AdvisorScenario;
   delegations?: DelegationScenario;
+  calls?: string[];
   seed?: number;
 }
 

@@ -239,7 +239,11 @@ const anyTurn = math.MaxInt
 //     node's share of Approvals (search) and InfoRequests (ask_human), one
 //     spawn_subteam {"goal": "Deeper look at <goal>", "roles":
 //     ["researcher", "critic"]} when Spawn selects the node, and
-//     Delegations.Async start_async_task {"task": "Async task <j> of <id>"}.
+//     Delegations.Async start_async_task {"task": "Async task <j> of <id>"},
+//     and one call of each tool of Calls, in order, its arguments made up by
+//     ArgsFor from the tool's schema in req.Tools ({} when req.Tools lacks
+//     it), drawn from a PRNG seeded by the seed, the agent, the tool and
+//     its position.
 //     Without async tasks, turn 2 (whatever its tool results) streams the
 //     rest of the text. With k = Delegations.Async > 0 the worker has three
 //     turns: turn 2 streams only calls — update_async_task {"task_id":
@@ -292,8 +296,8 @@ const anyTurn = math.MaxInt
 // Debaters' and judges' words are also seeded by the round, so each round
 // says something new. A panic node panics on the attempts up to
 // PanicAttempts (an Attempt below 1 counts as 1) and runs normally after.
-// Every turn ends with one *model.Usage chunk. The tools in req.Tools are
-// not consulted: the scenario alone decides which tools a worker calls. A
+// Every turn ends with one *model.Usage chunk. The scenario alone decides
+// which tools a worker calls; req.Tools only gives the schemas of Calls. A
 // turn the role does not have, or an unknown role, is an error wrapping
 // model.ErrModel; a done ctx is returned as ctx.Err().
 func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
@@ -375,7 +379,7 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 	approvals, _, asks := m.extraCalls(req.AgentID)
 	_, spawns := m.spawn[req.AgentID]
 	async := m.asyncTasks()
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async + len(m.s.Calls)
 	if spawns {
 		calls++
 	}
@@ -488,7 +492,7 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
 	approvals, risky, asks := m.extraCalls(req.AgentID)
 	async := m.asyncTasks()
-	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async)}
+	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async+len(m.s.Calls))}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
 	}
@@ -511,7 +515,25 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	for k := 1; k <= async; k++ {
 		c.add(model.ToolStartAsyncTask, delegateArgs{Task: "Async task " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
+	for k, name := range m.s.Calls {
+		c.add(name, m.argsFor(req, name, k))
+	}
 	return c.calls
+}
+
+// argsFor makes up the arguments of call k of Scenario.Calls, to tool
+// name, from the tool's schema in req.Tools ({} for a tool it lacks): the
+// same for the same seed, agent, tool and position.
+func (m *Model) argsFor(req model.Request, name string, k int) json.RawMessage {
+	var schema json.RawMessage
+	for _, d := range req.Tools {
+		if d.Name == name {
+			schema = d.Schema
+			break
+		}
+	}
+	pcg := rand.NewPCG(seeds(newHash(m.s.Seed).str("calls").str(req.AgentID).str(name).int(int64(k))))
+	return ArgsFor(schema, rand.New(pcg))
 }
 
 // asyncCalls returns the calls of an async worker's second turn, from the
@@ -555,7 +577,7 @@ type callList struct {
 func (c *callList) add(name string, args any) {
 	b, err := json.Marshal(args)
 	if err != nil {
-		panic(err) // unreachable: args only hold strings and lists of strings
+		panic(err) // unreachable: args hold strings and lists of strings, or JSON from ArgsFor
 	}
 	id := c.req.AgentID + "-t" + strconv.Itoa(c.req.Turn) + "-c" + strconv.Itoa(len(c.calls)+1)
 	c.calls = append(c.calls, model.ToolCall{ID: id, Name: name, Args: b})
@@ -638,7 +660,8 @@ func SearchResult(query string) string {
 //
 // The other nodes are leaves. Their tools are search (ToolsPerNode > 0)
 // and delegate (SubagentsPerNode > 0), then spawn_subteam for the nodes
-// Spawn selects, then the five async task tools when Delegations.Async > 0.
+// Spawn selects, then the five async task tools when Delegations.Async > 0,
+// then the tools of Calls they do not have yet.
 func PlanFor(s messages.Scenario) messages.Plan {
 	s = s.WithDefaults()
 	if s.Nodes < 1 {
@@ -699,6 +722,7 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				if async {
 					n.Tools = append(n.Tools, asyncTools...)
 				}
+				n.Tools = withCalls(n.Tools, s.Calls)
 			}
 			nodes = append(nodes, n)
 		}

@@ -1,0 +1,94 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/testkit"
+	"github.com/conclave-ai/conclave/tool"
+)
+
+// sumTool is a tool the scripted model knows only by its schema (as an
+// MCP server's): it records its arguments and cites a source.
+type sumTool struct {
+	mu   *sync.Mutex
+	args *[]string
+}
+
+func (sumTool) Def() tool.Def {
+	return tool.Def{Name: "remote.get-sum", Risk: tool.RiskLow,
+		Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"note":{"type":"string"}},"required":["a","b"]}`)}
+}
+
+func (s sumTool) Call(_ context.Context, args json.RawMessage) (tool.Result, error) {
+	var in struct{ A, B float64 }
+	if err := json.Unmarshal(args, &in); err != nil {
+		return tool.Result{}, err
+	}
+	s.mu.Lock()
+	*s.args = append(*s.args, string(args))
+	s.mu.Unlock()
+	return tool.Result{Content: "the sum is known", Sources: []model.Source{{URL: "https://example.org/sum", Title: "Sums"}}}, nil
+}
+
+// TestEngine_ScenarioCalls: a scenario's calls make every worker call the
+// named tool with arguments its schema accepts; its sources become the
+// run's citations.
+func TestEngine_ScenarioCalls(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		args []string
+	)
+	e := testkit.NewEngine(t, actors.Config{Tools: toolSet(t, searchTool{call: func(context.Context, string) (tool.Result, error) {
+		return tool.Result{Content: "found"}, nil
+	}}, sumTool{&mu, &args})})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q",
+		Scenario: &messages.Scenario{Nodes: 3, Waves: 2, Calls: []string{"remote.get-sum"}, Seed: 5}})
+	testkit.AssertInvariants(t, events)
+	term := testkit.Terminal(events, ref.RunID)
+	fin, ok := term.Payload.(*messages.RunFinishedPayload)
+	if !ok {
+		t.Fatalf("the run ended with %s", term.Type)
+	}
+	n := 0
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "remote.get-sum" {
+			n++
+			if p.IsError || p.Result != "the sum is known" {
+				t.Errorf("result %+v", p)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 3 || len(args) != 3 {
+		t.Fatalf("%d results, calls with %q; want 3 (one per worker)", n, args)
+	}
+	if len(fin.Citations) != 1 || fin.Citations[0].URL != "https://example.org/sum" {
+		t.Errorf("citations %+v", fin.Citations)
+	}
+}
+
+// TestEngine_ScenarioCallsUnknownTool: a scenario naming a tool the
+// engine lacks is an invalid request naming the field, before anything
+// starts.
+func TestEngine_ScenarioCallsUnknownTool(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	for _, name := range []string{"everything.echo", model.ToolAskHuman} {
+		_, err := e.StartRun(context.Background(), messages.StartRun{Question: "q", Scenario: &messages.Scenario{Calls: []string{"search", name}}})
+		var fe *messages.FieldError
+		if !errors.Is(err, actors.ErrInvalidRequest) || !errors.As(err, &fe) || fe.Field != "scenario.calls[1]" ||
+			!strings.Contains(fe.Problem, name) || !strings.Contains(fe.Problem, "its tools: search, publish") {
+			t.Errorf("calls [search %s]: %v; want an invalid request about scenario.calls[1]", name, err)
+		}
+	}
+}

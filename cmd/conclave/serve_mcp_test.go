@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// everythingServer is the official MCP test server, installed by
+// `(cd conformance/mcp && npm ci)` (CI does it: .ci/run).
+var everythingServer = filepath.Join("..", "..", "conformance", "mcp", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+
+// TestServe_MCPEverything is a black-box test of --mcp against the
+// official MCP test server: `conclave serve --mcp everything="node
+// …/server-everything/dist/index.js stdio"` (a child process, as a user
+// runs it) serves a council whose workers call the server's echo,
+// get-sum and get-resource-links tools; every call succeeds and the
+// stream passes testkit.Check. A run naming a tool the server lacks is
+// refused with 422. SIGTERM stops the server and its MCP server, exit 0.
+func TestServe_MCPEverything(t *testing.T) {
+	t.Parallel()
+	script, err := filepath.Abs(everythingServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Skipf("@modelcontextprotocol/server-everything is not installed (%v): run (cd conformance/mcp && npm ci) first", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("node is not on PATH: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--memory", "--addr", "127.0.0.1:0", "--log-level", "info",
+		"--mcp", "everything="+node+" "+script+" stdio")
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
+	srv := startChild(t, cmd, "")
+	base := "http://" + srv.base
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = srv.cmd.Process.Kill()
+			srv.reap()
+		}
+	}()
+	if !strings.Contains(srv.log.tail(8<<10), "mcp server up") {
+		t.Errorf("the server did not log its MCP server:\n%s", srv.log.tail(8<<10))
+	}
+
+	post := func(body any) (int, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	if code, body := post(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Calls: []string{"everything.no-such-tool"}}}); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(body), "scenario.calls[0]") || !strings.Contains(string(body), "everything.get-sum") {
+		t.Errorf("a run calling a tool the server lacks: %d %s; want 422 naming the field and the tools", code, body)
+	}
+
+	calls := []string{"everything.echo", "everything.get-sum", "everything.get-resource-links"}
+	code, body := post(messages.StartRun{Question: "why is the sky blue", Scenario: &messages.Scenario{Nodes: 3, Waves: 2, Tokens: 4, Calls: calls, Seed: 7}})
+	var rc messages.RunCreated
+	if code != http.StatusCreated || json.Unmarshal(body, &rc) != nil {
+		t.Fatalf("POST run: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	events := readSession(ctx, t, base, rc.SessionID, rc.RunID)
+	for _, v := range testkit.Check(events) {
+		t.Errorf("invariant: %v", v)
+	}
+	results := map[string]int{}
+	for _, env := range events {
+		p, ok := env.Payload.(*messages.ToolCallFinishedPayload)
+		if !ok {
+			continue
+		}
+		results[p.Tool]++
+		if p.IsError {
+			t.Errorf("%s failed: %s", p.Tool, p.Result)
+		}
+		switch p.Tool {
+		case "everything.echo":
+			if !strings.HasPrefix(p.Result, "Echo: ") {
+				t.Errorf("echo: %q", p.Result)
+			}
+		case "everything.get-sum":
+			if !strings.HasPrefix(p.Result, "The sum of ") {
+				t.Errorf("get-sum: %q", p.Result)
+			}
+		case "everything.get-resource-links":
+			if !strings.Contains(p.Result, "[resource link: ") {
+				t.Errorf("get-resource-links: %q", p.Result)
+			}
+		}
+	}
+	for _, name := range calls {
+		if results[name] != 3 {
+			t.Errorf("%s: %d results, want 3 (one per worker); all: %v", name, results[name], results)
+		}
+	}
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Errorf("the run ended with %s", last.Type)
+	}
+
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+	stopped = true
+	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
+		t.Errorf("exit %v after SIGTERM\n%s", srv.cmd.ProcessState, srv.log.tail(8<<10))
+	}
+	for _, line := range srv.log.problems() {
+		t.Errorf("server log: %s", line)
+	}
+}
+
+// TestServe_MCPTools: `conclave serve --mcp` (a child process) with this
+// test binary as its stdio MCP server, so that serve's wiring is tested
+// without Node.js too: a run calling a tool the server lacks is a 422; a
+// run calling its tools gets their results and citations from its
+// resource links; SIGTERM stops both, exit 0.
+func TestServe_MCPTools(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--memory", "--addr", "127.0.0.1:0", "--log-level", "info", "--mcp", mcpChildFlag(t, "kid"))
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
+	srv := startChild(t, cmd, "")
+	base := "http://" + srv.base
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = srv.cmd.Process.Kill()
+			srv.reap()
+		}
+	}()
+	post := func(sc *messages.Scenario) (int, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(messages.StartRun{Question: "why is the sky blue", Scenario: sc})
+		resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	if code, body := post(&messages.Scenario{Calls: []string{"kid.whisper"}}); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(body), `scenario.calls[0] names tool \"kid.whisper\"`) || !strings.Contains(string(body), "kid.shout") {
+		t.Errorf("a run calling kid.whisper: %d %s; want 422 naming the field and the tools", code, body)
+	}
+	code, body := post(&messages.Scenario{Nodes: 2, Waves: 1, Tokens: 3, Calls: []string{"kid.shout", "kid.cite"}})
+	var rc messages.RunCreated
+	if code != http.StatusCreated || json.Unmarshal(body, &rc) != nil {
+		t.Fatalf("POST run: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	events := readSession(ctx, t, base, rc.SessionID, rc.RunID)
+	for _, v := range testkit.Check(events) {
+		t.Errorf("invariant: %v", v)
+	}
+	n := 0
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && strings.HasPrefix(p.Tool, "kid.") {
+			n++
+			if p.IsError {
+				t.Errorf("%s failed: %s", p.Tool, p.Result)
+			}
+		}
+	}
+	fin, ok := events[len(events)-1].Payload.(*messages.RunFinishedPayload)
+	if n != 4 || !ok || len(fin.Citations) == 0 {
+		t.Errorf("%d results, last event %s, want 4 and run_finished with citations", n, events[len(events)-1].Type)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+	stopped = true
+	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
+		t.Errorf("exit %v after SIGTERM\n%s", srv.cmd.ProcessState, srv.log.tail(8<<10))
+	}
+	for _, line := range srv.log.problems() {
+		t.Errorf("server log: %s", line)
+	}
+}
+
+// readSession reads a session's events over SSE from the start until run's
+// terminal event.
+func readSession(ctx context.Context, t *testing.T, base string, session messages.SessionID, run messages.RunID) []*messages.Envelope {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/events/stream?session_id="+url.QueryEscape(string(session)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := skipSSERetry(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testkit.NewSSEReader(body)
+	var events []*messages.Envelope
+	for {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("stream: %v after %d events", err, len(events))
+		}
+		if f.Data == "" || f.Event == "stream_closed" {
+			continue
+		}
+		env := new(messages.Envelope)
+		if err := json.Unmarshal([]byte(f.Data), env); err != nil {
+			t.Fatalf("%v: %s", err, f.Data)
+		}
+		events = append(events, env)
+		if env.RunID == run && env.Type.Terminal() {
+			return events
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/tool"
+	"github.com/conclave-ai/conclave/tool/mcp"
+)
+
+// toolFlags are the flags that give the engine tools: --mcp, on both
+// serve and run.
+type toolFlags struct {
+	mcp []string
+	// mcpConfig, when set (tests), adjusts the servers' configuration.
+	mcpConfig func(*mcp.Config)
+}
+
+// mcpStopGrace bounds the MCP servers' shutdown: each stdio server gets
+// its stdin closed, then SIGTERM, then SIGKILL (mcp.DefaultStopGrace
+// apart), all at once.
+const mcpStopGrace = 3*mcp.DefaultStopGrace + time.Second
+
+func (f *toolFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.mcp, "mcp", nil, "MCP tool server `NAME=COMMAND ARGS` (stdio; quote the whole value) or NAME=https://HOST/PATH (streamable HTTP); its tools become NAME.tool (repeatable)")
+}
+
+// specs parses the --mcp values. Errors name the flag and the value.
+func (f *toolFlags) specs() ([]mcp.Spec, error) {
+	var specs []mcp.Spec
+	seen := map[string]bool{}
+	for _, v := range f.mcp {
+		sp, err := mcp.ParseSpec(v)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --mcp %q: %w", truncateFlag(v), err)
+		}
+		if seen[sp.Name] {
+			return nil, fmt.Errorf("invalid --mcp %q: another --mcp is named %s too", truncateFlag(v), sp.Name)
+		}
+		seen[sp.Name] = true
+		specs = append(specs, sp)
+	}
+	return specs, nil
+}
+
+// truncateFlag bounds a flag value quoted in an error.
+func truncateFlag(v string) string {
+	const max = 200
+	if len(v) <= max {
+		return v
+	}
+	return v[:max] + "…"
+}
+
+// engineTools are the engine's tools: the scripted search and publish
+// tools, and the tools of the MCP servers, which are started here (each
+// is connected and lists its tools before this returns). With no --mcp,
+// both results are nil: the engine's defaults. The caller stops the
+// servers with stopTools after the engine's shutdown.
+func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger) (*tool.Set, *mcp.Servers, error) {
+	specs, err := f.specs()
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	if len(specs) == 0 {
+		return nil, nil, nil
+	}
+	cfg := mcp.Config{Servers: specs, Logger: logger}
+	if f.mcpConfig != nil {
+		f.mcpConfig(&cfg)
+	}
+	servers, err := mcp.Start(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, mcp.ErrSpec) {
+			return nil, nil, usageError(fmt.Errorf("--mcp: %w", err))
+		}
+		return nil, nil, failure(fmt.Errorf("--mcp: %w", err))
+	}
+	tools := append([]tool.Tool{scripted.SearchTool(), scripted.PublishTool()}, servers.Tools()...)
+	set, err := tool.NewSet(tools...)
+	if err != nil { // the MCP package only gives tools a set takes: unreachable
+		_ = stopTools(servers, logger)
+		return nil, nil, failure(fmt.Errorf("--mcp: %w", err))
+	}
+	for _, st := range servers.Status() {
+		logger.Info("mcp tools", "server", st.Name, "tools", st.Tools)
+	}
+	return set, servers, nil
+}
+
+// stopTools shuts the MCP servers down (nil: none), within mcpStopGrace.
+func stopTools(servers *mcp.Servers, logger *slog.Logger) error {
+	if servers == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mcpStopGrace)
+	defer cancel()
+	if err := servers.Shutdown(ctx); err != nil {
+		// The processes left were killed at the deadline: wait for them.
+		_ = servers.Shutdown(context.Background())
+		logger.Error("mcp servers shutdown", "err", err)
+		return fmt.Errorf("mcp servers shutdown: %w", err)
+	}
+	return nil
+}

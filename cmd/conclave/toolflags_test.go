@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+	"github.com/conclave-ai/conclave/tool/mcp"
+)
+
+// mcpChildEnv makes this test binary an MCP server over stdio (runMCPChild).
+const mcpChildEnv = "CONCLAVE_TEST_MCP_CHILD"
+
+// runMCPChild is TestMain's hook: with mcpChildEnv=1 the process serves
+// MCP over stdin and stdout until stdin ends, then exits. Its tools:
+// shout {text} ("TEXT!") and cite {topic, count 1..3} (a text and count
+// web resource links).
+func runMCPChild() {
+	if os.Getenv(mcpChildEnv) != "1" {
+		return
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "conclave-cmd-test", Version: "1"}, nil)
+	type shoutArgs struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "shout", Description: "Shouts its text."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in shoutArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.ToUpper(in.Text) + "!"}}}, nil, nil
+		})
+	srv.AddTool(&sdk.Tool{Name: "cite", Description: "Cites pages on a topic.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string","enum":["sky","sea"]},"count":{"type":"integer","minimum":1,"maximum":3}},"required":["topic","count"]}`)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var in struct {
+				Topic string
+				Count int
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%d pages on the %s", in.Count, in.Topic)}}}
+			for i := range in.Count {
+				res.Content = append(res.Content, &sdk.ResourceLink{URI: fmt.Sprintf("https://example.org/%s/%d", in.Topic, i+1), Name: fmt.Sprintf("%s page %d", in.Topic, i+1)})
+			}
+			return res, nil
+		})
+	code := 0
+	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp child:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// mcpChildFlag is --mcp's value for this test binary as a server named
+// name: through env(1), which sets mcpChildEnv and clears crashChildEnv
+// (a serve child of a test has it; its MCP server must not be conclave).
+func mcpChildFlag(t *testing.T, name string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Skipf("no env(1): %v", err)
+	}
+	return name + "=" + mcp.JoinCommand([]string{env, mcpChildEnv + "=1", crashChildEnv + "=", exe, "-test.run=^$"})
+}
+
+func TestToolFlags_Specs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		values []string
+		want   []string // the specs, as strings
+		fail   string
+	}{
+		{values: nil},
+		{values: []string{"everything=npx -y @modelcontextprotocol/server-everything stdio", "web=https://mcp.example.com/mcp"},
+			want: []string{"everything=npx -y @modelcontextprotocol/server-everything stdio", "web=https://mcp.example.com/mcp"}},
+		{values: []string{"fs=node 'my server.js' --root /tmp"}, want: []string{"fs=node 'my server.js' --root /tmp"}},
+		{values: []string{"noequals"}, fail: `invalid --mcp "noequals": mcp: invalid server spec "noequals": want NAME=COMMAND ARGS… or NAME=https://…`},
+		{values: []string{"a.b=cmd"}, fail: `invalid --mcp "a.b=cmd": mcp: invalid server spec: server name "a.b" must be`},
+		{values: []string{"x="}, fail: `invalid --mcp "x=": mcp: invalid server spec: server x: no command`},
+		{values: []string{"x=cmd 'open"}, fail: "unterminated single quote"},
+		{values: []string{"w=https://"}, fail: `server w: "https://" is not a valid http(s) URL`},
+		{values: []string{"x=cmd", "x=https://example.com"}, fail: `invalid --mcp "x=https://example.com": another --mcp is named x too`},
+	} {
+		f := toolFlags{mcp: tc.values}
+		specs, err := f.specs()
+		if tc.fail != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.fail) {
+				t.Errorf("%q: %v, want an error saying %q", tc.values, err, tc.fail)
+			}
+			continue
+		}
+		var got []string
+		for _, sp := range specs {
+			got = append(got, sp.String())
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, %v; want %q", tc.values, got, err, tc.want)
+		}
+	}
+}
+
+// TestRun_MCPErrors: a bad --mcp is a usage error naming it; a server that
+// cannot start fails the command naming the server; --calls naming a
+// tool the engine lacks is a usage error naming the flag.
+func TestRun_MCPErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		says []string
+	}{
+		{[]string{"--mcp", "bad"}, exitUsage, []string{`invalid --mcp "bad"`, "NAME=COMMAND"}},
+		{[]string{"--mcp", "gone=/nonexistent/mcp-server --flag"}, exitFailed, []string{"--mcp: mcp: server gone (gone=/nonexistent/mcp-server --flag)", "no such file"}},
+		{[]string{"--mcp", "t=" + os.Args[0] + " -test.run=^$", "--calls", "t.nope"}, exitFailed, []string{"server t"}}, // not an MCP child: its output is no MCP
+		{[]string{"--calls", "everything.echo"}, exitUsage, []string{`invalid --calls: names tool "everything.echo", which this engine does not have (its tools: search, publish)`}},
+		{[]string{"--calls", "not a name"}, exitUsage, []string{`calls[0] must be a tool name`}},
+	} {
+		r := runCLI(t, t.Context(), nil, false, append([]string{"run", "q", "--json", "--nodes", "1"}, tc.args...)...)
+		if r.code != tc.code {
+			t.Errorf("%q: exit %d, want %d\n%s", tc.args, r.code, tc.code, r.stderr)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(r.stderr, s) {
+				t.Errorf("%q: stderr does not say %q:\n%s", tc.args, s, r.stderr)
+			}
+		}
+	}
+}
+
+// TestRun_MCPTools: conclave run --mcp starts a stdio MCP server (this
+// test binary), and --calls makes every worker call its tools with
+// arguments from their schemas; results come back, resource links become
+// the run's citations, the stream passes testkit.Check, and the server
+// process is stopped with the command (TestMain checks no goroutine is
+// left).
+func TestRun_MCPTools(t *testing.T) {
+	t.Parallel()
+	flag := mcpChildFlag(t, "kid")
+	r := runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--json", "--nodes", "3", "--tokens", "4", "--tools-per-node", "0",
+		"--log-level", "info", "--mcp", flag, "--calls", "kid.shout,kid.cite")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	for _, v := range testkit.Check(events) {
+		t.Errorf("invariant: %v", v)
+	}
+	results := map[string]int{}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok {
+			if p.IsError {
+				t.Errorf("error result %+v", p)
+			}
+			results[p.Tool]++
+			if p.Tool == "kid.shout" && !strings.HasSuffix(p.Result, "!") {
+				t.Errorf("shout: %q", p.Result)
+			}
+		}
+	}
+	if results["kid.shout"] != 3 || results["kid.cite"] != 3 {
+		t.Errorf("results per tool %v, want 3 each", results)
+	}
+	fin, ok := events[len(events)-1].Payload.(*messages.RunFinishedPayload)
+	if !ok || len(fin.Citations) == 0 {
+		t.Fatalf("last event %s, citations %+v", events[len(events)-1].Type, fin)
+	}
+	for _, c := range fin.Citations {
+		if !strings.HasPrefix(c.URL, "https://example.org/s") || c.AccessedVia != "tool:kid.cite" {
+			t.Errorf("citation %+v", c)
+		}
+	}
+	if !strings.Contains(r.stderr, "mcp server up") || !strings.Contains(r.stderr, "tools=2") {
+		t.Errorf("stderr does not log the server:\n%s", r.stderr)
+	}
+}

@@ -337,6 +337,7 @@ func (h *hubActor) flush() {
 		}
 	}
 	h.audit(envs)
+	h.e.interrupts.Journaled(envs) // listed from now on: a crash no longer loses them
 	h.s.head.Store(batch[len(batch)-1].Seq)
 	h.s.touch()
 	h.s.acknowledged(batch)

@@ -59,11 +59,18 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 // reattach parks the actor again on an interrupt raised before a restart,
 // with the same id and expiry; interrupt_raised is already in the journal.
 func (t interruptTarget) reattach(ctx actor.Context, in *runstate.Interrupt, onResolved func(*messages.Resolution)) {
-	t.park(ctx, in.Raised, in.Lane, in.RaisedAt, in.ExpiresAt, t.signing(in.Raised, in.Lane, in.Signatures), onResolved)
+	t.parkAt(ctx, in.Raised, in.Seq, in.Lane, in.RaisedAt, in.ExpiresAt, t.signing(in.Raised, in.Lane, in.Signatures), onResolved)
 }
 
-// park suspends the actor's mailbox and registers the interrupt.
+// park suspends the actor's mailbox and registers the interrupt, which
+// the registry lists once its interrupt_raised is journaled.
 func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayload, lane messages.Lane, created, expires time.Time, signing *interrupts.Signing, onResolved func(*messages.Resolution)) {
+	t.parkAt(ctx, p, 0, lane, created, expires, signing, onResolved)
+}
+
+// parkAt is park for an interrupt whose interrupt_raised has seq (0: not
+// journaled yet).
+func (t interruptTarget) parkAt(ctx actor.Context, p *messages.InterruptRaisedPayload, seq uint64, lane messages.Lane, created, expires time.Time, signing *interrupts.Signing, onResolved func(*messages.Resolution)) {
 	id := p.InterruptID
 	emit := func(pl messages.Payload) {
 		t.run.post(ctx, t.agent, lane, pl)
@@ -97,7 +104,7 @@ func (t interruptTarget) park(ctx actor.Context, p *messages.InterruptRaisedPayl
 		}
 		proc.SendSystemMessage(self, &actor.ResumeMailbox{})
 	})
-	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: lane}
+	info := messages.Interrupt{InterruptRaisedPayload: p, SessionID: t.run.session, RunID: t.run.runID, AgentID: t.agent, Lane: lane, Seq: seq}
 	t.e.interrupts.RaiseAt(t.run.tenant, info, created, expires, t.run.timeoutAction, func(r *messages.Resolution) {
 		t.e.system.Root.Send(f.PID(), r)
 	}, signing)

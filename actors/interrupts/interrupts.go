@@ -140,6 +140,9 @@ type entry struct {
 	timer   *time.Timer
 	signing *Signing   // set for a policy-covered interrupt
 	signMu  sync.Mutex // one signature at a time: verify, record, count
+	// journaled: its interrupt_raised is in the journal (Journaled, or
+	// raised with a seq): only then is it listed.
+	journaled bool
 }
 
 // New returns an empty registry.
@@ -162,7 +165,7 @@ func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, time
 // need signatures.
 func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, created, expires time.Time, action messages.Decision, deliver Deliver, signing *Signing) {
 	timeout := expires.Sub(r.now())
-	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver, signing: signing}
+	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver, signing: signing, journaled: info.Seq != 0}
 	if signing != nil {
 		e.info.Signed = signedBy(signing.Tally)
 	}
@@ -458,7 +461,7 @@ func (r *Registry) tombstoneLocked(e *entry) {
 func (r *Registry) Get(tenant messages.TenantID, id string) (messages.Interrupt, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.byID[id]; ok && e.tenant == tenant {
+	if e, ok := r.byID[id]; ok && e.tenant == tenant && e.journaled {
 		return e.info, true
 	}
 	if ts, ok := r.ended[id]; ok && ts.tenant == tenant && ts.expired != nil {
@@ -481,6 +484,7 @@ func (r *Registry) Pending(tenant messages.TenantID, session messages.SessionID,
 		}
 	}
 	r.bySession[k] = list
+	list = slices.DeleteFunc(slices.Clone(list), func(e *entry) bool { return !e.journaled })
 	start := 0
 	if after != "" {
 		start = len(list)
@@ -527,7 +531,7 @@ func (r *Registry) PendingAll(tenant messages.TenantID, cursor string, limit int
 			continue
 		}
 		for _, e := range list {
-			if e.info.Status != messages.InterruptPending && e.info.Status != messages.InterruptResolving {
+			if e.info.Status != messages.InterruptPending && e.info.Status != messages.InterruptResolving || !e.journaled {
 				continue
 			}
 			if at := e.info.CreatedAt.UnixNano(); cursor != "" && (at < after.at || at == after.at && e.info.InterruptID <= after.id) {
@@ -549,6 +553,29 @@ func (r *Registry) PendingAll(tenant messages.TenantID, cursor string, limit int
 	open = open[:limit]
 	last := open[limit-1]
 	return open, strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "." + last.InterruptID, nil
+}
+
+// Journaled records that the interrupt_raised events among envs are in
+// the journal: from now on the registry lists them (Pending, PendingAll,
+// Get). Until then an interrupt is registered (its resolution can be taken)
+// but not listed: a crash would lose it, and its agent would ask again
+// under a new id.
+func (r *Registry) Journaled(envs []*messages.Envelope) {
+	locked := false // most batches raise nothing: no lock for them
+	for _, env := range envs {
+		p, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		if !ok {
+			continue
+		}
+		if !locked {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			locked = true
+		}
+		if e := r.byID[p.InterruptID]; e != nil {
+			e.journaled, e.info.Seq = true, env.Seq
+		}
+	}
 }
 
 // Validate checks that res carries what an interrupt of kind needs, and

@@ -14,7 +14,7 @@ import (
 
 func raised(id string, kind messages.InterruptKind) messages.Interrupt {
 	return messages.Interrupt{InterruptRaisedPayload: &messages.InterruptRaisedPayload{InterruptID: id, Kind: kind},
-		SessionID: "s", RunID: "r", AgentID: "n001"}
+		SessionID: "s", RunID: "r", AgentID: "n001", Seq: 1} // journaled: listed
 }
 
 // recorder collects deliveries.
@@ -336,5 +336,34 @@ func TestRegistry_PendingAll(t *testing.T) {
 		if _, _, err := reg.PendingAll("t1", c, 2); !errors.As(err, &invalid) {
 			t.Errorf("cursor %q: %v, want an InvalidError", c, err)
 		}
+	}
+}
+
+// TestRegistry_ListsOnlyJournaled: an interrupt raised but whose
+// interrupt_raised is not journaled yet is not listed (a crash would lose
+// it), though it can already be resolved; once journaled it is, with its seq.
+func TestRegistry_ListsOnlyJournaled(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	var rec recorder
+	in := raised("j1", messages.InterruptNodeApproval)
+	in.Seq = 0 // raised, not journaled yet
+	reg.Raise("t1", in, time.Hour, messages.DecisionReject, rec.deliver)
+	if list, _ := reg.Pending("t1", "s", "", 10); len(list) != 0 {
+		t.Fatalf("listed before it is journaled: %+v", list)
+	}
+	if all, _, _ := reg.PendingAll("t1", "", 10); len(all) != 0 {
+		t.Fatalf("listed across sessions before it is journaled: %+v", all)
+	}
+	if _, ok := reg.Get("t1", "j1"); ok {
+		t.Fatal("Get finds it before it is journaled")
+	}
+	reg.Journaled([]*messages.Envelope{{Seq: 42, Type: messages.InterruptRaised, Payload: in.InterruptRaisedPayload}})
+	list, _ := reg.Pending("t1", "s", "", 10)
+	if len(list) != 1 || list[0].Seq != 42 {
+		t.Fatalf("after it is journaled: %+v", list)
+	}
+	if got, ok := reg.Get("t1", "j1"); !ok || got.Seq != 42 {
+		t.Fatalf("Get after it is journaled: %+v %v", got, ok)
 	}
 }

@@ -204,6 +204,7 @@ func (l *Lane) CallIndex(callID string) int {
 // Interrupt is a pending interrupt.
 type Interrupt struct {
 	Raised    *messages.InterruptRaisedPayload
+	Seq       uint64 // of its interrupt_raised
 	Lane      messages.Lane
 	AgentID   string
 	RaisedAt  time.Time
@@ -644,7 +645,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		if exp.IsZero() {
 			exp = env.Timestamp.Add(time.Duration(p.TimeoutSeconds) * time.Second)
 		}
-		r.Interrupts[p.InterruptID] = &Interrupt{Raised: p, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp}
+		r.Interrupts[p.InterruptID] = &Interrupt{Raised: p, Seq: env.Seq, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp}
 	case *messages.ApprovalSignatureAddedPayload:
 		if in := r.Interrupts[p.InterruptID]; in != nil {
 			in.Signatures = append(in.Signatures, p)

@@ -118,9 +118,8 @@ func TestHarden_RetentionKeepsParkedRunAcrossKill(t *testing.T) {
 		}
 		return list.Interrupts
 	}
-	// Both node gates raised, as the stream shows them: journaled. (The
-	// registry lists an interrupt a moment before its interrupt_raised is
-	// durable; a kill -9 in that moment raises it again, under a new id.)
+	// Both node gates raised, as the stream shows them: journaled (the
+	// interrupts API lists only those too: interrupts.Registry.Journaled).
 	for gates := 0; gates < 2; {
 		f, err := s.next()
 		if err != nil {

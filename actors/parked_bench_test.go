@@ -29,7 +29,9 @@ import (
 func BenchmarkParkedRuns(b *testing.B) {
 	const runs, perSession = 100_000, 1_000
 	for b.Loop() {
-		e, err := actors.New(actors.Config{Journal: newTailJournal(256), InterruptTimeout: time.Hour, SubscriberQueue: 1 << 15})
+		e, err := actors.New(actors.Config{Journal: newTailJournal(256), InterruptTimeout: time.Hour, SubscriberQueue: 1 << 15,
+			// 100,000 runs at once, as fast as they can be created: no quotas.
+			Limits: func(messages.TenantID) actors.Limits { return actors.Limits{ConcurrentRuns: -1, RunsPerSecond: -1} }})
 		if err != nil {
 			b.Fatal(err)
 		}

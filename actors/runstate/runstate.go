@@ -92,13 +92,21 @@ func (g *Graph) Node(id string) *Node {
 	n := g.Nodes[id]
 	if n == nil {
 		n = &Node{}
-		g.Nodes[id] = n
+		put(&g.Nodes, id, n)
 	}
 	return n
 }
 
 // PlanNode returns the plan's node id, if any.
 func (g *Graph) PlanNode(id string) *messages.PlanNode {
+	if g.pos == nil { // a small plan: no index (setPlan)
+		for i := range g.Plan.Nodes {
+			if g.Plan.Nodes[i].ID == id {
+				return &g.Plan.Nodes[i]
+			}
+		}
+		return nil
+	}
 	if i, ok := g.pos[id]; ok {
 		return &g.Plan.Nodes[i]
 	}
@@ -106,14 +114,32 @@ func (g *Graph) PlanNode(id string) *messages.PlanNode {
 }
 
 // Has reports whether the plan has node id.
-func (g *Graph) Has(id string) bool { _, ok := g.pos[id]; return ok }
+func (g *Graph) Has(id string) bool { return g.PlanNode(id) != nil }
 
 // Fixed reports whether node id's wave has started: steering and spawns
 // can no longer change it.
 func (g *Graph) Fixed(id string) bool {
-	w, ok := g.waveOf[id]
+	w, ok := g.wave(id)
 	return ok && w <= g.Wave
 }
+
+// wave is the wave of node id.
+func (g *Graph) wave(id string) (int, bool) {
+	if g.waveOf == nil { // a small plan: no index (setPlan)
+		for w, ids := range g.Waves {
+			if slices.Contains(ids, id) {
+				return w, true
+			}
+		}
+		return 0, false
+	}
+	w, ok := g.waveOf[id]
+	return w, ok
+}
+
+// indexAbove is the plan size from which setPlan indexes nodes and waves
+// in maps; smaller plans are scanned (two maps cost a parked run ~0.5 KB).
+const indexAbove = 16
 
 // StartedWaves maps each node of the waves started so far to its wave
 // (what dag.WavesFrom keeps in place when the plan changes).
@@ -156,6 +182,10 @@ func (g *Graph) Counts() messages.NodeCounts {
 // every node stays.
 func (g *Graph) setPlan(plan messages.Plan, waves [][]string) {
 	g.Plan, g.Waves = plan, waves
+	g.pos, g.waveOf = nil, nil
+	if len(plan.Nodes) <= indexAbove {
+		return
+	}
 	g.pos = make(map[string]int, len(plan.Nodes))
 	for i := range plan.Nodes {
 		g.pos[plan.Nodes[i].ID] = i
@@ -169,7 +199,7 @@ func (g *Graph) setPlan(plan messages.Plan, waves [][]string) {
 }
 
 func newGraph(lane messages.Lane, team string, plan messages.Plan, waves [][]string) *Graph {
-	g := &Graph{Lane: lane, Team: team, Wave: -1, Nodes: map[string]*Node{}}
+	g := &Graph{Lane: lane, Team: team, Wave: -1}
 	g.setPlan(plan, waves)
 	return g
 }
@@ -307,8 +337,17 @@ type Run struct {
 
 // New returns the state of a run before its first event.
 func New(id messages.RunID) *Run {
-	return &Run{ID: id, Lanes: map[messages.StreamID]*Lane{}, Interrupts: map[string]*Interrupt{},
-		Steering: map[string]*Note{}, graphs: map[messages.StreamID]*Graph{}, debates: map[messages.StreamID]*Debate{}}
+	// The maps are made on their first entry (put): a parked run's state
+	// is mostly empty, and a run has two (its supervisor's, the index's).
+	return &Run{ID: id}
+}
+
+// put sets m[k] = v, making m on its first entry.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
+	}
+	(*m)[k] = v
 }
 
 // NewOutline returns the state of a run before its first event, for
@@ -364,25 +403,25 @@ func (r *Run) Split(stream messages.StreamID) *Run {
 	}
 	for id, l := range r.Lanes {
 		if inside(id) {
-			s.Lanes[id] = l
+			put(&s.Lanes, id, l)
 			delete(r.Lanes, id)
 		}
 	}
 	for id, in := range r.Interrupts {
 		if in.Lane.StreamID == stream || inside(in.Lane.StreamID) {
-			s.Interrupts[id] = in
+			put(&s.Interrupts, id, in)
 			delete(r.Interrupts, id)
 		}
 	}
 	for id, x := range r.graphs {
 		if id == stream || inside(id) {
-			s.graphs[id] = x
+			put(&s.graphs, id, x)
 			delete(r.graphs, id)
 		}
 	}
 	for id, d := range r.debates {
 		if inside(id) {
-			s.debates[id] = d
+			put(&s.debates, id, d)
 			delete(r.debates, id)
 		}
 	}
@@ -503,12 +542,12 @@ func (r *Run) Apply(env *messages.Envelope) {
 			n.State = Running
 			if p.Kind == messages.KindDebate {
 				n.Debate = &Debate{Lane: env.Lane}
-				r.debates[stream] = n.Debate
+				put(&r.debates, stream, n.Debate)
 			}
 		}
 	case *messages.TeamStartedPayload:
 		g := newGraph(env.Lane, p.TeamID, p.Plan, p.Waves)
-		r.graphs[stream] = g
+		put(&r.graphs, stream, g)
 		if parent := r.graphs[env.Lane.ParentStreamID]; parent != nil {
 			parent.Node(p.TeamID).Team = g
 		}
@@ -632,7 +671,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 
 	// Steering, citations, interrupts.
 	case *messages.SteeringReceivedPayload:
-		r.Steering[p.SteeringID] = &Note{Received: p, Lane: env.Lane, AgentID: env.AgentID}
+		put(&r.Steering, p.SteeringID, &Note{Received: p, Lane: env.Lane, AgentID: env.AgentID})
 	case *messages.SteeringAppliedPayload:
 		delete(r.Steering, p.SteeringID)
 		r.setGraph(messages.RunLane(), p.Plan, p.Waves)
@@ -645,7 +684,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		if exp.IsZero() {
 			exp = env.Timestamp.Add(time.Duration(p.TimeoutSeconds) * time.Second)
 		}
-		r.Interrupts[p.InterruptID] = &Interrupt{Raised: p, Seq: env.Seq, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp}
+		put(&r.Interrupts, p.InterruptID, &Interrupt{Raised: p, Seq: env.Seq, Lane: env.Lane, AgentID: env.AgentID, RaisedAt: env.Timestamp, ExpiresAt: exp})
 	case *messages.ApprovalSignatureAddedPayload:
 		if in := r.Interrupts[p.InterruptID]; in != nil {
 			in.Signatures = append(in.Signatures, p)
@@ -659,7 +698,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 
 // open records an agent lane that opened (attempt 1).
 func (r *Run) open(env *messages.Envelope) {
-	r.Lanes[env.Lane.StreamID] = &Lane{Lane: env.Lane, AgentID: env.AgentID, Attempts: 1}
+	put(&r.Lanes, env.Lane.StreamID, &Lane{Lane: env.Lane, AgentID: env.AgentID, Attempts: 1})
 }
 
 // setGraph sets (or replaces) the run's graph, keeping the progress of
@@ -667,7 +706,7 @@ func (r *Run) open(env *messages.Envelope) {
 func (r *Run) setGraph(lane messages.Lane, plan messages.Plan, waves [][]string) {
 	if r.Graph == nil {
 		r.Graph = newGraph(lane, "", plan, waves)
-		r.graphs[lane.StreamID] = r.Graph
+		put(&r.graphs, lane.StreamID, r.Graph)
 		return
 	}
 	r.Graph.setPlan(plan, waves)

@@ -38,14 +38,16 @@ func checkOutcome(t *testing.T, i int, abortErr error, events []*messages.Envelo
 }
 
 // TestEngine_AbortRacingFinishHasOneOutcome races Abort against a run
-// finishing on its own, a thousand times.
+// finishing on its own, a thousand times, and more until both outcomes
+// happened: on a loaded machine the probe that picks the moment lags the
+// run, and every abort of the first thousand can come too late.
 func TestEngine_AbortRacingFinishHasOneOutcome(t *testing.T) {
 	t.Parallel()
 	e := testkit.NewEngine(t, actors.Config{Limits: unlimited})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	accepted, refused := 0, 0
-	for i := range 1000 {
+	for i := 0; i < 1000 || (accepted == 0 || refused == 0) && i < 3000; i++ {
 		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2, SynthesisTokens: 2}})
 		if err != nil {
 			t.Fatal(err)
@@ -55,6 +57,12 @@ func TestEngine_AbortRacingFinishHasOneOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		wait := rng.IntN(16) // abort after this many events: anywhere from planning to the end
+		switch {
+		case i >= 1000 && accepted == 0:
+			wait = 0 // right after run_started
+		case i >= 1000 && refused == 0:
+			wait = 1 << 20 // after the end
+		}
 		seen := 0
 		if _, err := probe.Until(ctx, func(env *messages.Envelope) bool { seen++; return seen > wait || env.Type.Terminal() }); err != nil {
 			t.Fatal(err)

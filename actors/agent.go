@@ -613,7 +613,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		done.Closing = &messages.SynthesisCompletedPayload{Answer: done.Output}
 	case model.RoleSteerer:
 		// The supervisor closes the steering lane at the wave boundary.
-		d, err := messages.DecodeGraphDiff(strings.NewReader(done.Output))
+		d, err := messages.DecodeGraphDiff(strings.NewReader(model.JSONObject(done.Output)))
 		if err != nil {
 			if err = fmt.Errorf("the model's answer is not a graph diff: %w", err); !a.repair(ctx, "graph diff", err) {
 				a.finishFailed(ctx, err)
@@ -628,11 +628,12 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 	a.report(ctx, done)
 }
 
-// decodePlan reads and validates the director's plan: a DAG whose nodes
-// use only tools the engine has.
+// decodePlan reads and validates the director's plan (the JSON object of
+// its answer, fences and prose around it dropped: model.JSONObject): a DAG
+// whose nodes use only tools the engine has.
 func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
 	var plan messages.Plan
-	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+	if err := json.Unmarshal([]byte(model.JSONObject(out)), &plan); err != nil {
 		return plan, fmt.Errorf("director output is not a plan: %w", err)
 	}
 	if err := dag.Validate(plan); err != nil {

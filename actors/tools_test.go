@@ -340,3 +340,28 @@ func TestDirector_OneRepairTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestDirector_FencedPlan: a plan wrapped in a Markdown fence and a
+// sentence (what a model without structured output often answers) is the
+// plan: no repair turn.
+func TestDirector_FencedPlan(t *testing.T) {
+	t.Parallel()
+	sm, err := scripted.New(messages.Scenario{Tokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := `{"nodes":[{"id":"a","goal":"look {carefully}","tools":["search"]}]}`
+	m := repairingModel{Model: sm, first: "Here is the plan:\n```json\n" + good + "\n```\nGood luck.", plan: good, guidance: make(chan string, 1)}
+	e := testkit.NewEngine(t, actors.Config{Models: func(messages.Scenario) (model.Model, error) { return m, nil }})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q"})
+	testkit.AssertInvariants(t, events)
+	if end := testkit.Terminal(events, ref.RunID); end.Type != messages.RunFinished {
+		t.Fatalf("terminal %+v", end.Payload)
+	}
+	if n := testkit.Count(events, messages.Warning); n != 0 {
+		t.Errorf("%d warnings: the fenced plan needed a repair turn", n)
+	}
+	if p := payloads[*messages.PlanProposedPayload](events); len(p) != 1 || p[0].Plan.Nodes[0].Goal != "look {carefully}" {
+		t.Errorf("plan_proposed %+v", p)
+	}
+}

@@ -122,16 +122,17 @@ func isLoopbackHost(h string) bool {
 }
 
 // factory returns the engine's model factory (nil: the engine's default,
-// the scripted model) and logs which model is in use — never the key.
-func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (model.Factory, error) {
+// the scripted model) and what closes the model's connections once the
+// engine has shut down, and logs which model is in use — never the key.
+func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (model.Factory, func(), error) {
 	cfg, err := f.openaiConfig(getenv)
 	if err != nil || cfg == nil {
-		return nil, err
+		return nil, func() {}, err
 	}
 	cfg.Logger = logger
 	m, err := openai.New(*cfg)
 	if err != nil {
-		return nil, err
+		return nil, func() {}, err
 	}
 	attrs := []any{"url", cfg.BaseURL, "model", cfg.Model, "api_key_set", cfg.APIKey != ""}
 	for _, r := range allRoles {
@@ -143,5 +144,5 @@ func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (m
 		attrs = append(attrs, "context_tokens", cfg.ContextTokens)
 	}
 	logger.Info("model: openai-compatible", attrs...)
-	return m.Factory(), nil
+	return m.Factory(), m.Close, nil
 }

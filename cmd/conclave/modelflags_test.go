@@ -36,7 +36,8 @@ func TestModelFlags_Scripted(t *testing.T) {
 	if err != nil || cfg != nil {
 		t.Fatalf("default: %+v, %v; want the scripted model", cfg, err)
 	}
-	f, err := parseModelFlags(t).factory(env(), slog.New(slog.DiscardHandler))
+	f, closeModel, err := parseModelFlags(t).factory(env(), slog.New(slog.DiscardHandler))
+	defer closeModel()
 	if err != nil || f != nil {
 		t.Fatalf("factory %v, %v; want nil (the engine's default)", f, err)
 	}

@@ -416,10 +416,11 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
 	// The engine stamps events and interrupt expiries with the app's
 	// clock, which the prompts compare deadlines with.
-	models, err := c.model.factory(c.app.env, logger)
+	models, closeModel, err := c.model.factory(c.app.env, logger)
 	if err != nil {
 		return usageError(err)
 	}
+	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers stop after the engine (defers run last first).
 	tools, mcpServers, err := c.tools.engineTools(ctx, logger)
 	if err != nil {

@@ -117,9 +117,11 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
-	if ecfg.Models, err = c.model.factory(c.app.env, logger); err != nil {
+	var closeModel func()
+	if ecfg.Models, closeModel, err = c.model.factory(c.app.env, logger); err != nil {
 		return usageError(err)
 	}
+	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers start before the journal opens (a server that
 	// cannot start leaves nothing behind) and stop after the engine.
 	tools, mcpServers, err := c.tools.engineTools(ctx, logger)

@@ -215,6 +215,11 @@ func New(cfg Config) (*Model, error) {
 	return &Model{cfg: cfg, client: oa.NewClient(opts...), log: cfg.Logger}, nil
 }
 
+// Close closes the idle connections of the Model's HTTP client, once the
+// engine that used it has shut down (a client given in Config is the
+// caller's to close; Close closes its idle connections all the same).
+func (m *Model) Close() { m.cfg.HTTPClient.CloseIdleConnections() }
+
 // Name returns the default model name.
 func (m *Model) Name() string { return m.cfg.Model }
 

@@ -2,6 +2,8 @@ package actors_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -66,6 +68,21 @@ func TestAudit_SignedApprovalRecorded(t *testing.T) {
 	}
 	if err := audit.Verify(page.Records, pub); err != nil {
 		t.Fatal(err)
+	}
+	// The approvers' signatures inside the record verify against the
+	// governance file; against another tenant's approvers, or with a
+	// statement changed after signing, they do not.
+	if err := audit.Verify(page.Records, pub, audit.WithApprovers(s.cfg)); err != nil {
+		t.Fatal(err)
+	}
+	others := &governance.Config{Tenants: map[messages.TenantID]*governance.Tenant{messages.LocalTenant: {}}}
+	var ve *audit.VerifyError
+	if err := audit.Verify(page.Records, pub, audit.WithApprovers(others)); !errors.As(err, &ve) || !strings.Contains(ve.Reason, "is not an approver") {
+		t.Fatalf("unknown approvers: %v", err)
+	}
+	r.Details.Signatures[1].Statement.Decision = messages.DecisionReject
+	if err := audit.VerifyRecordApprovers(s.cfg, &r); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("a changed statement: %v", err)
 	}
 }
 

@@ -101,6 +101,21 @@ func (e *VerifyError) Error() string {
 type Verifier struct {
 	pub   *governance.PublicKey
 	chain map[messages.TenantID]link
+	// approvers, when set, also checks the approvers' signatures inside
+	// the records (WithApprovers).
+	approvers *governance.Config
+}
+
+// VerifyOption adds a check to a Verifier.
+type VerifyOption func(*Verifier)
+
+// WithApprovers also checks, for every approver's signature a record
+// carries, that the approver is one of the record's tenant's in cfg (the
+// server's --governance file), that the signature verifies over the
+// statement, and that the statement names the record's interrupt and
+// evidence digest.
+func WithApprovers(cfg *governance.Config) VerifyOption {
+	return func(v *Verifier) { v.approvers = cfg }
 }
 
 // link is where a tenant's chain stands: the last verified record.
@@ -110,8 +125,12 @@ type link struct {
 }
 
 // NewVerifier verifies records signed by pub.
-func NewVerifier(pub *governance.PublicKey) *Verifier {
-	return &Verifier{pub: pub, chain: map[messages.TenantID]link{}}
+func NewVerifier(pub *governance.PublicKey, opts ...VerifyOption) *Verifier {
+	v := &Verifier{pub: pub, chain: map[messages.TenantID]link{}}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
 }
 
 // Add verifies the next record of r.Tenant's chain: its index follows the
@@ -142,8 +161,44 @@ func (v *Verifier) Add(r *messages.AuditRecord) error {
 	if len(r.Signature) != mldsa65.SignatureSize || !mldsa65.Verify(v.pub, b, []byte(SigningContext), r.Signature) {
 		return bad("the server's signature does not verify")
 	}
+	if v.approvers != nil {
+		if reason := approverProblem(v.approvers.Of(r.Tenant), r); reason != "" {
+			return bad("%s", reason)
+		}
+	}
 	v.chain[r.Tenant] = link{index: r.Index, hash: r.Hash}
 	return nil
+}
+
+// VerifyRecordApprovers checks only the approvers' signatures of r against
+// cfg (see WithApprovers), not its place in the chain.
+func VerifyRecordApprovers(cfg *governance.Config, r *messages.AuditRecord) error {
+	if reason := approverProblem(cfg.Of(r.Tenant), r); reason != "" {
+		return &VerifyError{Tenant: r.Tenant, Index: r.Index, Reason: reason}
+	}
+	return nil
+}
+
+// approverProblem says what is wrong with the approvers' signatures of r
+// ("" if nothing), given its tenant's approvers (nil: the tenant has none).
+func approverProblem(t *governance.Tenant, r *messages.AuditRecord) string {
+	for i, s := range r.Details.Signatures {
+		var pk *governance.PublicKey
+		if t != nil {
+			pk = t.Approvers[s.Approver]
+		}
+		switch {
+		case pk == nil:
+			return fmt.Sprintf("signature %d: %q is not an approver of tenant %s", i+1, s.Approver, r.Tenant)
+		case s.Statement.InterruptID != r.InterruptID:
+			return fmt.Sprintf("signature %d of %s names interrupt %s, not the record's %s", i+1, s.Approver, s.Statement.InterruptID, r.InterruptID)
+		case s.Statement.EvidenceDigest != r.Details.EvidenceDigest:
+			return fmt.Sprintf("signature %d of %s names another evidence package than the record's", i+1, s.Approver)
+		case !governance.Verify(pk, s.Statement, s.Signature):
+			return fmt.Sprintf("signature %d of %s does not verify over its statement", i+1, s.Approver)
+		}
+	}
+	return ""
 }
 
 // Last is the index of tenant's last verified record (0 for none).
@@ -167,8 +222,8 @@ func (v *Verifier) Head(tenant messages.TenantID, index uint64, hash string) err
 // Verify checks records (each tenant's from index 1, in order; tenants may
 // interleave) against the server's public key and returns the first bad
 // one as a *VerifyError, or nil.
-func Verify(records []messages.AuditRecord, pub *governance.PublicKey) error {
-	v := NewVerifier(pub)
+func Verify(records []messages.AuditRecord, pub *governance.PublicKey, opts ...VerifyOption) error {
+	v := NewVerifier(pub, opts...)
 	for i := range records {
 		if err := v.Add(&records[i]); err != nil {
 			return err

@@ -409,14 +409,14 @@ type VerifyReport struct {
 // VerifyStore verifies every stored record of every tenant against pub,
 // and each tenant's chain against its head. It returns the first bad
 // record as a *VerifyError.
-func (l *Log) VerifyStore(ctx context.Context, pub *governance.PublicKey) (VerifyReport, error) {
+func (l *Log) VerifyStore(ctx context.Context, pub *governance.PublicKey, opts ...VerifyOption) (VerifyReport, error) {
 	rep := VerifyReport{Records: map[messages.TenantID]uint64{}}
 	release, err := l.acquire()
 	if err != nil {
 		return rep, err
 	}
 	defer release()
-	v := NewVerifier(pub)
+	v := NewVerifier(pub, opts...)
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRecord}, UpperBound: []byte{prefixRecord + 1}})
 	if err != nil {
 		return rep, fmt.Errorf("audit: %w", err)

@@ -41,9 +41,9 @@ func newAuditCmd(a *app) *cobra.Command {
 }
 
 func newAuditVerifyCmd(a *app) *cobra.Command {
-	var data, file, pubPath string
+	var data, file, pubPath, govPath string
 	cmd := &cobra.Command{
-		Use:   "verify (--data DIR | --file EXPORT --server-key PUB)",
+		Use:   "verify (--data DIR | --file EXPORT --server-key PUB) [--governance FILE]",
 		Short: "Verify the audit log's hash chains and the server's signatures",
 		Long: `verify checks every record of the audit log: each tenant's records are
 numbered 1, 2, 3… without a gap, each carries the hash of the one before,
@@ -59,7 +59,12 @@ so deleting the last records is caught.
 --file EXPORT reads what GET /api/v1/audit returned (conclave audit export
 writes it): one or more pages, concatenated, each a JSON object
 {"records":[…],"next_after":N,"head":N}, from index 1. A file that ends
-before the highest head its pages name is truncated.`,
+before the highest head its pages name is truncated.
+
+--governance FILE (the server's --governance file) also checks the
+approvers' signatures inside the records: each approver is one of the
+record's tenant's, each signature verifies over its statement, and the
+statement names the record's interrupt and evidence digest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -75,21 +80,30 @@ before the highest head its pages name is truncated.`,
 			if err != nil {
 				return failure(err)
 			}
-			if data != "" {
-				return verifyStore(cmd.Context(), a, data, pub)
+			var opts []audit.VerifyOption
+			if govPath != "" {
+				cfg, err := governance.LoadConfig(govPath)
+				if err != nil {
+					return usageError(fmt.Errorf("--governance: %w", err))
+				}
+				opts = append(opts, audit.WithApprovers(cfg))
 			}
-			return verifyExport(a, file, pub)
+			if data != "" {
+				return verifyStore(cmd.Context(), a, data, pub, opts)
+			}
+			return verifyExport(a, file, pub, opts)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&data, "data", "", "the server's data `directory` (the server must be stopped)")
 	fs.StringVar(&file, "file", "", "an export `file`: pages of GET /api/v1/audit, concatenated")
 	fs.StringVar(&pubPath, "server-key", "", "the server's public key `file` (default DIR/server.key.pub with --data)")
+	fs.StringVar(&govPath, "governance", "", "the server's governance `file`: also verify the approvers' signatures in the records")
 	return cmd
 }
 
 // verifyStore verifies DIR/audit.
-func verifyStore(ctx context.Context, a *app, data string, pub *governance.PublicKey) error {
+func verifyStore(ctx context.Context, a *app, data string, pub *governance.PublicKey, opts []audit.VerifyOption) error {
 	dir := filepath.Join(data, "audit")
 	if _, err := os.Stat(dir); err != nil {
 		return failure(fmt.Errorf("no audit log in %s: %w", data, err))
@@ -99,7 +113,7 @@ func verifyStore(ctx context.Context, a *app, data string, pub *governance.Publi
 		return failure(fmt.Errorf("%w (is a server running on %s? stop it, or verify an export with --file)", err, data))
 	}
 	defer l.Close()
-	rep, err := l.VerifyStore(ctx, pub)
+	rep, err := l.VerifyStore(ctx, pub, opts...)
 	if err != nil {
 		return failure(err)
 	}
@@ -108,13 +122,13 @@ func verifyStore(ctx context.Context, a *app, data string, pub *governance.Publi
 }
 
 // verifyExport verifies an export file.
-func verifyExport(a *app, path string, pub *governance.PublicKey) error {
+func verifyExport(a *app, path string, pub *governance.PublicKey, opts []audit.VerifyOption) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return failure(err)
 	}
 	defer f.Close()
-	v := audit.NewVerifier(pub)
+	v := audit.NewVerifier(pub, opts...)
 	counts := map[messages.TenantID]uint64{}
 	heads := map[messages.TenantID]uint64{}
 	dec := json.NewDecoder(bufio.NewReader(f))

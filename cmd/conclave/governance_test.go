@@ -34,7 +34,8 @@ func TestGovernance_ApproveCLI(t *testing.T) {
 		"policy": {"high": {"required": 2}}}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServe(t, 0, nil, "--governance", gov, "--runs-per-second", "-1")
+	serverKey := filepath.Join(dir, "server.key") // created by serve, with server.key.pub beside it
+	srv := startServe(t, 0, nil, "--governance", gov, "--runs-per-second", "-1", "--server-key", serverKey)
 	a := newHardenAPI(t, srv, "")
 	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":1,"approvals":1,"risky_approvals":1}}`)
 	s := a.mustStream(t, rc.SessionID, 0)
@@ -90,5 +91,28 @@ func TestGovernance_ApproveCLI(t *testing.T) {
 	}
 	if !ran {
 		t.Fatal("the approved publish call did not run")
+	}
+
+	// The audit log's record of the decision carries alice's and bob's
+	// signatures: `audit verify --governance` checks them against the
+	// approvers' keys, and refuses them against a file without bob.
+	export := filepath.Join(dir, "audit.json")
+	if r := runCLI(t, t.Context(), nil, false, "audit", "export", "--server", "http://"+srv.base, "--out", export); r.code != exitOK {
+		t.Fatalf("audit export: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	verify := func(govFile string) result {
+		return runCLI(t, t.Context(), nil, false, "audit", "verify", "--file", export, "--server-key", serverKey+".pub", "--governance", govFile)
+	}
+	if r := verify(gov); r.code != exitOK {
+		t.Fatalf("audit verify --governance: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	noBob := filepath.Join(dir, "governance-no-bob.json")
+	if err := os.WriteFile(noBob, []byte(`{"tenants": {"local": {
+		"approvers": {"alice": "keys/alice.pub", "carol": "keys/carol.pub"},
+		"policy": {"high": {"required": 2}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := verify(noBob); r.code != exitFailed || !strings.Contains(r.stderr, `"bob" is not an approver`) {
+		t.Fatalf("audit verify against approvers without bob: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

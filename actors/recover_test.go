@@ -98,6 +98,32 @@ func (r *restartable) all(session messages.SessionID) []*messages.Envelope {
 	}
 }
 
+// restartAt follows session until cut, restarts the engine there (what
+// it had not journaled is lost, as in a crash), follows the session again
+// until run ends, and returns every event of the session across the
+// restart.
+func (r *restartable) restartAt(ctx context.Context, session messages.SessionID, run messages.RunID, cut func(*messages.Envelope) bool) []*messages.Envelope {
+	r.t.Helper()
+	p, err := testkit.NewProbe(ctx, r.e, "", session, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, cut); err != nil {
+		r.t.Fatal(err)
+	}
+	p.Close()
+	r.restart()
+	p, err = testkit.NewProbe(ctx, r.e, "", session, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Until(ctx, testkit.TerminalOf(run)); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.all(session)
+}
+
 // approveGates answers plan and node approvals as they come, until stop.
 func approveGates(ctx context.Context, t *testing.T, e *actors.Engine, p *testkit.Probe, stop func(*messages.Envelope) bool) {
 	t.Helper()
@@ -218,31 +244,14 @@ func TestRecover_WorkingRunResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Stop once two nodes completed and another one is mid-stream.
 	completed := 0
-	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+	events := r.restartAt(ctx, "s", ref.RunID, func(env *messages.Envelope) bool {
 		if env.Type == messages.NodeCompleted {
 			completed++
 		}
 		return completed >= 2 && env.Type == messages.TextDelta && strings.HasPrefix(string(env.Lane.StreamID), "node:") && env.Lane.Depth == 1
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	r.restart()
-	p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-		t.Fatal(err)
-	}
-	events := r.all("s")
+	})
 	testkit.AssertInvariants(t, events)
 	if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
 		t.Fatalf("terminal %s", env.Type)
@@ -295,24 +304,7 @@ func TestRecover_TeamAndDebateNodesResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.Until(ctx, tc.stop); err != nil {
-				t.Fatal(err)
-			}
-			p.Close()
-			r.restart()
-			p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := r.all("s")
+			events := r.restartAt(ctx, "s", ref.RunID, tc.stop)
 			testkit.AssertInvariants(t, events)
 			fin, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunFinishedPayload)
 			if !ok || fin.Nodes.Completed != fin.Nodes.Total {
@@ -548,24 +540,7 @@ func TestRecover_RestartedDebateRoundResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.Until(ctx, cut); err != nil {
-				t.Fatal(err)
-			}
-			p.Close()
-			r.restart()
-			p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := r.all("s")
+			events := r.restartAt(ctx, "s", ref.RunID, cut)
 			testkit.AssertInvariants(t, events)
 			if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
 				t.Fatalf("terminal %s %+v", env.Type, env.Payload)

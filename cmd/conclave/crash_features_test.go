@@ -29,6 +29,9 @@ func TestCrash_KillNineMidFeature(t *testing.T) {
 		trigger func(*messages.Envelope) bool
 		// during runs once trigger was seen, before the kill.
 		during func(t *testing.T, a *hardenAPI, run messages.RunID)
+		// firstAnswer, when set, answers the first gate before the trigger
+		// (the others are approved).
+		firstAnswer string
 		// want checks the events once the run ended.
 		want func(t *testing.T, events []*messages.Envelope)
 	}{
@@ -40,6 +43,23 @@ func TestCrash_KillNineMidFeature(t *testing.T) {
 			want: func(t *testing.T, events []*messages.Envelope) {
 				if testkit.Count(events, messages.TeamSynthesized) != 1 {
 					t.Error("the team did not synthesise once")
+				}
+			}},
+		{name: "re-planning",
+			body:        `{"question":"q","hitl":"plan","scenario":{"nodes":3,"waves":2,"tokens":20,"token_delay_ms":3}}`,
+			firstAnswer: `{"decision":"reject","reason":"fewer nodes"}`,
+			trigger:     func(env *messages.Envelope) bool { return env.Type == messages.ReplanAttempt },
+			want: func(t *testing.T, events []*messages.Envelope) {
+				if testkit.Count(events, messages.ReplanAttempt) != 1 || testkit.Count(events, messages.PlanProposed) != 2 {
+					t.Errorf("%d replan_attempt, %d plan_proposed; want 1 and 2", testkit.Count(events, messages.ReplanAttempt), testkit.Count(events, messages.PlanProposed))
+				}
+			}},
+		{name: "debate round restarted",
+			body:    `{"question":"q","scenario":{"nodes":2,"waves":1,"tokens":30,"token_delay_ms":3,"debate":{"agents":2,"rounds":2,"judge":true,"panic_round":2}}}`,
+			trigger: func(env *messages.Envelope) bool { return env.Type == messages.DebateRoundRestarted },
+			want: func(t *testing.T, events []*messages.Envelope) {
+				if n := testkit.Count(events, messages.DebateRoundRestarted); n != 1 {
+					t.Errorf("%d debate_round_restarted, want 1", n)
 				}
 			}},
 		{name: "debate",
@@ -118,7 +138,11 @@ func TestCrash_KillNineMidFeature(t *testing.T) {
 					break
 				}
 				if p, ok := env.Payload.(*messages.InterruptRaisedPayload); ok { // the gates before the feature
-					if code, _, b := a.call(t, http.MethodPost, "/api/v1/events/resume/"+url.PathEscape(p.InterruptID), `{"decision":"approve"}`); code != http.StatusOK {
+					answer := `{"decision":"approve"}`
+					if c.firstAnswer != "" {
+						answer, c.firstAnswer = c.firstAnswer, ""
+					}
+					if code, _, b := a.call(t, http.MethodPost, "/api/v1/events/resume/"+url.PathEscape(p.InterruptID), answer); code != http.StatusOK {
 						t.Fatalf("approve %s = %d %s", p.Kind, code, b)
 					}
 				}

@@ -282,6 +282,9 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 		Tools:         tools,
 		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)},
 	}
+	if t := req.Temperature; t != nil { // a debater's contentiousness
+		params.Temperature = oa.Float(*t)
+	}
 	if name, schema := responseFormat(req.Role); name != "" && !m.cfg.NoResponseFormat && !m.formatRefused() {
 		params.ResponseFormat = oa.ChatCompletionNewParamsResponseFormatUnion{
 			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{

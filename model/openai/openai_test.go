@@ -704,3 +704,33 @@ func usageWithCacheWrite(c openaitest.Chunk, written int64) openaitest.Chunk {
 	c.Usage.CacheCreationInputTokens = written
 	return c
 }
+
+// TestParams_Temperature: a turn that asks for a temperature (a debater's
+// contentiousness) sends it; other turns leave the server's default.
+func TestParams_Temperature(t *testing.T) {
+	t.Parallel()
+	m, err := openai.New(openai.Config{BaseURL: "http://unused/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := 0.9
+	for _, tc := range []struct {
+		req  model.Request
+		want string
+	}{
+		{model.Request{Role: model.RoleDebater, AgentID: "d:a1", Round: 1, Temperature: &hot}, `"temperature":0.9`},
+		{model.Request{Role: model.RoleWorker, AgentID: "n001", Goal: "g"}, ""},
+	} {
+		p, err := m.Params(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(js), `"temperature"`); got != (tc.want != "") || tc.want != "" && !strings.Contains(string(js), tc.want) {
+			t.Errorf("%s: request %s, want temperature %q", tc.req.Role, js, tc.want)
+		}
+	}
+}

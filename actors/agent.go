@@ -457,7 +457,8 @@ func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 	if a.tools.max == 0 {
 		a.tools.max = a.spec.e.cfg.ToolParallel
 	}
-	a.tools.start(ctx, a.spec.e, toolStart{idx: i, t: t, def: def, args: c.Args})
+	a.tools.start(ctx, a.spec.e, toolStart{idx: i, t: t, def: def, args: c.Args,
+		info: tool.CallInfo{RunID: a.spec.run.runID, AgentID: a.spec.agentID, CallID: c.ID, Index: i, Attempt: a.spec.shared.attempts, Turn: a.turn}})
 }
 
 // toolFinished takes a tool call's outcome from its goroutine.
@@ -497,7 +498,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task, Depth: round},
 		shared: &agentShared{},
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
+	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique per parent by construction

@@ -133,6 +133,13 @@ type Config struct {
 	// runs still parked on the same interrupts. Use it with a journal that
 	// outlives the process.
 	KeepRunsOnShutdown bool
+	// Dispatcher runs every actor of the engine (supervisors, agents,
+	// hubs). Default: protoactor's, a goroutine per busy mailbox. A
+	// deterministic simulation (testkit/sim) runs them all on one goroutine
+	// in the order their messages were scheduled, so that the same inputs
+	// give the same event order. Whoever passes one keeps it running until
+	// Shutdown has returned.
+	Dispatcher actor.Dispatcher
 }
 
 // Auditor records the decisions among journaled events (audit.Log).
@@ -272,7 +279,7 @@ func New(cfg Config) (*Engine, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
 		actor.WithDeadLetterRequestLogging(false),
 	)
-	props := actor.PropsFromProducer(func() actor.Actor { return newEngineActor(e) },
+	props := e.props(func() actor.Actor { return newEngineActor(e) },
 		actor.WithSupervisor(engineStrategy(e.cfg)))
 	root, err := e.system.Root.SpawnNamed(props, "engine")
 	if err != nil {
@@ -303,6 +310,15 @@ func New(cfg Config) (*Engine, error) {
 		e.background.Go(func() { e.sweepLoop(every) })
 	}
 	return e, nil
+}
+
+// props are the props of one of the engine's actors: on Config.Dispatcher
+// when there is one.
+func (e *Engine) props(producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	if e.cfg.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(e.cfg.Dispatcher))
+	}
+	return actor.PropsFromProducer(producer, opts...)
 }
 
 // sweepLoop asks the engine actor to stop idle hubs every interval, until

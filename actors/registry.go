@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -131,7 +132,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		case ok && r.ended.Load():
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
 		case ok:
-			if stop, isStop := m.msg.(*messages.StopRun); isStop {
+			if stop, isStop := m.msg.(*messages.StopRun); isStop && !regress.AbortWithoutOutcome.Load() {
 				// The run's end is decided here, once: a stop that comes
 				// after another end was decided is refused with that end,
 				// so the answer always matches the terminal event.
@@ -247,7 +248,7 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restore
 	if replay != nil {
 		a.e.restoring.Add(1) // done when the run is back in place
 	}
-	props := actor.PropsFromProducer(func() actor.Actor {
+	props := a.e.props(func() actor.Actor {
 		r := newRunActor(a.e, spec, ended)
 		r.replay = replay
 		return r

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
 	"github.com/conclave-ai/conclave/actors/runstate"
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -321,7 +322,7 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if spec.shared == nil {
 		spec.shared = &agentShared{}
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &agentActor{spec: spec} },
+	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
@@ -715,7 +716,7 @@ func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
 // finish decides the terminal event; maybeEnd emits it once every agent
 // has stopped, then stops the supervisor.
 func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
-	if _, ok := p.(*messages.RunFinishedPayload); ok && r.team == nil {
+	if _, ok := p.(*messages.RunFinishedPayload); ok && r.team == nil && !regress.AbortWithoutOutcome.Load() {
 		if d, won := r.spec.outcome.claim(decision{}); !won {
 			r.fail(ctx, d.code, d.msg) // stopped from outside before the answer was in: that end stands
 			return

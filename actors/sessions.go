@@ -146,7 +146,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 	shared.load(a.e.cfg.Logger)
 	a.hubGen++ // a new hub may start while the idle one it replaces is still stopping
 	name := hubNamePrefix + string(k.tenant) + "." + string(k.id) + "." + strconv.FormatUint(a.hubGen, 10)
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hubActor{e: a.e, s: shared} }), name)
+	pid, err := ctx.SpawnNamed(a.e.props(func() actor.Actor { return &hubActor{e: a.e, s: shared} }), name)
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn hub: %w", err)
 	}

@@ -52,7 +52,7 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 		scope.restore = res.team
 		r.e.restoring.Add(1) // done once the team is back in place (resumeTeam)
 	}
-	props := actor.PropsFromProducer(func() actor.Actor {
+	props := r.e.props(func() actor.Actor {
 		a := newRunActor(r.e, r.spec, new(atomic.Bool))
 		a.team = scope
 		return a

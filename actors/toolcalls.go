@@ -44,6 +44,7 @@ type toolStart struct {
 	t    tool.Tool
 	def  tool.Def
 	args json.RawMessage
+	info tool.CallInfo // given to the tool in its context
 }
 
 // toolDone is a call's outcome, sent by its goroutine to its agent.
@@ -67,7 +68,7 @@ func (r *toolRuns) start(ctx actor.Context, e *Engine, s toolStart) {
 	if timeout <= 0 {
 		timeout = e.cfg.ToolTimeout
 	}
-	cctx, cancel := context.WithTimeout(e.toolCtx, timeout)
+	cctx, cancel := context.WithTimeout(tool.WithCallInfo(e.toolCtx, s.info), timeout)
 	run := &toolRun{cancel: cancel}
 	r.running[s.idx] = run
 	root, self := ctx.ActorSystem().Root, sendablePID(ctx.Self())

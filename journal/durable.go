@@ -93,6 +93,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -162,10 +163,10 @@ type Options struct {
 	// and a damaged or missing high-water mark log is rebuilt from the
 	// store. Without damage, Repair changes nothing.
 	Repair bool
-
-	// fs replaces the OS filesystem, for tests (error injection, fsync
-	// counting). See export_test.go.
-	fs vfs.FS
+	// FS replaces the OS filesystem: pebble's vfs.NewCrashableMem for a
+	// journal in memory that can lose its unsynced tail (testkit/sim's
+	// crashes), errorfs for failing writes and fsyncs. Default vfs.Default.
+	FS vfs.FS
 }
 
 // DurableStats counts the work of a Durable journal since Open.
@@ -280,7 +281,7 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	fs := opts.fs
+	fs := opts.FS
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -1063,7 +1064,9 @@ func (d *Durable) Trim(ctx context.Context, session messages.SessionID, before u
 	head, first := s.head.Load(), s.first.Load()
 	before = min(before, head+1)
 	for _, start := range s.live {
-		before = min(before, start)
+		if !regress.TrimLiveRuns.Load() {
+			before = min(before, start)
+		}
 	}
 	newFirst, gaps := normalizeGaps(before, *s.gaps.Load())
 	if head == 0 || newFirst <= first {
@@ -1156,6 +1159,15 @@ func (d *Durable) Stats() DurableStats {
 
 // Dir returns the data directory.
 func (d *Durable) Dir() string { return d.dir }
+
+// Err returns the error that failed the journal (a failed fsync or
+// store write, after which every write fails), or nil while it works.
+func (d *Durable) Err() error {
+	if err := d.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
 
 // Close implements Journal: it waits for the appends in flight, stops the
 // committer, rewrites the high-water mark log compactly and closes the

@@ -12,7 +12,7 @@ import (
 // WithFS returns opts with the filesystem replaced (error injection, fsync
 // counting).
 func WithFS(opts Options, fs vfs.FS) Options {
-	opts.fs = fs
+	opts.FS = fs
 	return opts
 }
 

@@ -1,0 +1,32 @@
+// Package regress holds switches that put fixed bugs back, one per bug
+// class the deterministic simulator (testkit/sim) must find. The
+// simulator's own tests turn one on, run seeds, and show that a seed fails
+// within a stated number; everything else leaves them off, and production
+// code only ever reads them (one atomic load on a cold path each).
+//
+// They are process-wide globals, against the style guide's rule, because
+// they stand for the absence of a fix in code that has no configuration
+// path to carry them (journal.Open, Durable.Trim, the engine actor); they
+// are internal, so nothing outside this module can turn them on.
+package regress
+
+import "sync/atomic"
+
+var (
+	// TrustDamagedJournal makes journal.Open accept a journal that lost
+	// acknowledged events (a truncated or garbled write-ahead log) without
+	// a word, so that the lost seqs are handed out again (issue 11, item 3).
+	TrustDamagedJournal atomic.Bool
+	// TrimLiveRuns makes a durable journal's Trim drop the start of runs
+	// that have not ended, stranding a parked run at the next restart
+	// (issue 11, item 7).
+	TrimLiveRuns atomic.Bool
+	// AbortWithoutOutcome makes Abort answer "accepted" without deciding
+	// the run's outcome, and the run supervisor finish regardless, so that
+	// an accepted abort may end with run_finished (issue 11, item 6).
+	AbortWithoutOutcome atomic.Bool
+	// UnboundedStreams makes model streams post their events without
+	// taking the run's outbox credits: no backpressure between a model and
+	// the journal (issue 11, item 1).
+	UnboundedStreams atomic.Bool
+)

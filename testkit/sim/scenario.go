@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Scenario is everything a simulation does besides the choices of its
+// driver: the runs it starts and when, its clients, and the faults it
+// injects at given steps. Generate draws one from a seed; Shrink makes a
+// failing one smaller. The driver's own choices (which gate goes on, which
+// client acts, how the clock moves) come from Seed.
+type Scenario struct {
+	Seed uint64    `json:"seed"`
+	Runs []RunPlan `json:"runs"`
+	// Clients follow the session (some from its start, some from a
+	// cursor), disconnect, resume and read slowly, at the driver's choice.
+	Clients int `json:"clients"`
+	// Crashes are the steps at which the server is killed (kill -9: what
+	// was not fsynced may be lost, part of it kept) and restarted on what
+	// its disk kept.
+	Crashes []int `json:"crashes,omitempty"`
+	// DamageWAL makes the first crash also cut the newest write-ahead log
+	// in half, losing acknowledged events: the restart must report the
+	// damage; the driver then repairs the journal as an operator would
+	// (--repair) and goes on.
+	DamageWAL bool `json:"damage_wal,omitempty"`
+	// DiskFaults are the steps at which the next fsync of the write-ahead
+	// log fails; the journal then fails, and the server is restarted at
+	// the next step.
+	DiskFaults []int `json:"disk_faults,omitempty"`
+	// Aborts are the steps at which a live run is aborted, while a gate
+	// goes on: the abort and what the gate set off are both queued before
+	// either is handled.
+	Aborts []int `json:"aborts,omitempty"`
+	// Steers are the steps at which a live run gets a steering note.
+	Steers []int `json:"steers,omitempty"`
+	// Rewinds are the steps at which an ended run is rewound.
+	Rewinds []int `json:"rewinds,omitempty"`
+	// Stalls are the steps at which the actors are held while a model
+	// stream runs freely: the journal falls behind the model, and
+	// backpressure must hold the stream.
+	Stalls []int `json:"stalls,omitempty"`
+	// Retention keeps at most this many events per session, applied every
+	// few steps (0: no retention).
+	Retention int         `json:"retention,omitempty"`
+	Model     ModelFaults `json:"model"`
+	Tool      ToolFaults  `json:"tool"`
+}
+
+// RunPlan is one run the simulation starts, at step At.
+type RunPlan struct {
+	At    int               `json:"at"`
+	Start messages.StartRun `json:"start"`
+}
+
+// Size bounds what Generate draws.
+type Size struct {
+	Runs     int // at most this many runs (at least 1)
+	Nodes    int // at most this many nodes per run
+	Tokens   int // at most this many tokens per node
+	Clients  int
+	Crashes  int // at most this many crashes
+	Horizon  int // the steps over which faults and actions are spread
+	Features bool
+}
+
+// SmallSize is what CI runs: councils of a few nodes with every feature.
+var SmallSize = Size{Runs: 3, Nodes: 6, Tokens: 12, Clients: 3, Crashes: 2, Horizon: 400, Features: true}
+
+// Generate draws a scenario from seed.
+func Generate(seed uint64, size Size) Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0x5ca1ab1e))
+	sc := Scenario{Seed: seed, Clients: rng.IntN(size.Clients + 1)}
+	runs := 1 + rng.IntN(max(size.Runs, 1))
+	for i := range runs {
+		at := 1
+		if i > 0 {
+			at = 1 + rng.IntN(size.Horizon/2)
+		}
+		sc.Runs = append(sc.Runs, RunPlan{At: at, Start: randomRun(rng, size, int64(seed)+int64(i))})
+	}
+	steps := func(n int) []int {
+		var out []int
+		for range n {
+			out = append(out, 2+rng.IntN(size.Horizon))
+		}
+		return out
+	}
+	sc.Crashes = steps(rng.IntN(size.Crashes + 1))
+	if !size.Features {
+		return sc
+	}
+	sc.DamageWAL = len(sc.Crashes) > 0 && rng.IntN(8) == 0
+	sc.DiskFaults = steps(b2i(rng.IntN(8) == 0))
+	sc.Aborts = steps(b2i(rng.IntN(3) == 0))
+	sc.Steers = steps(rng.IntN(2))
+	sc.Rewinds = steps(b2i(rng.IntN(4) == 0))
+	sc.Stalls = steps(b2i(rng.IntN(3) == 0))
+	if rng.IntN(4) == 0 {
+		sc.Retention = 20 + rng.IntN(200)
+	}
+	sc.Model = ModelFaults{GateRate: []float64{0, 0.1, 0.5, 1}[rng.IntN(4)]}
+	if rng.IntN(4) == 0 {
+		sc.Model.ErrorRate = 0.002
+	}
+	if rng.IntN(4) == 0 {
+		sc.Model.TransientRate = 0.01
+	}
+	if rng.IntN(3) == 0 {
+		sc.Tool = ToolFaults{ErrorRate: 0.1, SlowRate: 0.3, Slow: 2 * time.Second, HangRate: 0.1 * float64(rng.IntN(2))}
+	}
+	return sc
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// randomRun draws one council run with a random mix of features.
+func randomRun(rng *rand.Rand, size Size, seed int64) messages.StartRun {
+	sc := messages.Scenario{Nodes: 1 + rng.IntN(size.Nodes), Tokens: 1 + rng.IntN(size.Tokens), Seed: seed}
+	sc.Waves = 1 + rng.IntN(min(3, sc.Nodes))
+	sc.ReasoningTokens = rng.IntN(3)
+	st := messages.StartRun{Question: fmt.Sprintf("simulated question %d", seed), Scenario: &sc, Concurrency: 1 + rng.IntN(4)}
+	if !size.Features {
+		return st
+	}
+	sc.ToolsPerNode = rng.IntN(3)
+	special := 0
+	if rng.IntN(4) == 0 && sc.Nodes > 1 {
+		sc.Teams, sc.TeamSize = 1, 2+rng.IntN(2)
+		special++
+	}
+	if rng.IntN(4) == 0 && special < sc.Nodes {
+		sc.Debate = &messages.DebateScenario{Agents: 2, Rounds: 1 + rng.IntN(3), Judge: rng.IntN(2) == 0}
+		sc.Debate.PanicRound = rng.IntN(sc.Debate.Rounds + 1)
+	}
+	if rng.IntN(4) == 0 {
+		sc.Spawn = messages.NodeSelector{Fraction: 0.5}
+	}
+	if rng.IntN(4) == 0 {
+		sc.PanicNodes = messages.NodeSelector{Fraction: 0.3}
+	}
+	if rng.IntN(6) == 0 {
+		sc.FailNodes = messages.NodeSelector{IDs: []string{fmt.Sprintf("n%03d", 1+rng.IntN(sc.Nodes))}}
+	}
+	if rng.IntN(6) == 0 {
+		sc.TransientNodes = messages.NodeSelector{Fraction: 0.3}
+	}
+	if rng.IntN(3) == 0 {
+		sc.SubagentsPerNode = 1
+	}
+	if rng.IntN(5) == 0 {
+		sc.Delegations = &messages.DelegationScenario{Async: 1}
+	}
+	if rng.IntN(4) == 0 {
+		sc.Steering = []messages.SteeringScript{{AtWave: 0, Note: "add a risk review"}}
+	}
+	if rng.IntN(5) == 0 {
+		sc.Advisor = &messages.AdvisorScenario{Redirects: 1}
+		st.Advisor = &messages.AdvisorOptions{}
+	}
+	switch rng.IntN(6) {
+	case 0:
+		st.HITL = messages.HITLPlan
+	case 1:
+		st.HITL = messages.HITLNode
+	case 2:
+		st.HITL = messages.HITLTools
+		sc.Approvals, sc.InfoRequests = rng.IntN(3), rng.IntN(2)
+	}
+	return st
+}

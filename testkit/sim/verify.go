@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// maxInFlight is what backpressure allows between a run's models and the
+// journal: the outbox window, plus the chunk each stream holds while it
+// waits for a credit.
+const maxInFlight = actors.StreamWindow + 64
+
+// readAll reads every event the journal keeps of every session.
+func (d *driver) readAll() (map[messages.SessionID][]*messages.Encoded, error) {
+	keys, err := d.w.j.Sessions(d.ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[messages.SessionID][]*messages.Encoded{}
+	for _, k := range keys {
+		var after uint64
+		for {
+			page, err := d.w.j.ReadAfter(d.ctx, k, after, 4096)
+			if err != nil {
+				return nil, fmt.Errorf("read session %s after %d: %w", k, after, err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			out[k] = append(out[k], page...)
+			after = page[len(page)-1].Seq
+		}
+	}
+	return out, nil
+}
+
+func envelopes(encs []*messages.Encoded) ([]*messages.Envelope, error) {
+	out := make([]*messages.Envelope, 0, len(encs))
+	for _, e := range encs {
+		env, err := e.Envelope()
+		if err != nil {
+			return nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+		}
+		out = append(out, env)
+	}
+	return out, nil
+}
+
+// verify checks the system's invariants at the end of a simulation.
+func (d *driver) verify() {
+	if d.w.j == nil {
+		return
+	}
+	f := &d.w.flight
+	f.mu.Lock()
+	if f.worst > maxInFlight {
+		d.fail("backpressure: %d streamed events of run %s were between its models and the journal (bound %d)", f.worst, f.worstRun, maxInFlight)
+	}
+	f.mu.Unlock()
+
+	all, err := d.readAll()
+	if err != nil {
+		d.fail("read the journal: %v", err)
+		return
+	}
+	var bySeq map[uint64]*messages.Encoded
+	var events []*messages.Encoded
+	for key, encs := range all {
+		events = append(events, encs...)
+		envs, err := envelopes(encs)
+		if err != nil {
+			d.fail("journal session %s: %v", key, err)
+			continue
+		}
+		// A repaired journal lost events in the middle of runs: what
+		// follows the loss cannot be a valid continuation of what it
+		// lost, so only the checks below (every run ends, no seq reused)
+		// apply to it.
+		if !d.w.repaired {
+			partial := len(encs) > 0 && encs[0].Seq != 1 || d.w.sc.Retention > 0
+			for _, v := range check(envs, partial) {
+				d.fail("journal: %s", v)
+			}
+		}
+		bySeq = make(map[uint64]*messages.Encoded, len(encs))
+		for _, e := range encs {
+			bySeq[e.Seq] = e
+		}
+	}
+	d.res.Events = len(events)
+	d.res.Digest = digest(events)
+	if d.w.opts.KeepJournal {
+		for _, e := range events {
+			d.res.Journal = append(d.res.Journal, fmt.Sprintf("%d %s", e.Seq, e.JSON))
+		}
+	}
+	d.checkRuns(bySeq)
+	head, _ := d.w.j.Head(d.ctx, actors.JournalKey(messages.LocalTenant, session))
+	for _, c := range d.clients {
+		d.checkClient(c, bySeq, head)
+	}
+}
+
+func check(envs []*messages.Envelope, partial bool) []testkit.Violation {
+	if partial {
+		return testkit.CheckPartial(envs)
+	}
+	return testkit.Check(envs)
+}
+
+// checkRuns: every run ended with exactly one terminal event, and an
+// accepted abort ended its run with run_error{code:"aborted"}.
+func (d *driver) checkRuns(bySeq map[uint64]*messages.Encoded) {
+	terminals := map[messages.RunID]int{}
+	for _, e := range bySeq {
+		if e.Type.Terminal() {
+			terminals[e.RunID]++
+		}
+	}
+	for _, id := range d.runs {
+		if d.lost[id] {
+			continue
+		}
+		info, ok, err := d.w.j.Run(d.ctx, id)
+		switch {
+		case err != nil:
+			d.fail("run %s: %v", id, err)
+			continue
+		case !ok:
+			d.fail("run %s is not in the journal's catalogue", id)
+			continue
+		case info.LastSeq == 0:
+			d.fail("run %s never ended", id)
+			continue
+		}
+		if n := terminals[id]; n > 1 {
+			d.fail("run %s has %d terminal events", id, n)
+		}
+		last := bySeq[info.LastSeq]
+		if last == nil || !d.aborted[id] || d.w.repaired {
+			continue // a repair may lose the aborted end, and the run then goes on
+		}
+		env, err := last.Envelope()
+		if err != nil {
+			continue
+		}
+		if p, ok := env.Payload.(*messages.RunErrorPayload); !ok || p.Code != messages.ErrCodeAborted {
+			d.fail("run %s: its abort was accepted, yet it ended with %s", id, describe(env))
+		}
+	}
+}
+
+func describe(env *messages.Envelope) string {
+	if p, ok := env.Payload.(*messages.RunErrorPayload); ok {
+		return fmt.Sprintf("%s{code:%q}", env.Type, p.Code)
+	}
+	return string(env.Type)
+}
+
+// checkClient: what a client received is a valid stream window, every
+// event of it is in the journal with the same bytes (no seq handed out
+// twice, nothing acknowledged lost), and nothing is beyond the head.
+func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, head uint64) {
+	got, _ := c.received()
+	if len(got) == 0 {
+		return
+	}
+	envs, err := envelopes(got)
+	if err != nil {
+		d.fail("client %d: %v", c.id, err)
+		return
+	}
+	if !d.w.repaired {
+		for _, v := range testkit.CheckPartial(envs) {
+			d.fail("client %d: %s", c.id, v)
+		}
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq <= got[i-1].Seq && got[i].Type != messages.ReplayTruncated {
+			d.fail("client %d: seq %d after seq %d (a duplicate or a step back)", c.id, got[i].Seq, got[i-1].Seq)
+			break
+		}
+	}
+	d.res.Delivered += len(got)
+	for _, e := range got {
+		if e.Type == messages.ReplayTruncated {
+			continue
+		}
+		if e.Seq > head {
+			d.fail("client %d got seq %d, beyond the journal's head %d", c.id, e.Seq, head)
+			return
+		}
+		if j := bySeq[e.Seq]; j != nil && !bytes.Equal(j.JSON, e.JSON) {
+			d.fail("seq %d handed out twice: client %d got %s, the journal now holds %s", e.Seq, c.id, e.Type, j.Type)
+			return
+		}
+	}
+}
+
+// checkParked: after a restart, every interrupt the journal shows raised
+// and not closed, of a run that has not ended, is listed as pending.
+func (d *driver) checkParked() {
+	all, err := d.readAll()
+	if err != nil {
+		d.fail("read the journal after a restart: %v", err)
+		return
+	}
+	open := map[string]messages.RunID{}
+	for _, encs := range all {
+		for _, e := range encs {
+			switch e.Type {
+			case messages.InterruptRaised, messages.InterruptResolved, messages.InterruptExpired:
+			default:
+				continue
+			}
+			env, err := e.Envelope()
+			if err != nil {
+				continue
+			}
+			switch p := env.Payload.(type) {
+			case *messages.InterruptRaisedPayload:
+				open[p.InterruptID] = env.RunID
+			case *messages.InterruptResolvedPayload:
+				delete(open, p.InterruptID)
+			case *messages.InterruptExpiredPayload:
+				delete(open, p.InterruptID)
+			}
+		}
+	}
+	listed := map[string]bool{}
+	for _, in := range d.pendingInterrupts() {
+		listed[in.InterruptID] = true
+	}
+	for id, run := range open {
+		info, ok, err := d.w.j.Run(d.ctx, run)
+		if err != nil || !ok || info.LastSeq != 0 {
+			continue // the run ended: its interrupts with it
+		}
+		if !listed[id] {
+			d.fail("after restart %d: interrupt %s of live run %s is in the journal but not pending", d.crashes, id, run)
+		}
+	}
+}

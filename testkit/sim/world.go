@@ -1,0 +1,351 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/google/uuid"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/tool"
+)
+
+// dataDir is the journal's directory in the simulated filesystem.
+const dataDir = "/data"
+
+// session is the one session every run of a simulation joins: one hub,
+// one seq space, one journal key to compare.
+const session messages.SessionID = "sim"
+
+// world is one simulated server and its disk: the journal on an in-memory
+// filesystem that can lose its unsynced tail (a crash) or fail an fsync,
+// the engine on a Dispatcher, and the models and tools on a Scheduler.
+// A crash replaces everything but the disk (and the scheduler, whose gates
+// the old engine's shutdown cancelled).
+type world struct {
+	sc    Scenario
+	opts  Options
+	log   *slog.Logger
+	sched *Scheduler
+	ids   *idSource
+
+	mem      *vfs.MemFS
+	failSync atomic.Bool // the next fsync of a WAL file fails
+	j        *journal.Durable
+	disp     *Dispatcher
+	e        *actors.Engine
+	models   model.Factory
+	tools    *tool.Set
+	flight   inflight
+	repaired bool // the journal was repaired: acknowledged events were lost (DamageWAL)
+}
+
+// idSource hands out UUIDs drawn from the seed, in call order.
+type idSource struct {
+	mu  sync.Mutex
+	rng io.Reader
+}
+
+func newIDSource(seed uint64) *idSource {
+	var key [32]byte
+	for i := range 4 {
+		key[i*8] = byte(seed >> (8 * i))
+	}
+	return &idSource{rng: rand.NewChaCha8(key)}
+}
+
+func (s *idSource) New() uuid.UUID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := uuid.NewRandomFromReader(s.rng)
+	if err != nil {
+		panic(err) // ChaCha8 never fails
+	}
+	return id
+}
+
+// inflight counts, per run, the streamed chunks models handed out and the
+// streamed events the journal acknowledged: their difference is what sits
+// between the models and the journal, which backpressure bounds.
+type inflight struct {
+	mu        sync.Mutex
+	handed    map[messages.RunID]int
+	journaled map[messages.RunID]int
+	worst     int
+	worstRun  messages.RunID
+}
+
+func (f *inflight) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handed, f.journaled = map[messages.RunID]int{}, map[messages.RunID]int{}
+}
+
+// streamed tells the events a model chunk becomes.
+func streamed(t messages.EventType) bool {
+	switch t {
+	case messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage, messages.NodeProgress, messages.SynthesisProgress:
+		return true
+	}
+	return false
+}
+
+func (f *inflight) handedOut(req *model.Request, c model.Chunk) {
+	switch c.(type) {
+	case *model.Text, *model.Reasoning:
+		if req.Role == model.RoleAdvisor {
+			return // a quiet turn: its text is not published
+		}
+	case *model.Usage, *model.Progress:
+	default:
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handed[req.RunID]++
+	if d := f.handed[req.RunID] - f.journaled[req.RunID]; d > f.worst {
+		f.worst, f.worstRun = d, req.RunID
+	}
+}
+
+func (f *inflight) appended(events []*messages.Encoded) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range events {
+		if streamed(e.Type) {
+			f.journaled[e.RunID]++
+		}
+	}
+}
+
+// countingJournal is the engine's view of the journal: the durable one,
+// telling the in-flight count what it acknowledged.
+type countingJournal struct {
+	*journal.Durable
+	flight *inflight
+}
+
+func (j countingJournal) Append(ctx context.Context, s messages.SessionID, events []*messages.Encoded) error {
+	err := j.Durable.Append(ctx, s, events)
+	if err == nil {
+		j.flight.appended(events)
+	}
+	return err
+}
+
+func newWorld(sc Scenario, opts Options) (*world, error) {
+	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewCrashableMem()}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	base := opts.Models
+	if base == nil {
+		base = scripted.NewFactory().Model
+	}
+	w.models = func(s messages.Scenario) (model.Model, error) {
+		inner, err := base(s)
+		if err != nil {
+			return nil, err
+		}
+		m := WrapModel(inner, w.sched, sc.Seed, sc.Model)
+		m.observe = w.flight.handedOut
+		return m, nil
+	}
+	inner := opts.Tools
+	if inner == nil {
+		inner = []tool.Tool{scripted.SearchTool(), scripted.PublishTool()}
+	}
+	wrapped := make([]tool.Tool, len(inner))
+	for i, t := range inner {
+		wrapped[i] = WrapTool(t, w.sched, sc.Seed, sc.Tool)
+	}
+	set, err := tool.NewSet(wrapped...)
+	if err != nil {
+		return nil, err
+	}
+	w.tools = set
+	return w, nil
+}
+
+// injectSync fails the next fsync of a write-ahead log once failSync is set.
+func (w *world) injectSync(op errorfs.Op) error {
+	if (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && strings.HasSuffix(op.Path, ".log") && w.failSync.CompareAndSwap(true, false) {
+		return errors.New("sim: injected fsync failure")
+	}
+	return nil
+}
+
+// boot opens the journal on the disk as it is and starts an engine on it
+// (recovering what the journal holds). A journal that lost acknowledged
+// events is an error unless damage was injected, in which case it is
+// repaired as an operator would.
+func (w *world) boot(ctx context.Context) error {
+	fs := errorfs.Wrap(w.mem, errorfs.InjectorFunc(w.injectSync))
+	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20}
+	j, err := journal.Open(dataDir, jopts)
+	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
+		w.repaired = true
+		jopts.Repair = true
+		j, err = journal.Open(dataDir, jopts)
+	}
+	if err != nil {
+		return fmt.Errorf("open the journal: %w", err)
+	}
+	w.j = j
+	w.disp = NewDispatcher()
+	w.flight.reset()
+	e, err := actors.New(actors.Config{
+		Logger: w.log, NewID: w.ids.New,
+		Journal: countingJournal{Durable: j, flight: &w.flight},
+		Models:  w.models, Tools: w.tools, Dispatcher: w.disp,
+		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
+		KeepRunsOnShutdown: true,
+		InterruptTimeout:   DriverPatience * 10,
+		ToolTimeout:        ToolTimeout,
+		Concurrency:        w.opts.Concurrency,
+	})
+	if err != nil {
+		_ = w.disp.Shutdown(ctx)
+		_ = j.Close()
+		return fmt.Errorf("start the engine: %w", err)
+	}
+	w.e = e
+	return nil
+}
+
+// halt stops the engine, its dispatcher and its journal. After a crash
+// clone it only tidies up: the disk the old engine writes to is dropped.
+func (w *world) halt(ctx context.Context) error {
+	var errs []error
+	if w.e != nil {
+		errs = append(errs, w.e.Shutdown(ctx))
+		w.e = nil
+	}
+	if w.disp != nil {
+		errs = append(errs, w.disp.Shutdown(ctx))
+		w.disp = nil
+	}
+	if w.j != nil {
+		errs = append(errs, w.j.Close())
+		w.j = nil
+	}
+	return errors.Join(errs...)
+}
+
+// crash kills the server: the disk keeps what was fsynced and, drawn from
+// rng, a torn part of the newest write-ahead log's unsynced tail; with
+// damage, that log is also cut in half.
+//
+// (pebble's CrashClone can keep random unsynced blocks itself, but it
+// draws them while ranging over maps, so the same seed would not give the
+// same disk: it is asked for the synced state only, and the torn tail is
+// added here.)
+func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
+	clone := w.mem.CrashClone(vfs.CrashCloneCfg{})
+	if err := tearWAL(w.mem, clone, rng); err != nil {
+		return err
+	}
+	if err := w.halt(ctx); err != nil && !isJournalFailure(err) {
+		return fmt.Errorf("stop the crashed server: %w", err)
+	}
+	w.mem = clone
+	if damage {
+		if err := cutNewestWAL(w.mem); err != nil {
+			return err
+		}
+	}
+	return w.boot(ctx)
+}
+
+// isJournalFailure: an error of an engine or journal that had failed
+// (an injected fsync failure) is expected when it stops.
+func isJournalFailure(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "sim: injected fsync failure")
+}
+
+// newestWAL names the newest write-ahead log of the data directory ("" if none).
+func newestWAL(fs *vfs.MemFS) (string, error) {
+	names, err := fs.List(dataDir)
+	if err != nil {
+		return "", err
+	}
+	newest := ""
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") && n > newest {
+			newest = n
+		}
+	}
+	if newest == "" {
+		return "", nil
+	}
+	return fs.PathJoin(dataDir, newest), nil
+}
+
+func readFile(fs *vfs.MemFS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func writeFile(fs *vfs.MemFS, path string, data []byte) error {
+	out, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(data); err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// tearWAL gives the crash clone's newest write-ahead log a prefix, drawn
+// from rng, of what the live one holds beyond its synced part: a write
+// torn by the crash.
+func tearWAL(live, clone *vfs.MemFS, rng *rand.Rand) error {
+	path, err := newestWAL(clone)
+	if err != nil || path == "" {
+		return err
+	}
+	synced, err := readFile(clone, path)
+	if err != nil {
+		return err
+	}
+	all, err := readFile(live, path)
+	if err != nil || len(all) <= len(synced) {
+		return nil // gone or nothing unsynced: nothing to tear
+	}
+	keep := len(synced) + rng.IntN(len(all)-len(synced)+1)
+	return writeFile(clone, path, all[:keep])
+}
+
+// cutNewestWAL halves the newest write-ahead log of the data directory.
+func cutNewestWAL(fs *vfs.MemFS) error {
+	path, err := newestWAL(fs)
+	if err != nil || path == "" {
+		return err
+	}
+	data, err := readFile(fs, path)
+	if err != nil {
+		return err
+	}
+	return writeFile(fs, path, data[:len(data)/2])
+}

@@ -372,6 +372,7 @@ func TestCheckPartial_CouncilWindows(t *testing.T) {
 		emits []messages.Emit
 	}{
 		{"council", council("r1")},
+		{"plans rejected twice, then planned again", replans("r1", 2)},
 		{"halt, team failure, spawn in a team", interleave(haltRun("r1"), teamFailRun("r2"), teamSpawnRun("r3", true))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -895,6 +895,13 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 		r.rejected = true
 	case *messages.ReplanAttemptPayload:
 		switch {
+		case r.truncated && !r.rejected && st.lastType == "":
+			// A window that starts right after the plan_rejected: what
+			// came before is not in it.
+			r.replans = p.Attempt - 1
+		case r.truncated && r.replans == 0 && st.lastType == messages.PlanRejected:
+			// The run's earlier attempts may be before the window.
+			r.replans = p.Attempt - 1
 		case !r.rejected || st.lastType != messages.PlanRejected:
 			c.report(env.Seq, r.id, RulePlanGate, "replan_attempt not right after plan_rejected on the run lane")
 		case p.Attempt != r.replans+1 || p.MaxAttempts < p.Attempt:

@@ -724,23 +724,30 @@ func TestRules_Documented(t *testing.T) {
 
 // replanRun: the first plan is rejected, the director plans again on
 // director:2, and the second plan is approved and runs.
-func replanRun(id messages.RunID) []messages.Emit {
+func replanRun(id messages.RunID) []messages.Emit { return replans(id, 1) }
+
+// replans: the first n plans are rejected, the director plans again each
+// time, and plan n+1 is approved and runs.
+func replans(id messages.RunID, n int) []messages.Emit {
 	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "x"}}}
-	dir2 := runLane.Child(messages.DirectorStreamOf(2))
-	return newRun(id).
+	b := newRun(id).
 		on(runLane, &messages.RunStartedPayload{Question: "?", HITL: messages.HITLPlan}).
-		on(dirLane, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}}).
-		on(runLane,
+		on(dirLane, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}})
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("i%d", i)
+		b = b.on(runLane,
 			&messages.RunCostEstimatePayload{NodeCount: 1},
-			&messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
-			&messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionReject},
+			&messages.InterruptRaisedPayload{InterruptID: id, Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
+			&messages.InterruptResolvedPayload{InterruptID: id, Kind: messages.InterruptPlanApproval, Decision: messages.DecisionReject},
 			&messages.PlanRejectedPayload{Reason: "no", Replanning: true},
-			&messages.ReplanAttemptPayload{Attempt: 1, MaxAttempts: 2, Reason: "no"}).
-		on(dir2, &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}}).
+			&messages.ReplanAttemptPayload{Attempt: i, MaxAttempts: n + 1, Reason: "no"}).
+			on(runLane.Child(messages.DirectorStreamOf(i+1)), &messages.PlanningStartedPayload{Question: "?"}, &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"x"}}})
+	}
+	return b.
 		on(runLane,
 			&messages.RunCostEstimatePayload{NodeCount: 1},
-			&messages.InterruptRaisedPayload{InterruptID: "i2", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
-			&messages.InterruptResolvedPayload{InterruptID: "i2", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionApprove},
+			&messages.InterruptRaisedPayload{InterruptID: "approved", Kind: messages.InterruptPlanApproval, TimeoutSeconds: 60},
+			&messages.InterruptResolvedPayload{InterruptID: "approved", Kind: messages.InterruptPlanApproval, Decision: messages.DecisionApprove},
 			&messages.PlanApprovedPayload{},
 			&messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"x"}}).
 		on(nodeLane("x"), &messages.NodeStartedPayload{NodeID: "x"}, &messages.NodeCompletedPayload{NodeID: "x", Output: "X"}).

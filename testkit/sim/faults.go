@@ -76,8 +76,8 @@ func (c *counter) next(name string) string {
 }
 
 // Model wraps a model so that it joins a simulation: each stream waits at
-// a gate before it starts and before some of its chunks (ModelFaults),
-// and the faults are injected there. Any model.Model works (your own
+// a gate before it starts, before some of its chunks (ModelFaults) and
+// before its end, and the faults are injected there. Any model.Model works (your own
 // included) as long as it is deterministic for the same request.
 type Model struct {
 	inner  model.Model
@@ -147,6 +147,14 @@ func (s *simStream) Recv() (model.Chunk, error) {
 		}
 	}
 	c, err := s.inner.Recv()
+	if err == io.EOF {
+		// The end waits too: what it sets off (the agent's turn done, a
+		// run's end) is a step of its own, which an abort can race.
+		if err := s.m.sched.Gate(s.ctx, s.key+" end"); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
 	if err == nil {
 		s.n++
 		if s.m.observe != nil {

@@ -96,10 +96,10 @@ func Generate(seed uint64, size Size) Scenario {
 	}
 	sc.DamageWAL = len(sc.Crashes) > 0 && rng.IntN(8) == 0
 	sc.DiskFaults = steps(b2i(rng.IntN(8) == 0))
-	sc.Aborts = steps(b2i(rng.IntN(3) == 0))
+	sc.Aborts = steps(rng.IntN(2) * (1 + rng.IntN(3)))
 	sc.Steers = steps(rng.IntN(2))
 	sc.Rewinds = steps(b2i(rng.IntN(4) == 0))
-	sc.Stalls = steps(b2i(rng.IntN(3) == 0))
+	sc.Stalls = steps(rng.IntN(2) * (1 + rng.IntN(3)))
 	if rng.IntN(4) == 0 {
 		sc.Retention = 20 + rng.IntN(200)
 	}
@@ -133,6 +133,9 @@ func randomRun(rng *rand.Rand, size Size, seed int64) messages.StartRun {
 		return st
 	}
 	sc.ToolsPerNode = rng.IntN(3)
+	if rng.IntN(5) == 0 {
+		sc.SynthesisTokens = 1500 // a long answer: more than the outbox window in one stream
+	}
 	special := 0
 	if rng.IntN(4) == 0 && sc.Nodes > 1 {
 		sc.Teams, sc.TeamSize = 1, 2+rng.IntN(2)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -103,6 +104,7 @@ type driver struct {
 	lost    map[messages.RunID]bool // runs whose start a repaired journal lost
 	clients []*client
 	crashes int
+	aborts  []int // steps of the aborts planned and not yet made
 	fail    func(format string, args ...any)
 	began   time.Time
 }
@@ -236,8 +238,9 @@ func (d *driver) planned(sc Scenario) {
 		d.w.failSync.Store(true)
 	}
 	if slices.Contains(sc.Aborts, d.step) {
-		d.abortRacing()
+		d.aborts = append(d.aborts, d.step)
 	}
+	d.abortWhenDue()
 	if slices.Contains(sc.Steers, d.step) {
 		if live := d.live(); len(live) > 0 {
 			_, _ = d.w.e.Steer(d.ctx, messages.Steer{RunID: live[d.rng.IntN(len(live))], SteerNote: messages.SteerNote{Note: "sim: weigh the risks"}})
@@ -385,17 +388,35 @@ func (d *driver) clientMove(c *client) {
 	}
 }
 
-// abortRacing aborts a live run while a gate goes on: the actors are held
-// until both the abort and what the gate set off are queued.
-func (d *driver) abortRacing() {
-	live := d.live()
-	if len(live) == 0 {
+// abortWhenDue makes the oldest planned abort once a synthesiser's stream
+// waits at its end (the moment an abort races the run's end), or once it
+// waited 200 steps for that.
+func (d *driver) abortWhenDue() {
+	if len(d.aborts) == 0 {
 		return
 	}
-	id := live[d.rng.IntN(len(live))]
+	for _, g := range d.w.sched.Pending() {
+		if strings.Contains(g, " synthesizer ") && strings.HasSuffix(g, " end") {
+			d.aborts = d.aborts[1:]
+			d.abortRacing(messages.RunID(strings.Fields(g)[1]), g)
+			return
+		}
+	}
+	if d.step-d.aborts[0] >= 200 {
+		d.aborts = d.aborts[1:]
+		if live := d.live(); len(live) > 0 {
+			id := live[d.rng.IntN(len(live))]
+			d.abortRacing(id, d.pickGate(id))
+		}
+	}
+}
+
+// abortRacing aborts run while gate goes on: the actors are held until
+// both the abort and what the gate set off are queued.
+func (d *driver) abortRacing(id messages.RunID, gate string) {
 	d.w.disp.Hold()
-	if gates := d.w.sched.Pending(); len(gates) > 0 {
-		d.w.sched.Release(gates[d.rng.IntN(len(gates))])
+	if gate != "" {
+		d.w.sched.Release(gate)
 	}
 	synctest.Wait()
 	errc := make(chan error, 1)
@@ -410,6 +431,27 @@ func (d *driver) abortRacing() {
 	default:
 		d.fail("abort %s: %v", id, err)
 	}
+}
+
+// pickGate picks a gate of run, or any gate if run has none; "" if none
+// waits.
+func (d *driver) pickGate(run messages.RunID) string {
+	gates := d.w.sched.Pending()
+	if len(gates) == 0 {
+		return ""
+	}
+	var mine []string
+	for _, g := range gates {
+		if strings.Contains(g, string(run)) {
+			mine = append(mine, g)
+		}
+	}
+	for _, set := range [][]string{mine, gates} {
+		if len(set) > 0 {
+			return set[d.rng.IntN(len(set))]
+		}
+	}
+	return ""
 }
 
 // stall holds the actors while one model stream runs on: the journal
@@ -467,6 +509,7 @@ func (d *driver) crash(damage bool) {
 	}
 	d.crashes++
 	d.res.Crashes++
+	clear(d.ended) // a repair may have lost a run's end: it then goes on
 	d.adopt()
 	d.checkParked()
 	for _, c := range reconnect {

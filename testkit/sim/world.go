@@ -245,18 +245,27 @@ func (w *world) halt(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// crash kills the server: the disk keeps what was fsynced and, drawn from
-// rng, a torn part of the newest write-ahead log's unsynced tail; with
-// damage, that log is also cut in half.
+// crash kills the server. Drawn from rng, it is either the process that
+// dies (kill -9: the page cache keeps everything written, fsynced or
+// not) or the machine (power loss: the disk keeps what was fsynced and a
+// torn part of the newest write-ahead log's unsynced tail). With damage,
+// the process dies and the newest write-ahead log is then cut in half, as
+// an operator's mistake or a failing disk would: acknowledged events are
+// lost, and the restart must say so.
 //
 // (pebble's CrashClone can keep random unsynced blocks itself, but it
 // draws them while ranging over maps, so the same seed would not give the
-// same disk: it is asked for the synced state only, and the torn tail is
-// added here.)
+// same disk: it is asked for all or only the synced state, and the torn
+// tail is added here.)
 func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
-	clone := w.mem.CrashClone(vfs.CrashCloneCfg{})
-	if err := tearWAL(w.mem, clone, rng); err != nil {
-		return err
+	var clone *vfs.MemFS
+	if damage || rng.IntN(2) == 0 {
+		clone = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(0, 0))})
+	} else {
+		clone = w.mem.CrashClone(vfs.CrashCloneCfg{})
+		if err := tearWAL(w.mem, clone, rng); err != nil {
+			return err
+		}
 	}
 	if err := w.halt(ctx); err != nil && !isJournalFailure(err) {
 		return fmt.Errorf("stop the crashed server: %w", err)

@@ -536,15 +536,18 @@ func (r *runActor) resumeBoundary(ctx actor.Context, next int) {
 	if next > 0 && next <= len(g.Waves) {
 		for _, id := range g.Waves[next-1] {
 			if n := g.Nodes[id]; n != nil && n.State == runstate.Completed && n.Spawn != nil {
-				r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn})
+				// A request a human already approved is not asked again
+				// (one rejected is no longer there: runstate drops it).
+				r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
 			}
 		}
 	}
 	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
-	if len(r.spawns) > 0 {
-		if in := r.st.PendingGate(messages.InterruptSpawnApproval, r.spawns[0].parent, r.base().StreamID); in != nil {
+	// The first request not decided yet is the one whose gate was open.
+	if i := slices.IndexFunc(r.spawns, func(s spawnAsk) bool { return !s.decided }); i >= 0 {
+		if in := r.st.PendingGate(messages.InterruptSpawnApproval, r.spawns[i].parent, r.base().StreamID); in != nil {
 			r.atBoundary, r.nextWave = true, next
-			s := &r.spawns[0]
+			s := &r.spawns[i]
 			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
 			return
 		}

@@ -47,8 +47,12 @@ type Node struct {
 	Cites  []messages.Citation // the sources it cited, handed up with its output
 	// Spawn is the sub-team its worker asked for (node_completed.spawn),
 	// until the graph's next wave boundary decides it (subteam_spawned,
-	// or not).
+	// or a spawn gate that did not approve it).
 	Spawn *messages.SpawnRequest
+	// SpawnApproved: a human approved Spawn at its gate, and the sub-team
+	// is not spawned yet (a restart in between spawns it without asking
+	// again).
+	SpawnApproved bool
 	// Team is the team node's nested graph, from its team_started.
 	Team *Graph
 	// Debate is the debate node's progress, from its node_started.
@@ -593,7 +597,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		if g := r.graphs[stream]; g != nil {
 			g.setPlan(p.Plan, p.Waves)
 			if n := g.Nodes[p.ParentNodeID]; n != nil {
-				n.Spawn = nil
+				n.Spawn, n.SpawnApproved = nil, false
 			}
 		}
 
@@ -690,9 +694,32 @@ func (r *Run) Apply(env *messages.Envelope) {
 			in.Signatures = append(in.Signatures, p)
 		}
 	case *messages.InterruptResolvedPayload:
+		r.spawnDecided(p.InterruptID, p.Decision)
 		delete(r.Interrupts, p.InterruptID)
 	case *messages.InterruptExpiredPayload:
+		r.spawnDecided(p.InterruptID, p.Action)
 		delete(r.Interrupts, p.InterruptID)
+	}
+}
+
+// spawnDecided applies the decision of a spawn gate to the node whose
+// sub-team it was about: approved, it waits for its subteam_spawned; any
+// other decision drops the request, so that it is not asked again.
+func (r *Run) spawnDecided(id string, d messages.Decision) {
+	in := r.Interrupts[id]
+	if in == nil || in.Raised.Kind != messages.InterruptSpawnApproval {
+		return
+	}
+	g := r.graphs[in.Lane.StreamID]
+	if g == nil {
+		return
+	}
+	if n := g.Nodes[in.Raised.NodeID]; n != nil && n.Spawn != nil {
+		if d == messages.DecisionApprove {
+			n.SpawnApproved = true
+		} else {
+			n.Spawn = nil
+		}
 	}
 }
 

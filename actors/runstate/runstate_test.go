@@ -188,3 +188,45 @@ func TestApply_RewindAndSteering(t *testing.T) {
 		t.Fatalf("steered: %+v", g)
 	}
 }
+
+// TestApply_SpawnGateDecisions: a spawn gate's decision is part of the
+// state, so that recovery neither asks again for a request a human
+// rejected, nor asks again for one already approved (found by testkit/sim,
+// seed 1108: a rejected sub-team was asked for again after a restart, and
+// the gate that was open came back under a new interrupt id).
+func TestApply_SpawnGateDecisions(t *testing.T) {
+	spawn := &messages.SpawnRequest{Goal: "deeper", Roles: []string{"critic"}}
+	flat := messages.Plan{Nodes: []messages.PlanNode{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d", Deps: []string{"a"}}}}
+	f := newFold(t).
+		on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("director", run.Child(messages.DirectorStream), &messages.PlanProposedPayload{Plan: flat, Waves: [][]string{{"a", "b", "c"}, {"d"}}}).
+		on("supervisor", run, &messages.PlanApprovedPayload{}).
+		on("supervisor", run, &messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"a", "b", "c"}})
+	for _, id := range []string{"a", "b", "c"} {
+		f.on(id, nodeLane(run, id), &messages.NodeStartedPayload{NodeID: id}).
+			on(id, nodeLane(run, id), &messages.NodeCompletedPayload{NodeID: id, Output: id, Spawn: spawn})
+	}
+	f.on("supervisor", run, &messages.WaveCompletedPayload{Wave: 0, Completed: 3})
+	gate := func(id, node string) {
+		f.on("supervisor", run, &messages.InterruptRaisedPayload{InterruptID: id, Kind: messages.InterruptSpawnApproval, NodeID: node})
+	}
+	gate("i1", "a")
+	f.on("supervisor", run, &messages.InterruptResolvedPayload{InterruptID: "i1", Kind: messages.InterruptSpawnApproval, Decision: messages.DecisionReject})
+	gate("i2", "b")
+	f.on("supervisor", run, &messages.InterruptResolvedPayload{InterruptID: "i2", Kind: messages.InterruptSpawnApproval, Decision: messages.DecisionApprove})
+	gate("i3", "c")
+	g := f.r.Graph
+	if a := g.Node("a"); a.Spawn != nil || a.SpawnApproved {
+		t.Errorf("rejected request still there: %+v", a)
+	}
+	if b := g.Node("b"); b.Spawn == nil || !b.SpawnApproved {
+		t.Errorf("approved request: %+v", b)
+	}
+	if c := g.Node("c"); c.Spawn == nil || c.SpawnApproved || f.r.PendingGate(messages.InterruptSpawnApproval, "c", messages.RunStream) == nil {
+		t.Errorf("open gate: %+v", c)
+	}
+	f.on("supervisor", run, &messages.SubteamSpawnedPayload{ParentNodeID: "b", TeamID: "b.team", Plan: flat, Waves: [][]string{{"a", "b", "c"}, {"d"}}})
+	if b := g.Node("b"); b.Spawn != nil || b.SpawnApproved {
+		t.Errorf("spawned: %+v", b)
+	}
+}

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -36,4 +37,22 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 			t.Errorf("not found within %d seeds", c.within)
 		})
 	}
+}
+
+// TestShrink: a scenario failing with a re-introduced bug shrinks to a
+// smaller one that still fails the same way.
+func TestShrink(t *testing.T) {
+	regress.UnboundedStreams.Store(true)
+	defer regress.UnboundedStreams.Store(false)
+	sc := sim.Generate(3, sim.SmallSize)
+	small, res := sim.Shrink(t, sc, sim.Options{}, 80)
+	if !res.Failed() || !strings.Contains(res.Failures[0], "backpressure") {
+		t.Fatalf("shrunk scenario does not fail with backpressure: %v", res.Failures)
+	}
+	r0, n0, a0 := sc.Size()
+	r1, n1, a1 := small.Size()
+	if r1+n1+a1 >= r0+n0+a0 {
+		t.Fatalf("not smaller: %d runs, %d nodes, %d actions, from %d, %d, %d", r1, n1, a1, r0, n0, a0)
+	}
+	t.Logf("shrunk from %d runs, %d nodes, %d actions to %d, %d, %d", r0, n0, a0, r1, n1, a1)
 }

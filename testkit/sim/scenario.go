@@ -181,3 +181,13 @@ func randomRun(rng *rand.Rand, size Size, seed int64) messages.StartRun {
 	}
 	return st
 }
+
+// BigCouncil is one council of the given number of nodes (in 10 waves, 2
+// tokens a node, 64 at a time), followed by one client, without faults:
+// what the simulator's speed is measured on.
+func BigCouncil(seed uint64, nodes int) Scenario {
+	return Scenario{Seed: seed, Clients: 1, Runs: []RunPlan{{At: 1, Start: messages.StartRun{
+		Question: "a big council", Concurrency: 64,
+		Scenario: &messages.Scenario{Nodes: nodes, Waves: min(10, nodes), Tokens: 2, Seed: int64(seed)},
+	}}}}
+}

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"encoding/json"
 	"flag"
 	"testing"
 
@@ -8,11 +9,31 @@ import (
 )
 
 var (
-	seedFlag  = flag.Uint64("seed", 0, "simulate only this seed (TestSim)")
-	seedsFlag = flag.Int("seeds", 40, "how many seeds TestSim simulates")
+	seedFlag     = flag.Uint64("seed", 0, "simulate only this seed (TestSim)")
+	seedsFlag    = flag.Int("seeds", 40, "how many seeds TestSim simulates, from 1")
+	scenarioFlag = flag.String("scenario", "", "simulate this scenario (JSON, as a failing seed prints it) instead of a generated one")
+	shrinkFlag   = flag.Int("shrink", 60, "simulations to spend shrinking a failing scenario (0: none)")
 )
 
+// regressionSeeds found real bugs once; TestSim always runs them.
+var regressionSeeds = []uint64{
+	237,  // testkit.CheckPartial: a client window starting at replan_attempt
+	922,  // testkit.CheckPartial: a window starting at a second plan_rejected
+	1108, // recovery asked again for a rejected sub-team, and re-raised an open spawn gate under a new id
+}
+
+// TestSim simulates seeds 1..-seeds (40 by default: what CI runs) and the
+// regression seeds, or -seed N, or -scenario JSON, checking every invariant after each. A
+// failing seed is shrunk and printed with the one line that reproduces it.
 func TestSim(t *testing.T) {
+	if *scenarioFlag != "" {
+		var sc sim.Scenario
+		if err := json.Unmarshal([]byte(*scenarioFlag), &sc); err != nil {
+			t.Fatalf("-scenario: %v", err)
+		}
+		report(t, sc, sim.Run(t, sc, sim.Options{}))
+		return
+	}
 	seeds := make([]uint64, 0, *seedsFlag)
 	if *seedFlag != 0 {
 		seeds = append(seeds, *seedFlag)
@@ -20,18 +41,38 @@ func TestSim(t *testing.T) {
 		for i := range *seedsFlag {
 			seeds = append(seeds, uint64(i+1))
 		}
+		seeds = append(seeds, regressionSeeds...)
 	}
 	for _, seed := range seeds {
 		sc := sim.Generate(seed, sim.SmallSize)
 		res := sim.Run(t, sc, sim.Options{})
 		t.Logf("seed %d: %.12s %d steps, %d runs, %d events, %d delivered, %d crashes, %d resumes, %d aborts, %v virtual", seed, res.Digest, res.Steps, res.Runs, res.Events, res.Delivered, res.Crashes, res.Resumes, res.Aborts, res.Virtual)
 		if res.Failed() {
-			for _, f := range res.Failures {
-				t.Errorf("seed %d: %s", seed, f)
-			}
-			t.Errorf("reproduce: go test ./testkit/sim -run 'TestSim$' -seed %d", seed)
+			report(t, sc, res)
 		}
 	}
+}
+
+// report fails t with a failing scenario's findings, shrinks it, and prints
+// the lines that reproduce both.
+func report(t *testing.T, sc sim.Scenario, res sim.Result) {
+	t.Helper()
+	if !res.Failed() {
+		return
+	}
+	for _, f := range res.Failures {
+		t.Errorf("seed %d: %s", sc.Seed, f)
+	}
+	t.Errorf("reproduce: go test ./testkit/sim -run 'TestSim$' -seed %d", sc.Seed)
+	if *shrinkFlag <= 0 {
+		return
+	}
+	small, sres := sim.Shrink(t, sc, sim.Options{}, *shrinkFlag)
+	b, _ := json.Marshal(small)
+	r0, n0, a0 := sc.Size()
+	r1, n1, a1 := small.Size()
+	t.Errorf("shrunk from %d runs, %d nodes, %d actions to %d, %d, %d, still failing with: %s\nreproduce it: go test ./testkit/sim -run 'TestSim$' -scenario '%s'",
+		r0, n0, a0, r1, n1, a1, sres.Failures[0], b)
 }
 
 // TestSim_SameSeedSameJournal: a seed simulated twice gives the same

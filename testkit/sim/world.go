@@ -147,7 +147,13 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 }
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
-	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewCrashableMem()}
+	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewMem()}
+	if len(sc.Crashes)+len(sc.DiskFaults) > 0 || sc.DamageWAL {
+		// A crashable filesystem copies a file's data at every fsync (what
+		// a crash keeps): quadratic in the write-ahead log's size, so only
+		// a simulation that crashes pays for it.
+		w.mem = vfs.NewCrashableMem()
+	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -194,7 +200,9 @@ func (w *world) injectSync(op errorfs.Op) error {
 // repaired as an operator would.
 func (w *world) boot(ctx context.Context) error {
 	fs := errorfs.Wrap(w.mem, errorfs.InjectorFunc(w.injectSync))
-	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 1 << 20}
+	// Small memtables keep each write-ahead log, which a crashable
+	// filesystem copies at every fsync, small.
+	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 256 << 10}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true

@@ -103,7 +103,10 @@ func runReductions(st messages.StartRun) []func(*messages.StartRun) {
 			out = append(out, f)
 		}
 	}
-	add(s.Nodes > 1, func(r *messages.StartRun) { r.Scenario.Nodes = max(1, r.Scenario.Nodes/2); r.Scenario.Waves = min(r.Scenario.Waves, r.Scenario.Nodes) })
+	add(s.Nodes > 1, func(r *messages.StartRun) {
+		r.Scenario.Nodes = max(1, r.Scenario.Nodes/2)
+		r.Scenario.Waves = min(r.Scenario.Waves, r.Scenario.Nodes)
+	})
 	add(s.Waves > 1, func(r *messages.StartRun) { r.Scenario.Waves = 1 })
 	add(s.Tokens > 1, func(r *messages.StartRun) { r.Scenario.Tokens = max(1, r.Scenario.Tokens/2) })
 	add(s.SynthesisTokens > 0, func(r *messages.StartRun) { r.Scenario.SynthesisTokens = 0 })

@@ -107,6 +107,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(newApproveCmd(a))
 	root.AddCommand(newKeysCmd(a))
 	root.AddCommand(newAuditCmd(a))
+	root.AddCommand(newSimCmd(a))
 	return root
 }
 

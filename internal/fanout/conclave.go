@@ -119,6 +119,13 @@ func (t *conclaveTarget) metric(name string) float64 {
 	return n
 }
 
+// catchup reads the transport's catch-up counter: events streams read from
+// the journal after their live queue overflowed (not a stream's replay
+// from its cursor at connect).
+func (t *conclaveTarget) catchup() int64 {
+	return int64(t.metric("conclave_stream_catchup_events_total"))
+}
+
 // dropped is 0: a Conclave subscriber that overflows its queue catches up
 // from the journal instead of losing events.
 func (t *conclaveTarget) dropped() int64 { return 0 }

@@ -110,6 +110,9 @@ func (t *naiveTarget) dropped() int64 { return t.drops.Load() }
 
 func (t *naiveTarget) writes() int64 { return t.wrote.Load() }
 
+// catchup is 0: the naive server has no journal to catch up from.
+func (t *naiveTarget) catchup() int64 { return 0 }
+
 // sse serves one SSE client: one Write and one Flush per event.
 func (t *naiveTarget) sse(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

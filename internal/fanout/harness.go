@@ -425,9 +425,9 @@ func publishSynthetic(ctx context.Context, o Options, ctl *control, pool *client
 	return sp, nil
 }
 
-// councilPoll is how often the harness reads the server's figures while
-// the council runs: often enough to see the run end promptly, rarely
-// enough to cost the server nothing measurable.
+// councilPoll is how often the harness reads the server's progress while
+// the council runs: often enough to see the run end promptly. Each poll
+// costs the server a run-index lookup and two /proc reads (Progress).
 const councilPoll = 100 * time.Millisecond
 
 // followCouncil starts the council run and waits, up to o.RunTimeout, for
@@ -441,7 +441,7 @@ func followCouncil(ctx context.Context, o Options, ctl *control, mr *ModeResult,
 	sp := &span{start: start, startAt: o.Now(), clientCPU: benchkit.SelfCPUSeconds(), machineCPU: benchkit.MachineBusySeconds()}
 	deadline := sp.startAt.Add(o.RunTimeout)
 	for {
-		st, err := ctl.stats(ctx, false)
+		st, err := ctl.do(ctx, http.MethodGet, "/bench/progress") // cheap: no metrics gathered
 		if err != nil {
 			return nil, err
 		}

@@ -39,6 +39,12 @@ type Stats struct {
 	Publishing bool `json:"publishing"`
 }
 
+// targetCounts are a target's counters (Stats has their meaning).
+type targetCounts struct {
+	clients                  int
+	writes, dropped, catchup int64
+}
+
 // readProcStats fills the process fields of st. With gc, it first collects
 // garbage and returns freed memory to the OS, so that memory figures count
 // live data only.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/internal/benchkit"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -187,12 +189,8 @@ type Ready struct {
 type target interface {
 	ready() Ready
 	publish(ctx context.Context, payload string) error
-	clients() int
-	dropped() int64
-	writes() int64
-	// catchup counts events streams read from the journal because their
-	// live queue overflowed (0 where there is no journal).
-	catchup() int64
+	// counts reads the target's counters (targetCounts), all at once.
+	counts() targetCounts
 	// shutdown stops serving and returns once every goroutine of the target ended.
 	shutdown(ctx context.Context) error
 }
@@ -266,8 +264,8 @@ func (s *Server) Ready() Ready {
 // Stats reads the server's figures; with gc, memory figures count live
 // data only (see readProcStats).
 func (s *Server) Stats(gc bool) (Stats, error) {
-	st := Stats{Published: s.published.Load(), Dropped: s.target.dropped(), Clients: s.target.clients(),
-		Writes: s.target.writes(), CatchupEvents: s.target.catchup()}
+	c := s.target.counts()
+	st := Stats{Published: s.published.Load(), Dropped: c.dropped, Clients: c.clients, Writes: c.writes, CatchupEvents: c.catchup}
 	if s.council != nil {
 		run, err := s.council.stats()
 		if err != nil {
@@ -289,6 +287,29 @@ func (s *Server) Stats(gc bool) (Stats, error) {
 	s.mu.Unlock()
 	st.PublishSeconds = pubTime.Seconds()
 	readProcStats(&st, gc)
+	return st, nil
+}
+
+// Progress is the council run's progress and the figures that are cheap to
+// read (CPU time, RSS, goroutines): what the harness polls while the
+// council runs. Unlike Stats it gathers no metrics (the transport's lag
+// gauges visit every stream) and reads no MemStats, so polling it costs
+// the server next to nothing.
+func (s *Server) Progress() (Stats, error) {
+	st := Stats{Published: s.published.Load()}
+	if s.council != nil {
+		run, err := s.council.stats()
+		if err != nil {
+			return st, err
+		}
+		if run != nil {
+			st.Run = run
+			st.Published, st.PublishSeconds, st.Publishing = int64(run.Events), run.Seconds, !run.Ended
+		}
+	}
+	st.Goroutines = runtime.NumGoroutine()
+	st.CPUSeconds = benchkit.SelfCPUSeconds()
+	st.RSSBytes = benchkit.SelfRSS()
 	return st, nil
 }
 
@@ -411,6 +432,10 @@ func (s *Server) controlHandler() http.Handler {
 	mux.HandleFunc("POST /bench/stop", func(w http.ResponseWriter, r *http.Request) {
 		s.Stop()
 		st, err := s.Stats(false)
+		writeStats(w, st, err)
+	})
+	mux.HandleFunc("GET /bench/progress", func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.Progress()
 		writeStats(w, st, err)
 	})
 	mux.HandleFunc("GET /bench/stats", func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
@@ -37,6 +38,9 @@ func newBenchCmd(a *app) *cobra.Command {
 type benchFanoutCmd struct {
 	app        *app
 	transport  string
+	workload   string
+	council    fanout.CouncilConfig
+	runTimeout time.Duration
 	clients    int
 	rate       float64
 	duration   time.Duration
@@ -49,6 +53,7 @@ type benchFanoutCmd struct {
 	settle     time.Duration
 	inProcess  bool
 	cpuProfile string
+	serverProf string
 }
 
 func newBenchFanoutCmd(a *app) *cobra.Command {
@@ -64,18 +69,37 @@ idle subscriber. With --baseline (the default) a naive broadcaster (a
 goroutine and a channel per client, one write and flush per event) is
 measured the same way and shown beside it.
 
+With --workload council the events come from one real council run instead
+(the scripted model with token delays, waves and sub-agents: --nodes,
+--tokens, --concurrency, --token-delay, --waves, --subagents), started once
+the clients follow the session; the offered rate is what the council
+produces, latency runs from each envelope's timestamp, and the run ends
+when the council's run ends and every client has its last event (or after
+--drain). --rate, --duration and --payload do not apply, nor does the
+naive baseline.
+
 Clients run in this process and the server in its own, so the server's CPU and
 memory are its own; both share the machine's cores. It is a benchmark, not a
 test: the exit status is 0 whenever the measurement completed.`,
 		Example: `  conclave bench fanout
   conclave bench fanout --transport ws --rate 1200
   conclave bench fanout --clients 1000 --rate 1 --duration 1s   # idle memory
-  conclave bench fanout --flush-delay 10ms --baseline=false --json`,
+  conclave bench fanout --flush-delay 10ms --baseline=false --json
+  conclave bench fanout --workload council --nodes 200 --tokens 100 --concurrency 16 --token-delay 10ms`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&c.transport, "transport", string(fanout.TransportSSE), "stream protocol: sse|ws")
+	fs.StringVar(&c.workload, "workload", string(fanout.WorkloadSynthetic), "what produces the events: synthetic (a fixed-rate publisher) or council (a real council run)")
+	d := fanout.DefaultCouncil()
+	fs.IntVar(&c.council.Nodes, "nodes", d.Nodes, "council: worker nodes")
+	fs.IntVar(&c.council.Tokens, "tokens", d.Tokens, "council: tokens each worker streams")
+	fs.IntVar(&c.council.Concurrency, "concurrency", d.Concurrency, "council: nodes of a wave running at once")
+	fs.DurationVar(&c.council.TokenDelay, "token-delay", d.TokenDelay, "council: the scripted model's delay before each token (whole ms)")
+	fs.IntVar(&c.council.Waves, "waves", d.Waves, "council: waves the nodes are spread over")
+	fs.IntVar(&c.council.Subagents, "subagents", d.Subagents, "council: sub-agents each worker delegates to")
+	fs.DurationVar(&c.runTimeout, "run-timeout", 5*time.Minute, "council: how long the run may take before the benchmark fails")
 	fs.IntVar(&c.clients, "clients", 1000, "concurrent streams, all following one session")
 	fs.Float64Var(&c.rate, "rate", 1500, "events per second published into the session (deliveries/s = rate × clients)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to publish")
@@ -85,11 +109,12 @@ test: the exit status is 0 whenever the measurement completed.`,
 	fs.IntVar(&c.queue, "queue", fanout.DefaultQueue, "per-subscriber queue bound (both servers)")
 	fs.BoolVar(&c.baseline, "baseline", true, "also measure the naive baseline broadcaster")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON instead of a table")
-	fs.DurationVar(&c.drain, "drain", 2*time.Second, "how long to wait for events in flight after publishing stops")
+	fs.DurationVar(&c.drain, "drain", 0, "how long to wait for events in flight after publishing stops or the council's run ends (default 2s; council 30s)")
 	fs.DurationVar(&c.settle, "settle", 1500*time.Millisecond, "wait between connecting and measuring idle memory")
 	fs.BoolVar(&c.inProcess, "in-process", false, "run the servers in this process (their figures then include the clients')")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this (the clients') process to `file`")
 	_ = fs.MarkHidden("cpuprofile")
+	fs.StringVar(&c.serverProf, "server-cpuprofile", "", "write a CPU profile of the Conclave server from the start of publishing (or of the council run) to its shutdown to `file`")
 	return cmd
 }
 
@@ -98,8 +123,30 @@ func (c *benchFanoutCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usageError(fmt.Errorf("--transport: %w", err))
 	}
-	if c.clients < 1 || !(c.rate > 0) || c.duration <= 0 || c.queue < 0 || c.flushDelay < 0 {
-		return usageError(errors.New("--clients, --rate and --duration must be positive; --queue and --flush-delay not negative"))
+	wl, err := fanout.ParseWorkload(c.workload)
+	if err != nil {
+		return usageError(fmt.Errorf("--workload: %w", err))
+	}
+	if c.clients < 1 || !(c.rate > 0) || c.duration <= 0 || c.queue < 0 || c.flushDelay < 0 || c.drain < 0 || c.runTimeout <= 0 {
+		return usageError(errors.New("--clients, --rate, --duration and --run-timeout must be positive; --queue, --flush-delay and --drain not negative"))
+	}
+	flags := cmd.Flags()
+	if wl == fanout.WorkloadCouncil {
+		if flags.Changed("baseline") && c.baseline {
+			return usageError(errors.New("--baseline: the naive baseline cannot run a council; use --workload synthetic"))
+		}
+		for _, name := range []string{"rate", "duration", "payload"} {
+			if flags.Changed(name) {
+				return usageError(fmt.Errorf("--%s applies to the synthetic workload only", name))
+			}
+		}
+		c.baseline = false
+	} else {
+		for _, name := range []string{"nodes", "tokens", "concurrency", "token-delay", "waves", "subagents", "run-timeout"} {
+			if flags.Changed(name) {
+				return usageError(fmt.Errorf("--%s applies to the council workload only", name))
+			}
+		}
 	}
 	if err := fanout.ValidPayloadSize(c.payload); err != nil {
 		return usageError(fmt.Errorf("--payload: %w", err))
@@ -108,11 +155,13 @@ func (c *benchFanoutCmd) run(cmd *cobra.Command) error {
 		return failure(fmt.Errorf("raise the open-file limit: %w", err))
 	}
 	opts := fanout.Options{
-		Transport: tr, Clients: c.clients, Rate: c.rate, Duration: c.duration, Payload: c.payload,
+		Transport: tr, Workload: wl, Council: c.council, RunTimeout: c.runTimeout,
+		Clients: c.clients, Rate: c.rate, Duration: c.duration, Payload: c.payload,
 		FlushDelay: c.flushDelay, Queue: c.queue, Drain: c.drain, Settle: c.settle,
-		Modes:  []fanout.Mode{fanout.ModeConclave},
-		Logger: slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Now:    c.app.now,
+		ServerCPUProfile: c.serverProf,
+		Modes:            []fanout.Mode{fanout.ModeConclave},
+		Logger:           slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Now:              c.app.now,
 	}
 	if c.baseline {
 		opts.Modes = append(opts.Modes, fanout.ModeNaive)
@@ -125,6 +174,11 @@ func (c *benchFanoutCmd) run(cmd *cobra.Command) error {
 			return failure(fmt.Errorf("find this program to run the server: %w", err))
 		}
 		opts.Launch = fanout.Exec(exe, []string{"bench", fanoutServerCmd}, c.app.stderr)
+	}
+	if opts.ServerCPUProfile != "" { // the server runs in another directory's process
+		if opts.ServerCPUProfile, err = filepath.Abs(opts.ServerCPUProfile); err != nil {
+			return failure(err)
+		}
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)

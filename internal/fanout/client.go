@@ -62,6 +62,7 @@ func (c *streamClient) record(seq uint64, stamp int64, stamped bool, readAt time
 // clientPool holds the benchmark's stream connections.
 type clientPool struct {
 	clients []*streamClient
+	stampOf func([]byte) (int64, bool) // FindStamp or FindTimestamp; safe for concurrent use
 	readers routine.Group
 	closing atomic.Bool
 
@@ -80,10 +81,12 @@ type clientTotals struct {
 }
 
 // connectClients opens n streams of kind tr to the server described by r.
-// Every client expects the events after r.After. On error, the streams
+// Every client expects the events after r.After, and finds each event's
+// send time (unix ns) in its envelope with stampOf. On error, the streams
 // opened so far are closed.
-func connectClients(ctx context.Context, n int, tr Transport, r Ready, now func() time.Time) (*clientPool, error) {
-	p := &clientPool{clients: make([]*streamClient, n)}
+func connectClients(ctx context.Context, n int, tr Transport, r Ready, now func() time.Time,
+	stampOf func([]byte) (int64, bool)) (*clientPool, error) {
+	p := &clientPool{clients: make([]*streamClient, n), stampOf: stampOf}
 	var (
 		next    atomic.Int64
 		errOnce sync.Once
@@ -132,7 +135,7 @@ func (p *clientPool) open(ctx context.Context, c *streamClient, tr Transport, r 
 		if err != nil {
 			return err
 		}
-		conn, read = nc, func() { p.ended(c, readSSE(c, body, now)) }
+		conn, read = nc, func() { p.ended(c, readSSE(c, body, now, p.stampOf)) }
 	case TransportWS:
 		d := websocket.Dialer{ReadBufferSize: clientReadBuffer, WriteBufferSize: 512, HandshakeTimeout: dialTimeout}
 		ws, resp, err := d.DialContext(ctx, "ws://"+r.Stream+r.WSPath, nil)
@@ -142,7 +145,7 @@ func (p *clientPool) open(ctx context.Context, c *streamClient, tr Transport, r 
 			}
 			return err
 		}
-		conn, read = ws, func() { p.ended(c, readWS(c, ws, now)) }
+		conn, read = ws, func() { p.ended(c, readWS(c, ws, now, p.stampOf)) }
 	default:
 		return fmt.Errorf("fanout: unknown transport %q", tr)
 	}
@@ -164,7 +167,7 @@ func (p *clientPool) ended(c *streamClient, err error) {
 
 // readSSE tallies SSE frames until the stream ends. The seq is the frame's
 // id; frames without one (heartbeats, the final frame) are not events.
-func readSSE(c *streamClient, body io.Reader, now func() time.Time) error {
+func readSSE(c *streamClient, body io.Reader, now func() time.Time, stampOf func([]byte) (int64, bool)) error {
 	sc := benchkit.NewSSEScanner(body, clientReadBuffer, clientFrameLimit, now)
 	for {
 		f, err := sc.Next()
@@ -178,14 +181,14 @@ func readSSE(c *streamClient, body io.Reader, now func() time.Time) error {
 		if !ok {
 			continue
 		}
-		stamp, stamped := FindStamp(f.Data)
+		stamp, stamped := stampOf(f.Data)
 		c.record(seq, stamp, stamped, f.ReadAt)
 	}
 }
 
 // readWS tallies WebSocket messages until the connection ends. A message
 // holds one envelope or several, one per line.
-func readWS(c *streamClient, ws *websocket.Conn, now func() time.Time) error {
+func readWS(c *streamClient, ws *websocket.Conn, now func() time.Time, stampOf func([]byte) (int64, bool)) error {
 	buf := make([]byte, 0, clientReadBuffer)
 	for {
 		_, r, err := ws.NextReader()
@@ -221,7 +224,7 @@ func readWS(c *streamClient, ws *websocket.Conn, now func() time.Time) error {
 			if !ok {
 				continue
 			}
-			stamp, stamped := FindStamp(line)
+			stamp, stamped := stampOf(line)
 			c.record(seq, stamp, stamped, at)
 		}
 	}

@@ -95,33 +95,32 @@ func (t *conclaveTarget) publish(ctx context.Context, payload string) error {
 	return t.engine.Publish(ctx, "", sessionID, benchEmit(payload))
 }
 
-// clients reads the transport's open-streams gauge.
-func (t *conclaveTarget) clients() int { return int(t.metric("conclave_stream_connections")) }
-
-// writes reads the transport's stream-writes counter.
-func (t *conclaveTarget) writes() int64 { return int64(t.metric("conclave_stream_writes_total")) }
-
-// metric sums the values of the transport's metric name (-1 on error).
-func (t *conclaveTarget) metric(name string) float64 {
+// counts reads the transport's metrics in one gather: the open-streams
+// gauge, the stream-writes counter and the catch-up counter (events streams
+// read from the journal after their live queue overflowed, not a stream's
+// replay from its cursor at connect). dropped is 0: a Conclave subscriber
+// that overflows its queue catches up from the journal instead of losing
+// events.
+func (t *conclaveTarget) counts() targetCounts {
 	mfs, err := t.reg.Gather()
 	if err != nil {
-		return -1
+		return targetCounts{clients: -1, writes: -1, catchup: -1}
 	}
-	n := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	sum := func(name string) float64 {
+		n := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				n += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
 		}
-		for _, m := range mf.GetMetric() {
-			n += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
+		return n
 	}
-	return n
+	return targetCounts{clients: int(sum("conclave_stream_connections")), writes: int64(sum("conclave_stream_writes_total")),
+		catchup: int64(sum("conclave_stream_catchup_events_total"))}
 }
-
-// dropped is 0: a Conclave subscriber that overflows its queue catches up
-// from the journal instead of losing events.
-func (t *conclaveTarget) dropped() int64 { return 0 }
 
 // shutdown stops the engine first, so that streams carry what was
 // published, then the transport (transport.Server.Shutdown's contract).

@@ -14,13 +14,23 @@ import (
 	"github.com/conclave-ai/conclave/internal/benchkit"
 )
 
-// Options configures Run. Launch, Clients, Rate and Duration are required.
+// Options configures Run. Launch and Clients are required, and Rate and
+// Duration for the synthetic workload.
 type Options struct {
 	Transport Transport // default sse
+	// Workload is what produces the events (default synthetic). A council
+	// is measured on Conclave alone (Modes may hold only ModeConclave).
+	Workload Workload
+	// Council shapes the council run (council workload).
+	Council CouncilConfig
+	// RunTimeout bounds the council run, from its start to its terminal
+	// event. Default 5 min.
+	RunTimeout time.Duration
 	// Clients is the number of streams; all follow the one session.
 	Clients int
 	// Rate is the events per second published into the session; each
-	// client receives all of them, so deliveries/s = Rate × Clients.
+	// client receives all of them, so deliveries/s = Rate × Clients
+	// (synthetic workload).
 	Rate     float64
 	Duration time.Duration
 	// Payload, FlushDelay and Queue are passed to ServerConfig.
@@ -30,13 +40,19 @@ type Options struct {
 	// Modes are measured in order. Default: conclave, then naive.
 	Modes []Mode
 	// Drain bounds the wait for events still in flight after the publisher
-	// stopped. Default 2 s.
+	// stopped, or after the council run ended. Default 2 s (synthetic),
+	// 30 s (council).
 	Drain time.Duration
 	// Settle is the wait between connecting the clients and measuring idle
 	// memory. It must outlast the transport's writer linger (1 s), after
 	// which an idle Conclave stream holds no goroutine. Default 1.5 s.
 	Settle time.Duration
 	Launch Launcher
+	// ServerCPUProfile, if set, is the file the Conclave server writes a
+	// CPU profile of itself to, from the start of publishing (or of the
+	// council run) to its shutdown; the naive server's goes to the same
+	// name with ".naive" appended.
+	ServerCPUProfile string
 	// Logger receives progress. Default: discard.
 	Logger *slog.Logger
 	// Now is the clients' clock, and must be the server's: latency is the
@@ -48,14 +64,27 @@ func (o Options) withDefaults() Options {
 	if o.Transport == "" {
 		o.Transport = TransportSSE
 	}
+	if o.Workload == "" {
+		o.Workload = WorkloadSynthetic
+	}
+	o.Council = o.Council.withDefaults()
+	if o.RunTimeout == 0 {
+		o.RunTimeout = 5 * time.Minute
+	}
 	if o.Payload == 0 {
 		o.Payload = DefaultPayload
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = []Mode{ModeConclave, ModeNaive}
+		if o.Workload == WorkloadCouncil {
+			o.Modes = []Mode{ModeConclave}
+		}
 	}
 	if o.Drain == 0 {
 		o.Drain = 2 * time.Second
+		if o.Workload == WorkloadCouncil {
+			o.Drain = 30 * time.Second
+		}
 	}
 	if o.Settle == 0 {
 		o.Settle = 1500 * time.Millisecond
@@ -73,9 +102,15 @@ func (o Options) validate() error {
 	if _, err := ParseTransport(string(o.Transport)); err != nil {
 		return err
 	}
+	if _, err := ParseWorkload(string(o.Workload)); err != nil {
+		return err
+	}
 	for _, m := range o.Modes {
 		if _, err := ParseMode(string(m)); err != nil {
 			return err
+		}
+		if o.Workload == WorkloadCouncil && m != ModeConclave {
+			return fmt.Errorf("fanout: the council workload runs on Conclave only, not on mode %s", m)
 		}
 	}
 	switch {
@@ -83,22 +118,30 @@ func (o Options) validate() error {
 		return errors.New("fanout: Options.Launch is required")
 	case o.Clients < 1:
 		return fmt.Errorf("fanout: clients must be >= 1, got %d", o.Clients)
+	case o.Drain < 0 || o.Settle < 0 || o.RunTimeout < 0:
+		return errors.New("fanout: drain, settle and run timeout must not be negative")
+	case o.Workload == WorkloadCouncil:
+		return o.Council.validate()
 	case !(o.Rate > 0):
 		return fmt.Errorf("fanout: rate must be > 0, got %v", o.Rate)
 	case o.Duration <= 0:
 		return fmt.Errorf("fanout: duration must be > 0, got %v", o.Duration)
-	case o.Drain < 0 || o.Settle < 0:
-		return errors.New("fanout: drain and settle must not be negative")
 	}
 	return ValidPayloadSize(o.Payload)
 }
 
 // Result is a whole benchmark: its settings and one result per mode.
 type Result struct {
-	Transport  Transport     `json:"transport"`
-	Clients    int           `json:"clients"`
-	Rate       float64       `json:"rate"`
-	Offered    float64       `json:"offered_deliveries_per_sec"`
+	Transport Transport `json:"transport"`
+	Workload  Workload  `json:"workload"`
+	// Council is the council run's shape (council workload).
+	Council *CouncilConfig `json:"council,omitempty"`
+	Clients int            `json:"clients"`
+	// Rate is the events per second offered: the publisher's set rate, or
+	// the council's events over its run's duration (as measured).
+	Rate    float64 `json:"rate"`
+	Offered float64 `json:"offered_deliveries_per_sec"`
+	// Duration is how long the publisher ran, or the council's run.
 	Duration   time.Duration `json:"duration_ns"`
 	Payload    int           `json:"payload_bytes"`
 	FlushDelay time.Duration `json:"flush_delay_ns"`
@@ -130,7 +173,8 @@ type ModeResult struct {
 	Disconnected    int    `json:"disconnected"`
 	DisconnectError string `json:"disconnect_error,omitempty"`
 	// DeliveredPerSec is the clients' delivery rate while publishing,
-	// after a warm-up (a fifth of the duration, at most 1 s).
+	// after a warm-up (a fifth of the duration, at most 1 s); for a
+	// council, over the whole run: from its start to the last delivery.
 	DeliveredPerSec float64 `json:"delivered_per_sec"`
 	// Elapsed runs from the start of publishing to the last delivery;
 	// OverallPerSec is Delivered over it.
@@ -150,6 +194,13 @@ type ModeResult struct {
 	// OtherCPUSeconds is the CPU time every other process of the machine
 	// used over the same span; much of it means the figures are skewed.
 	OtherCPUSeconds float64 `json:"other_cpu_seconds"`
+	// CatchupEvents counts events the streams read from the journal
+	// because their live queue overflowed (Conclave only).
+	CatchupEvents int64 `json:"catchup_events"`
+	// ServerRSSPeak is the largest server RSS sampled during the run.
+	ServerRSSPeak uint64 `json:"server_rss_peak_bytes"`
+	// Run is the council run as the server saw it end (council workload).
+	Run *RunStats `json:"run,omitempty"`
 	// Idle memory per subscriber: the growth from no client to Clients idle
 	// clients, divided by Clients.
 	IdleRSSPerClient   float64 `json:"idle_rss_bytes_per_client"`
@@ -186,9 +237,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	res := &Result{Transport: o.Transport, Clients: o.Clients, Rate: o.Rate, Offered: o.Rate * float64(o.Clients),
+	res := &Result{Transport: o.Transport, Workload: o.Workload, Clients: o.Clients, Rate: o.Rate, Offered: o.Rate * float64(o.Clients),
 		Duration: o.Duration, Payload: o.Payload, FlushDelay: o.FlushDelay,
 		Queue: o.Queue, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), StartedAt: o.Now().UTC()}
+	if o.Workload == WorkloadCouncil {
+		c := o.Council
+		res.Council, res.Rate, res.Offered, res.Duration, res.Payload = &c, 0, 0, 0, 0
+	}
 	for _, m := range o.Modes {
 		mr, shared, err := runMode(ctx, o, m)
 		if err != nil {
@@ -196,15 +251,34 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.SharedProc = res.SharedProc || shared
 		res.Modes = append(res.Modes, *mr)
+		if r := mr.Run; r != nil && r.Seconds > 0 { // the council's offered rate is what it produced
+			res.Rate = float64(r.Events) / r.Seconds
+			res.Offered = res.Rate * float64(o.Clients)
+			res.Duration = time.Duration(r.Seconds * float64(time.Second))
+		}
 	}
 	return res, nil
+}
+
+// span is the measured part of a mode's run: from the start of publishing
+// (or of the council run) to the end of the drain.
+type span struct {
+	start                 Stats // the server's, at the start
+	startAt               time.Time
+	clientCPU, machineCPU float64 // at the start
+	// final is the seq of the last event: each client must end there.
+	final uint64
 }
 
 // runMode launches one server, connects the clients, measures idle memory,
 // publishes for the duration, drains and collects.
 func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared bool, err error) {
 	log := o.Logger.With("mode", mode)
-	cfg := ServerConfig{Mode: mode, Rate: o.Rate, Payload: o.Payload, FlushDelay: o.FlushDelay, Queue: o.Queue, Now: o.Now}
+	cfg := ServerConfig{Mode: mode, Workload: o.Workload, Council: o.Council, Rate: o.Rate, Payload: o.Payload,
+		FlushDelay: o.FlushDelay, Queue: o.Queue, Now: o.Now}
+	if cfg.CPUProfile = o.ServerCPUProfile; cfg.CPUProfile != "" && mode != ModeConclave {
+		cfg.CPUProfile += "." + string(mode)
+	}
 	srv, err := o.Launch(ctx, cfg)
 	if err != nil {
 		return nil, false, err
@@ -217,7 +291,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 			err = cerr
 		}
 	}()
-	ctl := newControl(srv.Ready.Control)
+	ctl := newControl(srv.Ready)
 	defer ctl.close()
 	mr := &ModeResult{Mode: mode}
 
@@ -225,7 +299,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 		return nil, false, err
 	}
 	log.Info("connecting clients", "clients", o.Clients, "transport", o.Transport, "server", srv.Ready.Stream, "control", srv.Ready.Control, "pid", srv.Ready.PID)
-	pool, err := connectClients(ctx, o.Clients, o.Transport, srv.Ready, o.Now)
+	pool, err := connectClients(ctx, o.Clients, o.Transport, srv.Ready, o.Now, o.Workload.stampOf())
 	if err != nil {
 		return nil, false, err
 	}
@@ -247,39 +321,19 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	mr.IdleStackPerClient = (float64(mr.Idle.StackInuse) - float64(mr.Before.StackInuse)) / n
 	mr.GoroutinesIdle = mr.Idle.Goroutines
 
-	log.Info("publishing", "rate", o.Rate, "duration", o.Duration)
-	start, err := ctl.post(ctx, "/bench/start")
+	var sp *span
+	if o.Workload == WorkloadCouncil {
+		sp, err = followCouncil(ctx, o, ctl, mr, log)
+	} else {
+		sp, err = publishSynthetic(ctx, o, ctl, pool, mr, log)
+	}
 	if err != nil {
 		return nil, false, err
 	}
-	startAt, clientCPU, machineCPU := o.Now(), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
-	// The delivery rate is measured over the run after a warm-up, from
-	// the clients' counts: in a steady state it equals the offered rate
-	// when the server keeps up, and the server's capacity when it does not.
-	warmup := min(time.Second, o.Duration/5)
-	if err := sleep(ctx, warmup); err != nil {
-		return nil, false, err
+	if sp.final > srv.Ready.After {
+		mr.Expected = int64(sp.final-srv.Ready.After) * int64(o.Clients)
 	}
-	r0, t0 := pool.received(), o.Now()
-	if err := sleep(ctx, o.Duration-warmup); err != nil {
-		return nil, false, err
-	}
-	r1, t1 := pool.received(), o.Now()
-	mr.DeliveredPerSec = float64(r1-r0) / t1.Sub(t0).Seconds()
-	load, err := ctl.stats(ctx, false)
-	if err != nil {
-		return nil, false, err
-	}
-	mr.GoroutinesLoad = load.Goroutines
-	stopped, err := ctl.post(ctx, "/bench/stop")
-	if err != nil {
-		return nil, false, err
-	}
-	mr.Published = stopped.Published
-	if stopped.PublishSeconds > 0 {
-		mr.PublishRate = float64(stopped.Published) / stopped.PublishSeconds
-	}
-	mr.Expected = stopped.Published * int64(o.Clients)
+	startAt, start := sp.startAt, sp.start
 
 	// Drain: wait until every client has every event, or the drain ends.
 	drainEnd := o.Now().Add(o.Drain)
@@ -291,10 +345,10 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	if mr.End, err = ctl.stats(ctx, false); err != nil {
 		return nil, false, err
 	}
-	mr.ClientCPUSeconds = benchkit.SelfCPUSeconds() - clientCPU
-	machine := benchkit.MachineBusySeconds() - machineCPU
+	mr.ClientCPUSeconds = benchkit.SelfCPUSeconds() - sp.clientCPU
+	machine := benchkit.MachineBusySeconds() - sp.machineCPU
 	pool.close()
-	t := pool.totals(srv.Ready.After + uint64(stopped.Published))
+	t := pool.totals(sp.final)
 
 	mr.Delivered = t.received
 	mr.Lost = t.gaps + t.tail
@@ -308,7 +362,12 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 		mr.Elapsed = t.lastAt.Sub(startAt)
 		mr.OverallPerSec = float64(mr.Delivered) / mr.Elapsed.Seconds()
 	}
+	if o.Workload == WorkloadCouncil {
+		mr.DeliveredPerSec = mr.OverallPerSec
+	}
 	mr.Latency = summarize(&t.hist)
+	mr.CatchupEvents = mr.End.CatchupEvents - start.CatchupEvents
+	mr.ServerRSSPeak = max(mr.ServerRSSPeak, mr.End.RSSBytes)
 	mr.ServerCPUSeconds = mr.End.CPUSeconds - start.CPUSeconds
 	if machine > 0 {
 		mr.OtherCPUSeconds = max(0, machine-mr.ServerCPUSeconds)
@@ -326,6 +385,86 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	return mr, shared, nil
 }
 
+// publishSynthetic runs the publisher for o.Duration and measures the
+// steady-state delivery rate after a warm-up.
+func publishSynthetic(ctx context.Context, o Options, ctl *control, pool *clientPool, mr *ModeResult, log *slog.Logger) (*span, error) {
+	log.Info("publishing", "rate", o.Rate, "duration", o.Duration)
+	start, err := ctl.post(ctx, "/bench/start")
+	if err != nil {
+		return nil, err
+	}
+	sp := &span{start: start, startAt: o.Now(), clientCPU: benchkit.SelfCPUSeconds(), machineCPU: benchkit.MachineBusySeconds()}
+	// The delivery rate is measured over the run after a warm-up, from
+	// the clients' counts: in a steady state it equals the offered rate
+	// when the server keeps up, and the server's capacity when it does not.
+	warmup := min(time.Second, o.Duration/5)
+	if err := sleep(ctx, warmup); err != nil {
+		return nil, err
+	}
+	r0, t0 := pool.received(), o.Now()
+	if err := sleep(ctx, o.Duration-warmup); err != nil {
+		return nil, err
+	}
+	r1, t1 := pool.received(), o.Now()
+	mr.DeliveredPerSec = float64(r1-r0) / t1.Sub(t0).Seconds()
+	load, err := ctl.stats(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	mr.GoroutinesLoad = load.Goroutines
+	mr.ServerRSSPeak = load.RSSBytes
+	stopped, err := ctl.post(ctx, "/bench/stop")
+	if err != nil {
+		return nil, err
+	}
+	mr.Published = stopped.Published
+	if stopped.PublishSeconds > 0 {
+		mr.PublishRate = float64(stopped.Published) / stopped.PublishSeconds
+	}
+	sp.final = ctl.after + uint64(stopped.Published)
+	return sp, nil
+}
+
+// councilPoll is how often the harness reads the server's progress while
+// the council runs: often enough to see the run end promptly. Each poll
+// costs the server a run-index lookup and two /proc reads (Progress).
+const councilPoll = 100 * time.Millisecond
+
+// followCouncil starts the council run and waits, up to o.RunTimeout, for
+// its terminal event.
+func followCouncil(ctx context.Context, o Options, ctl *control, mr *ModeResult, log *slog.Logger) (*span, error) {
+	log.Info("starting the council run", "council", fmt.Sprintf("%+v", o.Council))
+	start, err := ctl.post(ctx, "/bench/start")
+	if err != nil {
+		return nil, err
+	}
+	sp := &span{start: start, startAt: o.Now(), clientCPU: benchkit.SelfCPUSeconds(), machineCPU: benchkit.MachineBusySeconds()}
+	deadline := sp.startAt.Add(o.RunTimeout)
+	for {
+		st, err := ctl.do(ctx, http.MethodGet, "/bench/progress") // cheap: no metrics gathered
+		if err != nil {
+			return nil, err
+		}
+		mr.ServerRSSPeak = max(mr.ServerRSSPeak, st.RSSBytes)
+		mr.GoroutinesLoad = max(mr.GoroutinesLoad, st.Goroutines)
+		if r := st.Run; r != nil && r.Ended {
+			mr.Run, mr.Published = r, int64(r.Events)
+			if r.Seconds > 0 {
+				mr.PublishRate = float64(r.Events) / r.Seconds
+			}
+			sp.final = r.LastSeq
+			log.Info("the council run ended", "status", r.Status, "events", r.Events, "seconds", r.Seconds)
+			return sp, nil
+		}
+		if o.Now().After(deadline) {
+			return nil, fmt.Errorf("fanout: the council run did not end within %v (%d events so far)", o.RunTimeout, st.Published)
+		}
+		if err := sleep(ctx, councilPoll); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // sleep waits d unless ctx ends first.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -340,12 +479,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // control is a client of a server's /bench endpoints.
 type control struct {
-	base string
-	hc   *http.Client
+	base  string
+	after uint64 // the server's Ready.After
+	hc    *http.Client
 }
 
-func newControl(addr string) *control {
-	return &control{base: "http://" + addr, hc: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}}
+func newControl(r Ready) *control {
+	return &control{base: "http://" + r.Control, after: r.After, hc: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}}
 }
 
 func (c *control) close() { c.hc.CloseIdleConnections() }

@@ -58,7 +58,9 @@ func TestRun(t *testing.T) {
 
 func TestServerConfig_ArgsRoundTrip(t *testing.T) {
 	t.Parallel()
-	want := ServerConfig{Mode: ModeNaive, Rate: 1234.5, Payload: 64, FlushDelay: 7 * time.Millisecond, Queue: 99}
+	want := ServerConfig{Mode: ModeNaive, Workload: WorkloadCouncil, Rate: 1234.5, Payload: 64, FlushDelay: 7 * time.Millisecond, Queue: 99,
+		Council:    CouncilConfig{Nodes: 7, Waves: 2, Tokens: 3, Subagents: 2, Concurrency: 5, TokenDelay: 4 * time.Millisecond},
+		CPUProfile: "/tmp/x.prof"}
 	var got ServerConfig
 	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
 	got.BindFlags(fs)
@@ -82,6 +84,11 @@ func TestOptions_Validate(t *testing.T) {
 		"bad transport": func(o *Options) {
 			o.Transport = "carrier-pigeon"
 		},
+		"bad workload":           func(o *Options) { o.Workload = "lottery" },
+		"council on naive":       func(o *Options) { o.Workload, o.Modes = WorkloadCouncil, []Mode{ModeConclave, ModeNaive} },
+		"council delay in µs":    func(o *Options) { o.Workload, o.Council.TokenDelay = WorkloadCouncil, 1500*time.Microsecond },
+		"council waves > nodes":  func(o *Options) { o.Workload, o.Council.Nodes, o.Council.Waves = WorkloadCouncil, 2, 3 },
+		"council concurrency -1": func(o *Options) { o.Workload, o.Council.Concurrency = WorkloadCouncil, -1 },
 	} {
 		o := ok
 		mut(&o)

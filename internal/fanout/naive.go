@@ -100,15 +100,13 @@ func (t *naiveTarget) publish(_ context.Context, payload string) error {
 	return nil
 }
 
-func (t *naiveTarget) clients() int {
+func (t *naiveTarget) counts() targetCounts {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.subs)
+	n := len(t.subs)
+	t.mu.RUnlock()
+	// catchup is 0: the naive server has no journal to catch up from.
+	return targetCounts{clients: n, writes: t.wrote.Load(), dropped: t.drops.Load()}
 }
-
-func (t *naiveTarget) dropped() int64 { return t.drops.Load() }
-
-func (t *naiveTarget) writes() int64 { return t.wrote.Load() }
 
 // sse serves one SSE client: one Write and one Flush per event.
 func (t *naiveTarget) sse(w http.ResponseWriter, r *http.Request) {

@@ -27,10 +27,22 @@ type Stats struct {
 	// Writes counts writes to streams (Conclave batches events into one
 	// write; the naive server writes each event on its own).
 	Writes int64 `json:"writes"`
+	// CatchupEvents counts events streams read from the journal because
+	// their live queue overflowed (Conclave's
+	// conclave_stream_catchup_events_total; 0 for the naive server).
+	CatchupEvents int64 `json:"catchup_events"`
+	// Run is the council run's progress (council workload, once started).
+	Run *RunStats `json:"run,omitempty"`
 	// Clients is the number of connected stream clients.
 	Clients int `json:"clients"`
 	// Publishing reports whether the publisher runs.
 	Publishing bool `json:"publishing"`
+}
+
+// targetCounts are a target's counters (Stats has their meaning).
+type targetCounts struct {
+	clients                  int
+	writes, dropped, catchup int64
 }
 
 // readProcStats fills the process fields of st. With gc, it first collects

@@ -23,20 +23,37 @@ type Target struct {
 // target by default, and a measured rate scatters around it.
 const sustainedShare = 0.99
 
-// Targets are the fan-out goals for 1,000 clients on 2 cores (issue text):
-// ≥ 1.5M deliveries/s over SSE with p99 ≤ 50 ms and nothing lost, ≥ 1.2M/s
-// over WebSocket, and ≤ 12 KB of server memory per idle subscriber. The
-// rate targets apply only to runs offering that rate.
+// manyClients is where the 10,000-client targets take over from the
+// 1,000-client ones.
+const manyClients = 10_000
+
+// Targets are the fan-out goals on 2 cores (issues 3 and 19): for 1,000
+// clients, ≥ 1.5M deliveries/s over SSE with p99 ≤ 50 ms and nothing lost,
+// ≥ 1.2M/s over WebSocket; for 10,000 SSE clients, 2M deliveries/s with p99
+// ≤ 100 ms; ≤ 12 KB of server memory per idle subscriber. The rate targets
+// apply only to synthetic runs offering that rate (a council's rate is
+// whatever it produces); the council's own target, within 1.2× of the
+// synthetic run's server CPU per delivery, compares two runs and is judged
+// in BENCHMARKS.md.
 var Targets = []Target{
 	{"sustains 1.5M deliveries/s (SSE) / 1.2M (WS)", func(res *Result, m ModeResult) (bool, bool) {
 		want := 1.5e6
 		if res.Transport == TransportWS {
 			want = 1.2e6
 		}
-		return m.DeliveredPerSec >= sustainedShare*want, res.Offered >= want
+		return m.DeliveredPerSec >= sustainedShare*want, synthetic(res) && res.Clients < manyClients && res.Offered >= want
 	}},
 	{"p99 ≤ 50 ms at 1.5M deliveries/s (SSE)", func(res *Result, m ModeResult) (bool, bool) {
-		return m.Latency.P99 <= 50*time.Millisecond, res.Transport == TransportSSE && res.Offered >= 1.5e6
+		return m.Latency.P99 <= 50*time.Millisecond,
+			synthetic(res) && res.Clients < manyClients && res.Transport == TransportSSE && res.Offered >= 1.5e6
+	}},
+	{"10,000 clients: sustains 2M deliveries/s (SSE)", func(res *Result, m ModeResult) (bool, bool) {
+		return m.DeliveredPerSec >= sustainedShare*2e6,
+			synthetic(res) && res.Clients >= manyClients && res.Transport == TransportSSE && res.Offered >= 2e6
+	}},
+	{"10,000 clients: p99 ≤ 100 ms at 2M deliveries/s (SSE)", func(res *Result, m ModeResult) (bool, bool) {
+		return m.Latency.P99 <= 100*time.Millisecond,
+			synthetic(res) && res.Clients >= manyClients && res.Transport == TransportSSE && res.Offered >= 2e6
 	}},
 	{"nothing lost", func(_ *Result, m ModeResult) (bool, bool) {
 		return m.Lost == 0 && m.Duplicates == 0 && m.Disconnected == 0, true
@@ -46,11 +63,22 @@ var Targets = []Target{
 	}},
 }
 
+// synthetic reports whether res measured the synthetic publisher (results
+// from before workloads existed have none).
+func synthetic(res *Result) bool { return res.Workload != WorkloadCouncil }
+
 // WriteTable prints res as a table, one column per mode.
 func WriteTable(w io.Writer, res *Result) error {
-	fmt.Fprintf(w, "fan-out over %s: %d clients, %s events/s (%s deliveries/s offered), %v, payload %d B, flush delay %v, %d CPUs\n",
-		strings.ToUpper(string(res.Transport)), res.Clients, benchkit.Group(res.Rate, 0), benchkit.Group(res.Offered, 0),
-		res.Duration, res.Payload, res.FlushDelay, res.CPUs)
+	if c := res.Council; c != nil && !synthetic(res) {
+		fmt.Fprintf(w, "fan-out of a council over %s: %d clients; %d nodes × %d tokens, %d waves, %d sub-agents per node, %d nodes at once, %v per token\n",
+			strings.ToUpper(string(res.Transport)), res.Clients, c.Nodes, c.Tokens, c.Waves, c.Subagents, c.Concurrency, c.TokenDelay)
+		fmt.Fprintf(w, "offered (what the council produced): %s events/s over its %v run (%s deliveries/s), flush delay %v, %d CPUs\n",
+			benchkit.Group(res.Rate, 0), res.Duration.Round(time.Millisecond), benchkit.Group(res.Offered, 0), res.FlushDelay, res.CPUs)
+	} else {
+		fmt.Fprintf(w, "fan-out over %s: %d clients, %s events/s (%s deliveries/s offered), %v, payload %d B, flush delay %v, %d CPUs\n",
+			strings.ToUpper(string(res.Transport)), res.Clients, benchkit.Group(res.Rate, 0), benchkit.Group(res.Offered, 0),
+			res.Duration, res.Payload, res.FlushDelay, res.CPUs)
+	}
 	if res.SharedProc {
 		fmt.Fprintln(w, "note: the server ran inside the client process; its CPU and memory figures include the clients'")
 	}
@@ -67,13 +95,33 @@ func WriteTable(w io.Writer, res *Result) error {
 		return func(m ModeResult) string { return strconv.FormatFloat(v(m), 'f', prec, 64) }
 	}
 	row("", func(m ModeResult) string { return string(m.Mode) })
-	row("delivered/s (steady state)", func(m ModeResult) string { return benchkit.Group(m.DeliveredPerSec, 0) })
+	if synthetic(res) {
+		row("delivered/s (steady state)", func(m ModeResult) string { return benchkit.Group(m.DeliveredPerSec, 0) })
+	} else {
+		row("run", func(m ModeResult) string {
+			if m.Run == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%s, %s events, %.2f s", m.Run.Status, benchkit.Group(float64(m.Run.Events), 0), m.Run.Seconds)
+		})
+		row("delivered/s (run start to last delivery)", func(m ModeResult) string { return benchkit.Group(m.DeliveredPerSec, 0) })
+	}
 	row("delivered", func(m ModeResult) string { return benchkit.Group(float64(m.Delivered), 0) })
 	row("expected", func(m ModeResult) string { return benchkit.Group(float64(m.Expected), 0) })
 	row("lost", func(m ModeResult) string { return benchkit.Group(float64(m.Lost), 0) })
 	row("server-side drops", func(m ModeResult) string { return benchkit.Group(float64(m.ServerDropped), 0) })
 	row("disconnected", func(m ModeResult) string { return strconv.Itoa(m.Disconnected) })
+	row("gapless (every seq once, in order)", func(m ModeResult) string {
+		if m.Lost == 0 && m.Duplicates == 0 && m.Disconnected == 0 {
+			return "yes"
+		}
+		return "NO"
+	})
+	row("catch-up events (read from the journal)", func(m ModeResult) string { return benchkit.Group(float64(m.CatchupEvents), 0) })
 	row("published/s", func(m ModeResult) string { return benchkit.Group(m.PublishRate, 0) })
+	if !synthetic(res) {
+		row("latency from", func(ModeResult) string { return "envelope timestamp" })
+	}
 	row("latency p50 (ms)", func(m ModeResult) string { return ms(m.Latency.P50) })
 	row("latency p99 (ms)", func(m ModeResult) string { return ms(m.Latency.P99) })
 	row("latency p99.9 (ms)", func(m ModeResult) string { return ms(m.Latency.P999) })
@@ -83,6 +131,7 @@ func WriteTable(w io.Writer, res *Result) error {
 	row("events per write", f(1, func(m ModeResult) float64 { return m.EventsPerWrite }))
 	row("client CPU (s)", f(2, func(m ModeResult) float64 { return m.ClientCPUSeconds }))
 	row("other processes' CPU (s)", f(2, func(m ModeResult) float64 { return m.OtherCPUSeconds }))
+	row("server RSS peak (MB)", f(1, func(m ModeResult) float64 { return float64(m.ServerRSSPeak) / (1 << 20) }))
 	row("idle KB/subscriber (RSS)", func(m ModeResult) string { return kb(m.IdleRSSPerClient) })
 	row("idle KB/subscriber (heap)", func(m ModeResult) string { return kb(m.IdleHeapPerClient) })
 	row("idle KB/subscriber (stacks)", func(m ModeResult) string { return kb(m.IdleStackPerClient) })
@@ -95,6 +144,10 @@ func WriteTable(w io.Writer, res *Result) error {
 			fmt.Fprintf(w, "warning: %s: other processes used %.1f of the machine's %.1f CPU seconds; the figures are skewed\n",
 				m.Mode, m.OtherCPUSeconds, budget)
 		}
+		if budget := float64(res.CPUs) * m.Elapsed.Seconds(); !res.SharedProc && m.ClientCPUSeconds > 0.4*budget {
+			fmt.Fprintf(w, "note: %s: the clients used %.1f of the machine's %.1f CPU seconds; the run may be client-bound\n",
+				m.Mode, m.ClientCPUSeconds, budget)
+		}
 		if m.DisconnectError != "" {
 			fmt.Fprintf(w, "%s: first disconnect: %s\n", m.Mode, m.DisconnectError)
 		}
@@ -104,7 +157,7 @@ func WriteTable(w io.Writer, res *Result) error {
 			continue
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "targets (stated for conclave, 1,000 clients, 2 cores; rates within %.0f%% count):\n", 100*(1-sustainedShare))
+		fmt.Fprintf(w, "targets (stated for conclave, 2 cores; rates within %.0f%% count):\n", 100*(1-sustainedShare))
 		for _, t := range Targets {
 			ok, applies := t.Met(res, m)
 			if !applies {

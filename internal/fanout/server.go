@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/internal/benchkit"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -70,11 +72,16 @@ const (
 )
 
 // ServerConfig configures the server under test. The zero value is valid
-// except for Mode and Rate.
+// except for Mode and Rate (Rate: synthetic workload only).
 type ServerConfig struct {
 	Mode Mode
+	// Workload is what produces the session's events once started
+	// (default synthetic). A council needs ModeConclave.
+	Workload Workload
+	// Council shapes the council run (council workload only).
+	Council CouncilConfig
 	// Rate is how many events per second the server publishes into its
-	// session once started.
+	// session once started (synthetic workload).
 	Rate float64
 	// Payload is the size of each event's text in bytes (default 100).
 	Payload int
@@ -83,6 +90,10 @@ type ServerConfig struct {
 	// Queue bounds each subscriber's queue: actors.Config.SubscriberQueue in
 	// conclave mode, the client channel's capacity in naive mode (default 256).
 	Queue int
+	// CPUProfile, if set, is the file the server writes a CPU profile of
+	// itself to, from Start (publishing or the council's start) to
+	// Shutdown: the measured span and the drain.
+	CPUProfile string
 	// Logger receives the server's warnings. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock of the payload timestamps. Default: time.Now.
@@ -90,6 +101,10 @@ type ServerConfig struct {
 }
 
 func (c ServerConfig) withDefaults() ServerConfig {
+	if c.Workload == "" {
+		c.Workload = WorkloadSynthetic
+	}
+	c.Council = c.Council.withDefaults()
 	if c.Payload == 0 {
 		c.Payload = DefaultPayload
 	}
@@ -109,7 +124,17 @@ func (c ServerConfig) validate() error {
 	if _, err := ParseMode(string(c.Mode)); err != nil {
 		return err
 	}
-	if !(c.Rate > 0) {
+	if _, err := ParseWorkload(string(c.Workload)); err != nil {
+		return err
+	}
+	if c.Workload == WorkloadCouncil {
+		if c.Mode != ModeConclave {
+			return fmt.Errorf("fanout: the council workload runs on Conclave only, not on mode %s", c.Mode)
+		}
+		if err := c.Council.validate(); err != nil {
+			return err
+		}
+	} else if !(c.Rate > 0) {
 		return fmt.Errorf("fanout: rate must be > 0 events/s, got %v", c.Rate)
 	}
 	if c.FlushDelay < 0 || c.Queue < 0 {
@@ -122,6 +147,9 @@ func (c ServerConfig) validate() error {
 // subcommand's flags). Args produces the matching command line.
 func (c *ServerConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar((*string)(&c.Mode), "mode", string(ModeConclave), "server under test: conclave or naive")
+	fs.StringVar((*string)(&c.Workload), "workload", string(WorkloadSynthetic), "what produces the events: synthetic or council")
+	c.Council.bindFlags(fs)
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile from start to shutdown to this file")
 	fs.Float64Var(&c.Rate, "rate", 1000, "events per second to publish")
 	fs.IntVar(&c.Payload, "payload", DefaultPayload, "payload bytes per event")
 	fs.DurationVar(&c.FlushDelay, "flush-delay", DefaultFlushDelay, "transport flush delay (conclave mode)")
@@ -130,13 +158,15 @@ func (c *ServerConfig) BindFlags(fs *pflag.FlagSet) {
 
 // Args is the command line that BindFlags parses back into c.
 func (c ServerConfig) Args() []string {
-	return []string{
+	return append([]string{
 		"--mode", string(c.Mode),
+		"--workload", string(c.Workload),
 		"--rate", strconv.FormatFloat(c.Rate, 'g', -1, 64),
 		"--payload", strconv.Itoa(c.Payload),
 		"--flush-delay", c.FlushDelay.String(),
 		"--queue", strconv.Itoa(c.Queue),
-	}
+		"--cpuprofile", c.CPUProfile,
+	}, c.Council.args()...)
 }
 
 // Ready describes a started server; a server process prints it as one
@@ -159,18 +189,19 @@ type Ready struct {
 type target interface {
 	ready() Ready
 	publish(ctx context.Context, payload string) error
-	clients() int
-	dropped() int64
-	writes() int64
+	// counts reads the target's counters (targetCounts), all at once.
+	counts() targetCounts
 	// shutdown stops serving and returns once every goroutine of the target ended.
 	shutdown(ctx context.Context) error
 }
 
-// Server is the server under test: a target, the publisher and the control
-// endpoint.
+// Server is the server under test: a target, the publisher (or the
+// council run) and the control endpoint.
 type Server struct {
 	cfg     ServerConfig
 	target  target
+	council *councilRun // nil unless the workload is a council
+	profile cpuProfile
 	control *http.Server
 	ctlLis  net.Listener
 	group   routine.Group // control server and publisher
@@ -194,16 +225,23 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		t   target
 		err error
 	)
+	var council *councilRun
 	switch cfg.Mode {
 	case ModeConclave:
-		t, err = startConclave(ctx, cfg)
+		var ct *conclaveTarget
+		if ct, err = startConclave(ctx, cfg); err == nil {
+			t = ct
+			if cfg.Workload == WorkloadCouncil {
+				council = &councilRun{engine: ct.engine, cfg: cfg.Council, after: ct.after}
+			}
+		}
 	case ModeNaive:
 		t, err = startNaive(cfg)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, target: t}
+	s := &Server{cfg: cfg, target: t, council: council}
 	s.ctlLis, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = t.shutdown(ctx)
@@ -225,9 +263,21 @@ func (s *Server) Ready() Ready {
 
 // Stats reads the server's figures; with gc, memory figures count live
 // data only (see readProcStats).
-func (s *Server) Stats(gc bool) Stats {
-	st := Stats{Published: s.published.Load(), Dropped: s.target.dropped(), Clients: s.target.clients(),
-		Writes: s.target.writes()}
+func (s *Server) Stats(gc bool) (Stats, error) {
+	c := s.target.counts()
+	st := Stats{Published: s.published.Load(), Dropped: c.dropped, Clients: c.clients, Writes: c.writes, CatchupEvents: c.catchup}
+	if s.council != nil {
+		run, err := s.council.stats()
+		if err != nil {
+			return st, err
+		}
+		if run != nil {
+			st.Run = run
+			st.Published, st.PublishSeconds, st.Publishing = int64(run.Events), run.Seconds, !run.Ended
+		}
+		readProcStats(&st, gc)
+		return st, nil
+	}
 	s.mu.Lock()
 	st.Publishing = s.stopPub != nil
 	pubTime := s.pubTime
@@ -237,14 +287,53 @@ func (s *Server) Stats(gc bool) Stats {
 	s.mu.Unlock()
 	st.PublishSeconds = pubTime.Seconds()
 	readProcStats(&st, gc)
-	return st
+	return st, nil
+}
+
+// Progress is the council run's progress and the figures that are cheap to
+// read (CPU time, RSS, goroutines): what the harness polls while the
+// council runs. Unlike Stats it gathers no metrics (the transport's lag
+// gauges visit every stream) and reads no MemStats, so polling it costs
+// the server next to nothing.
+func (s *Server) Progress() (Stats, error) {
+	st := Stats{Published: s.published.Load()}
+	if s.council != nil {
+		run, err := s.council.stats()
+		if err != nil {
+			return st, err
+		}
+		if run != nil {
+			st.Run = run
+			st.Published, st.PublishSeconds, st.Publishing = int64(run.Events), run.Seconds, !run.Ended
+		}
+	}
+	st.Goroutines = runtime.NumGoroutine()
+	st.CPUSeconds = benchkit.SelfCPUSeconds()
+	st.RSSBytes = benchkit.SelfRSS()
+	return st, nil
 }
 
 // ErrPublishing is returned by Start when the publisher already runs.
 var ErrPublishing = errors.New("fanout: already publishing")
 
-// Start starts publishing at the configured rate.
+// councilStartTimeout bounds starting the council run (Engine.StartRun
+// answers once run_started is journaled).
+const councilStartTimeout = 30 * time.Second
+
+// Start starts publishing at the configured rate, or starts the council
+// run (once).
 func (s *Server) Start() error {
+	if err := s.profile.start(s.cfg.CPUProfile); err != nil {
+		return err
+	}
+	if s.council != nil {
+		if s.closed.Load() {
+			return errors.New("fanout: server is shut down")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), councilStartTimeout)
+		defer cancel()
+		return s.council.start(ctx)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopPub != nil {
@@ -260,7 +349,8 @@ func (s *Server) Start() error {
 }
 
 // Stop stops the publisher and waits until it returned. It is a no-op when
-// none runs.
+// none runs, and for a council (whose run ends by itself, or with the
+// engine at Shutdown).
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -315,7 +405,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.Stop()
-	err := s.target.shutdown(ctx)
+	err := s.profile.stop()
+	if terr := s.target.shutdown(ctx); err == nil {
+		err = terr
+	}
 	if cerr := s.control.Shutdown(ctx); err == nil && !errors.Is(cerr, http.ErrServerClosed) {
 		err = cerr
 	}
@@ -333,14 +426,21 @@ func (s *Server) controlHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
-		writeStats(w, s.Stats(false))
+		st, err := s.Stats(false)
+		writeStats(w, st, err)
 	})
 	mux.HandleFunc("POST /bench/stop", func(w http.ResponseWriter, r *http.Request) {
 		s.Stop()
-		writeStats(w, s.Stats(false))
+		st, err := s.Stats(false)
+		writeStats(w, st, err)
+	})
+	mux.HandleFunc("GET /bench/progress", func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.Progress()
+		writeStats(w, st, err)
 	})
 	mux.HandleFunc("GET /bench/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeStats(w, s.Stats(r.URL.Query().Get("gc") == "1"))
+		st, err := s.Stats(r.URL.Query().Get("gc") == "1")
+		writeStats(w, st, err)
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -350,7 +450,11 @@ func (s *Server) controlHandler() http.Handler {
 	return mux
 }
 
-func writeStats(w http.ResponseWriter, st Stats) {
+func writeStats(w http.ResponseWriter, st Stats, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
 }

@@ -241,8 +241,8 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 	}
 	// Steering notes being translated are lost with their steerer; notes
 	// with a diff wait for the next boundary (runActor.resume).
-	for id, n := range r.Steering {
-		if n.Received.Diff == nil {
+	for _, n := range r.NotesInOrder() {
+		if id := n.Received.SteeringID; n.Received.Diff == nil {
 			emit(n.AgentID, n.Lane, messages.NewWarning(messages.WarnSteeringRejected, "steering "+id+" "+lost))
 			emit(n.AgentID, n.Lane, &messages.SteeringRejectedPayload{SteeringID: id, Error: lost})
 			delete(r.Steering, id)
@@ -423,8 +423,8 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
 		return
 	}
-	for id, n := range rs.Steering { // notes with a diff (the others were rejected): the next boundary applies them
-		r.queueSteering(&steerItem{id: id, note: n.Received.Note, diff: n.Received.Diff})
+	for _, n := range rs.NotesInOrder() { // notes with a diff (the others were rejected): the next boundary applies them, in order
+		r.queueSteering(&steerItem{id: n.Received.SteeringID, note: n.Received.Note, diff: n.Received.Diff})
 	}
 	switch {
 	case !rs.CostEstimated && !rs.GateDecided && !rs.Graph.Failing:

@@ -92,6 +92,8 @@ type child struct {
 	stopping bool // the supervisor asked it to stop
 	// steeringID is the note a steerer agent translates.
 	steeringID string
+	// order is when the supervisor started it (childrenInOrder).
+	order uint64
 }
 
 // runActor supervises one run: it asks the director for a plan, runs the
@@ -121,6 +123,7 @@ type runActor struct {
 	running int      // node agents started and not reported
 
 	children map[string]*child // by PID id
+	spawned  uint64            // children started so far (child.order)
 	usage    messages.Usage
 
 	failCode messages.ErrorCode // set once the run is failing
@@ -276,7 +279,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		// stop: a supervisor that stopped with children still dying would
 		// send them a second Stop.
 		r.freezing = true
-		for _, c := range r.children {
+		for _, c := range r.childrenInOrder() {
 			if !c.stopping {
 				c.stopping = true
 				ctx.Stop(c.pid)
@@ -656,7 +659,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 		code, msg = d.code, d.msg
 	}
 	r.failCode, r.failMsg = code, msg
-	for _, c := range r.children {
+	for _, c := range r.childrenInOrder() {
 		if !c.reported && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)
@@ -725,7 +728,7 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	// Notes that can no longer apply end now; translators still working
 	// are stopped, and their lanes close as they terminate.
 	r.dropSteering(ctx, "the run ended before the next wave boundary")
-	for _, c := range r.children {
+	for _, c := range r.childrenInOrder() {
 		if c.role == model.RoleSteerer && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)

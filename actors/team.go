@@ -1,8 +1,11 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -67,7 +70,18 @@ func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, name string
 		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, c.agentID, err))
 	}
 	c.pid = sendablePID(pid)
+	r.spawned++
+	c.order = r.spawned
 	r.children[pid.Id] = c
+}
+
+// childrenInOrder lists the live agents in the order they were started:
+// what stopping them emits (their lanes closing) then comes in the same
+// order every time, as a deterministic simulation needs (testkit/sim).
+func (r *runActor) childrenInOrder() []*child {
+	out := slices.Collect(maps.Values(r.children))
+	slices.SortFunc(out, func(a, b *child) int { return cmp.Compare(a.order, b.order) })
+	return out
 }
 
 // startTeam opens the team node's lane and starts its first nested wave.

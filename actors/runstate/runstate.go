@@ -15,6 +15,7 @@
 package runstate
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -253,6 +254,19 @@ type Note struct {
 	Received *messages.SteeringReceivedPayload
 	Lane     messages.Lane
 	AgentID  string
+	Seq      uint64 // of its steering_received
+}
+
+// NotesInOrder lists the run's open steering notes in the order they were
+// received (Steering is a map: what recovery does with them must not
+// depend on its iteration order).
+func (r *Run) NotesInOrder() []*Note {
+	out := make([]*Note, 0, len(r.Steering))
+	for _, n := range r.Steering {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *Note) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
 }
 
 // Debate is a debate node's progress.
@@ -675,7 +689,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 
 	// Steering, citations, interrupts.
 	case *messages.SteeringReceivedPayload:
-		put(&r.Steering, p.SteeringID, &Note{Received: p, Lane: env.Lane, AgentID: env.AgentID})
+		put(&r.Steering, p.SteeringID, &Note{Received: p, Lane: env.Lane, AgentID: env.AgentID, Seq: env.Seq})
 	case *messages.SteeringAppliedPayload:
 		delete(r.Steering, p.SteeringID)
 		r.setGraph(messages.RunLane(), p.Plan, p.Waves)

@@ -22,6 +22,7 @@ type client struct {
 	got    []*messages.Encoded // everything it received, in order, across reconnects
 	cursor uint64
 	sub    *actors.Subscription
+	stop   chan struct{} // closed by disconnect: a slow reader stops waiting
 	done   chan struct{} // closed when the reading goroutine returns
 }
 
@@ -41,13 +42,17 @@ func (c *client) connect(ctx context.Context, e *actors.Engine, after uint64) er
 	if err != nil {
 		return err
 	}
-	c.sub, c.done = sub, make(chan struct{})
+	c.sub, c.stop, c.done = sub, make(chan struct{}), make(chan struct{})
 	slow, pace := c.slow, time.Duration(c.rng.IntN(5_000_000)+1)
-	go c.read(ctx, sub, slow, pace, c.done)
+	go c.read(ctx, sub, slow, pace, c.stop, c.done)
 	return nil
 }
 
-func (c *client) read(ctx context.Context, sub *actors.Subscription, slow bool, pace time.Duration, done chan struct{}) {
+// read receives until the subscription ends or stop is closed. Its pace
+// must not hold up the driver: how many events each read gets depends on
+// the Go scheduler, so how long a slow reader has been sleeping is not
+// deterministic, and disconnect does not wait for that sleep to end.
+func (c *client) read(ctx context.Context, sub *actors.Subscription, slow bool, pace time.Duration, stop, done chan struct{}) {
 	defer close(done)
 	buf := make([]*messages.Encoded, 0, 64)
 	for {
@@ -60,8 +65,14 @@ func (c *client) read(ctx context.Context, sub *actors.Subscription, slow bool, 
 		c.got = append(c.got, buf...)
 		c.cursor = buf[len(buf)-1].Seq
 		c.mu.Unlock()
-		if slow {
-			time.Sleep(pace) // virtual time: a reader slower than the run
+		if slow { // virtual time: a reader slower than the run
+			t := time.NewTimer(pace)
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+				return
+			}
 		}
 	}
 }
@@ -71,6 +82,7 @@ func (c *client) disconnect() {
 	if c.sub == nil {
 		return
 	}
+	close(c.stop)
 	c.sub.Close()
 	<-c.done
 	c.sub = nil

@@ -18,10 +18,10 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 		bug    *atomic.Bool
 		within int
 	}{
-		{"damaged WAL reuses seqs", &regress.TrustDamagedJournal, 300},
-		{"retention strands a parked run", &regress.TrimLiveRuns, 300},
-		{"abort racing the end", &regress.AbortWithoutOutcome, 300},
-		{"no backpressure", &regress.UnboundedStreams, 300},
+		{"damaged WAL reuses seqs", &regress.TrustDamagedJournal, 50},
+		{"retention strands a parked run", &regress.TrimLiveRuns, 50},
+		{"abort racing the end", &regress.AbortWithoutOutcome, 50},
+		{"no backpressure", &regress.UnboundedStreams, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,9 +24,13 @@ type Scenario struct {
 	// its disk kept.
 	Crashes []int `json:"crashes,omitempty"`
 	// DamageWAL makes the first crash also cut the newest write-ahead log
-	// in half, losing acknowledged events: the restart must report the
-	// damage; the driver then repairs the journal as an operator would
-	// (--repair) and goes on.
+	// in the middle, losing acknowledged events: the restart must report
+	// the damage; the driver then repairs the journal as an operator would
+	// (--repair) and goes on. The events lost are those of the log record
+	// cut, so for the same seed to lose the same events the journal's
+	// batches must be the same: a simulation with DamageWAL gates every
+	// chunk (Model.GateRate 1), so that no model stream runs alongside the
+	// hub and batches its events differently from one run to the next.
 	DamageWAL bool `json:"damage_wal,omitempty"`
 	// DiskFaults are the steps at which the next fsync of the write-ahead
 	// log fails; the journal then fails, and the server is restarted at
@@ -104,6 +108,9 @@ func Generate(seed uint64, size Size) Scenario {
 		sc.Retention = 20 + rng.IntN(200)
 	}
 	sc.Model = ModelFaults{GateRate: []float64{0, 0.1, 0.5, 1}[rng.IntN(4)]}
+	if sc.DamageWAL {
+		sc.Model.GateRate = 1
+	}
 	if rng.IntN(4) == 0 {
 		sc.Model.ErrorRate = 0.002
 	}

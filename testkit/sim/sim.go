@@ -181,6 +181,9 @@ func (d *driver) loop(maxSteps int) {
 				}
 				continue // nothing runs: on to the step the next run starts at
 			}
+			if d.w.opts.KeepJournal {
+				d.res.Trace = append(d.res.Trace, fmt.Sprintf("step %d at %v: idle, live %v", d.step, time.Since(d.began), d.live()))
+			}
 			if idle++; idle > 30 {
 				d.fail("stalled at step %d: runs %v live, no gate and no interrupt waits", d.step, d.live())
 				return
@@ -217,11 +220,14 @@ func (d *driver) waitForGate() {
 	}
 }
 
-// planned does what the scenario planned for this step.
+// planned does what the scenario planned for this step. Each action
+// settles (synctest.Wait) before the next, so that what one sets off
+// never races the next.
 func (d *driver) planned(sc Scenario) {
 	for _, r := range sc.Runs {
 		if r.At == d.step {
 			d.start(r.Start)
+			synctest.Wait()
 		}
 	}
 	if d.w.j != nil && d.w.j.Err() != nil { // an fsync failed: the server is restarted
@@ -241,16 +247,20 @@ func (d *driver) planned(sc Scenario) {
 		d.aborts = append(d.aborts, d.step)
 	}
 	d.abortWhenDue()
+	synctest.Wait()
 	if slices.Contains(sc.Steers, d.step) {
 		if live := d.live(); len(live) > 0 {
 			_, _ = d.w.e.Steer(d.ctx, messages.Steer{RunID: live[d.rng.IntN(len(live))], SteerNote: messages.SteerNote{Note: "sim: weigh the risks"}})
 		}
+		synctest.Wait()
 	}
 	if slices.Contains(sc.Rewinds, d.step) {
 		d.rewind()
+		synctest.Wait()
 	}
 	if slices.Contains(sc.Stalls, d.step) {
 		d.stall()
+		synctest.Wait()
 	}
 	if sc.Retention > 0 && d.step%25 == 0 {
 		d.retain(sc.Retention)
@@ -423,7 +433,9 @@ func (d *driver) abortRacing(id messages.RunID, gate string) {
 	go func() { errc <- d.w.e.Abort(d.ctx, messages.AbortRun{RunID: id, Reason: "sim: abort"}) }()
 	synctest.Wait()
 	d.w.disp.Release()
-	switch err := <-errc; {
+	err := <-errc
+	synctest.Wait() // the answer may come before what the abort sets off has settled
+	switch {
 	case err == nil:
 		d.aborted[id] = true
 		d.res.Aborts++
@@ -503,7 +515,11 @@ func (d *driver) crash(damage bool) {
 			reconnect = append(reconnect, c)
 		}
 	}
-	if err := d.w.crash(d.ctx, d.rng, damage); err != nil {
+	// The crash draws from a generator of its own: how much it draws
+	// depends on the disk (a torn tail only where one is unsynced), and the
+	// driver's later choices must not.
+	rng := rand.New(rand.NewPCG(d.w.sc.Seed, uint64(d.crashes)+1))
+	if err := d.w.crash(d.ctx, rng, damage); err != nil {
 		d.fail("restart after crash %d at step %d: %v", d.crashes+1, d.step, err)
 		return
 	}

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"encoding/json"
 	"flag"
+	"strings"
 	"testing"
 
 	"github.com/conclave-ai/conclave/testkit/sim"
@@ -13,6 +14,7 @@ var (
 	seedsFlag    = flag.Int("seeds", 40, "how many seeds TestSim simulates, from 1")
 	scenarioFlag = flag.String("scenario", "", "simulate this scenario (JSON, as a failing seed prints it) instead of a generated one")
 	shrinkFlag   = flag.Int("shrink", 60, "simulations to spend shrinking a failing scenario (0: none)")
+	twiceFlag    = flag.Int("twice", 12, "how many seeds TestSim_SameSeedSameJournal simulates twice")
 )
 
 // regressionSeeds found real bugs once; TestSim always runs them.
@@ -79,7 +81,7 @@ func report(t *testing.T, sc sim.Scenario, res sim.Result) {
 // journal, byte for byte (seqs, ids, timestamps, payloads), whatever the
 // Go scheduler did in between.
 func TestSim_SameSeedSameJournal(t *testing.T) {
-	for seed := uint64(1); seed <= 12; seed++ {
+	for seed := uint64(1); seed <= uint64(*twiceFlag); seed++ {
 		sc := sim.Generate(seed, sim.SmallSize)
 		a, b := sim.Run(t, sc, sim.Options{KeepJournal: true}), sim.Run(t, sc, sim.Options{KeepJournal: true})
 		if a.Digest == "" || a.Digest != b.Digest || a.Events != b.Events || a.Steps != b.Steps {
@@ -92,7 +94,8 @@ func TestSim_SameSeedSameJournal(t *testing.T) {
 			}
 			for i := range min(len(a.Trace), len(b.Trace)) {
 				if a.Trace[i] != b.Trace[i] {
-					t.Errorf("first different step:\n%s\n%s", a.Trace[i], b.Trace[i])
+					from := max(0, i-4)
+					t.Errorf("first different step, after:\n%s\n%s\nvs\n%s", strings.Join(a.Trace[from:i], "\n"), a.Trace[i], b.Trace[i])
 					break
 				}
 			}

@@ -104,7 +104,7 @@ func (d *driver) verify() {
 		}
 	}
 	d.checkRuns(bySeq)
-	head, _ := d.w.j.Head(d.ctx, actors.JournalKey(messages.LocalTenant, session))
+	head, _ := d.w.j.Head(d.ctx, journalKey)
 	for _, c := range d.clients {
 		d.checkClient(c, bySeq, decoded, head)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ const dataDir = "/data"
 // session is the one session every run of a simulation joins: one hub,
 // one seq space, one journal key to compare.
 const session messages.SessionID = "sim"
+
+// journalKey is session's key in the journal.
+var journalKey = actors.JournalKey(messages.LocalTenant, session)
 
 // world is one simulated server and its disk: the journal on an in-memory
 // filesystem that can lose its unsynced tail (a crash) or fail an fsync,
@@ -200,9 +204,12 @@ func (w *world) injectSync(op errorfs.Op) error {
 // repaired as an operator would.
 func (w *world) boot(ctx context.Context) error {
 	fs := errorfs.Wrap(w.mem, errorfs.InjectorFunc(w.injectSync))
-	// Small memtables keep each write-ahead log, which a crashable
-	// filesystem copies at every fsync, small.
-	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 256 << 10}
+	// The memtable is big enough that a simulation never rotates it: a
+	// rotation closes (fsyncs) the old write-ahead log on a background
+	// goroutine, which would race the commits for an injected fsync
+	// failure. (A crashable filesystem copies a file at each fsync, so a
+	// bigger log costs more; the simulations CI runs write a few MB.)
+	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 16 << 20}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true
@@ -266,6 +273,10 @@ func (w *world) halt(ctx context.Context) error {
 // same disk: it is asked for all or only the synced state, and the torn
 // tail is added here.)
 func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
+	var head uint64
+	if damage {
+		head, _ = w.j.Head(ctx, journalKey)
+	}
 	var clone *vfs.MemFS
 	if damage || rng.IntN(2) == 0 {
 		clone = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(0, 0))})
@@ -280,7 +291,7 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 	}
 	w.mem = clone
 	if damage {
-		if err := cutNewestWAL(w.mem); err != nil {
+		if err := cutNewestWAL(w.mem, head/2+1, head); err != nil {
 			return err
 		}
 	}
@@ -354,8 +365,13 @@ func tearWAL(live, clone *vfs.MemFS, rng *rand.Rand) error {
 	return writeFile(clone, path, all[:keep])
 }
 
-// cutNewestWAL halves the newest write-ahead log of the data directory.
-func cutNewestWAL(fs *vfs.MemFS) error {
+// cutNewestWAL cuts the newest write-ahead log of the data directory
+// right before the record of the event with seq from (or the first later
+// one it holds whole), losing it and everything after; in half if it
+// holds none of them. The cut is at an event, not at a byte offset: how
+// the log's bytes are laid out depends on how commits were grouped, which
+// is up to the Go scheduler, and the same seed must lose the same events.
+func cutNewestWAL(fs *vfs.MemFS, from, head uint64) error {
 	path, err := newestWAL(fs)
 	if err != nil || path == "" {
 		return err
@@ -364,5 +380,16 @@ func cutNewestWAL(fs *vfs.MemFS) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(fs, path, data[:len(data)/2])
+	cut := len(data) / 2
+	for seq := from; seq <= head; seq++ {
+		// An event's JSON is stored as it is; one split by a log block
+		// boundary is not found, and the next one is tried.
+		if i := bytes.Index(data, fmt.Appendf(nil, `"seq":%d,"type"`, seq)); i >= 0 {
+			if j := bytes.LastIndex(data[:i], []byte(`{"id":`)); j >= 0 {
+				cut = j
+				break
+			}
+		}
+	}
+	return writeFile(fs, path, data[:cut])
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -186,7 +187,7 @@ func TestReadme_ShellExamples(t *testing.T) {
 	for _, c := range cmds {
 		switch {
 		case slices.Contains(readmeTwoCommands, c.text):
-		case strings.HasPrefix(c.text, "go run ./cmd/conclave run "):
+		case strings.HasPrefix(c.text, "go run ./cmd/conclave run "), strings.HasPrefix(c.text, "go run ./cmd/conclave sim "):
 			cliRuns = append(cliRuns, c) // independent of the server: in parallel, below
 		case strings.HasPrefix(c.text, "curl "):
 			t.Logf("README line %d: %s", c.line, c.text)
@@ -202,6 +203,10 @@ func TestReadme_ShellExamples(t *testing.T) {
 	for _, c := range cliRuns {
 		t.Run(fmt.Sprintf("line%d", c.line), func(t *testing.T) {
 			t.Parallel()
+			if strings.HasPrefix(c.text, "go run ./cmd/conclave sim ") {
+				checkReadmeSim(t, c)
+				return
+			}
 			checkReadmeCLIRun(t, c)
 		})
 	}
@@ -521,6 +526,34 @@ func checkReadmeCLIRun(t *testing.T, c readmeCommand) {
 	}
 	if strings.Contains(c.comment, "restarted") && !strings.Contains(text, " restarted (attempt ") {
 		t.Errorf("README line %d: the comment says %q; no restart in\n%s", c.line, c.comment, tail(text))
+	}
+}
+
+// checkReadmeSim runs a `go run ./cmd/conclave sim …` line of the README
+// with this test binary as conclave: every seed passes (exit 0), or, with
+// --reintroduce, the bug put back is found (exit 1, a failing seed and
+// the line that reproduces it).
+func checkReadmeSim(t *testing.T, c readmeCommand) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*readmeWait)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "sh", "-c", strings.Replace(c.text, "go run ./cmd/conclave", "'"+exe+"'", 1))
+	sh.Dir = filepath.Dir(readmePath)
+	sh.Env = append(os.Environ(), crashChildEnv+"="+stdioChildMode)
+	out, err := sh.CombinedOutput()
+	text := string(out)
+	if !strings.Contains(c.text, "--reintroduce") {
+		if err != nil || !strings.Contains(text, " 0 failed") {
+			t.Errorf("README line %d: %v\n%s", c.line, err, tail(text))
+		}
+		return
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(text, "FAIL seed ") || !strings.Contains(text, "reproduce: conclave sim --seed ") {
+		t.Errorf("README line %d: the bug put back was not found (%v):\n%s", c.line, err, tail(text))
 	}
 }
 

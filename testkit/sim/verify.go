@@ -3,6 +3,8 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
@@ -38,14 +40,25 @@ func (d *driver) readAll() (map[messages.SessionID][]*messages.Encoded, error) {
 	return out, nil
 }
 
+// envelopes decodes encs, on every core (a big council's journal is most
+// of the checking's cost).
 func envelopes(encs []*messages.Encoded) ([]*messages.Envelope, error) {
-	out := make([]*messages.Envelope, 0, len(encs))
-	for _, e := range encs {
-		env, err := e.Envelope()
+	out := make([]*messages.Envelope, len(encs))
+	errs := make([]error, len(encs))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(encs)/1024)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(encs); i += workers {
+				out[i], errs[i] = encs[i].Envelope()
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+			return nil, fmt.Errorf("seq %d: %w", encs[i].Seq, err)
 		}
-		out = append(out, env)
 	}
 	return out, nil
 }

@@ -115,6 +115,9 @@ type streamConn struct {
 	done      chan struct{} // closed when the stream has ended
 
 	buf []*messages.Encoded // writer-owned; released when the writer exits
+	// lastBatch is how many events the last write carried (writer-owned;
+	// 0 once the stream went idle): see coalesce.
+	lastBatch int
 }
 
 func (s *Server) newStreamConn(f framer, fl *flight, release func(), tenant messages.TenantID, session messages.SessionID, sub *actors.Subscription) *streamConn {
@@ -258,7 +261,7 @@ func (c *streamConn) writeLoop() {
 		case <-c.wake:
 		default:
 		}
-		if d := c.srv.cfg.FlushDelay; d > 0 { // let more events join this write
+		if d := c.coalesce(c.srv.cfg.FlushDelay); d > 0 { // let more events join this write
 			if delay == nil {
 				delay = time.NewTimer(d)
 			} else {
@@ -297,6 +300,7 @@ func (c *streamConn) writeLoop() {
 		case <-idle.C:
 		}
 		c.buf = nil // an idle stream keeps no batch buffer
+		c.lastBatch = 0
 		c.running.Store(false)
 		// A wake-up that came after the timer but before the Store saw a
 		// running writer and left only a token: take over again if so.
@@ -304,6 +308,28 @@ func (c *streamConn) writeLoop() {
 			return
 		}
 	}
+}
+
+// Coalescing: a woken stream waits FlushDelay so that the events that
+// follow share its write. When events trickle in (a council between its
+// bursts: one lane at a time, a wave's tail), a write after FlushDelay
+// carries one or two events, and the cost of a delivery is the cost of a
+// write. So the wait stretches while the last write was small, up to
+// maxCoalesce × FlushDelay, until writes carry about coalesceTarget events;
+// a stream that keeps up with a busy session writes every FlushDelay as
+// before, and one that was idle starts from FlushDelay again.
+const (
+	coalesceTarget = 8
+	maxCoalesce    = 4
+)
+
+// coalesce is how long the writer waits before its next write, given the
+// last write's size (writer-owned: lastBatch).
+func (c *streamConn) coalesce(d time.Duration) time.Duration {
+	if d <= 0 || c.lastBatch <= 0 || c.lastBatch >= coalesceTarget {
+		return d
+	}
+	return min(d*coalesceTarget/time.Duration(c.lastBatch), maxCoalesce*d)
 }
 
 // drain writes everything pending. It reports false when the stream ended.
@@ -341,6 +367,7 @@ func (c *streamConn) drain() bool {
 			}
 		}
 		if len(evs) > 0 {
+			c.lastBatch = len(evs)
 			if werr := c.f.writeEvents(evs); werr != nil {
 				return c.failed(werr)
 			}

@@ -673,3 +673,29 @@ func TestStreamSet_CloseAllHonoursDeadline(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestCoalesce: a woken stream waits FlushDelay, longer while its writes
+// carry fewer than coalesceTarget events (up to maxCoalesce × FlushDelay),
+// and FlushDelay again once they are big enough or the stream went idle.
+func TestCoalesce(t *testing.T) {
+	const d = 5 * time.Millisecond
+	for _, tt := range []struct {
+		last int
+		want time.Duration
+	}{
+		{0, d},                       // a new (or idle) stream
+		{1, maxCoalesce * d},         // a trickle: wait longest
+		{2, min(4*d, maxCoalesce*d)}, // coalesceTarget/2
+		{coalesceTarget - 1, d * coalesceTarget / (coalesceTarget - 1)},
+		{coalesceTarget, d},
+		{500, d},
+	} {
+		c := &streamConn{lastBatch: tt.last}
+		if got := c.coalesce(d); got != tt.want {
+			t.Errorf("last batch %d: wait %v, want %v", tt.last, got, tt.want)
+		}
+	}
+	if got := (&streamConn{lastBatch: 1}).coalesce(0); got != 0 {
+		t.Errorf("FlushDelay 0 stays 0, got %v", got)
+	}
+}

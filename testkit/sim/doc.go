@@ -1,0 +1,33 @@
+// Package sim is Conclave's deterministic simulator: one seed drives a whole
+// system — the engine on the durable journal, over an in-memory disk that
+// crashes and fails, with models, tools and stream clients — under
+// testing/synctest virtual time, and every invariant is checked at the end.
+// The same seed gives the same journal, byte for byte.
+//
+// How a seed becomes one history:
+//
+//   - Every actor of the engine runs on one goroutine (Dispatcher,
+//     actors.Config.Dispatcher), in the order its messages were scheduled.
+//   - Models and tools wait at gates (Scheduler) named by what they are (a
+//     run, an agent, a turn, a chunk, a call), never by when they got
+//     there. The driver waits until the system is quiet (synctest.Wait),
+//     then lets one gate go, answers an interrupt, or moves a client, as
+//     the seed says; so only one chain of messages runs at a time.
+//   - Ids come from a generator seeded by the seed; timestamps from the
+//     bubble's virtual clock, which moves only between steps.
+//   - Crashes are pebble's in-memory filesystem cloned as a kill -9 (all
+//     written data kept) or a power cut (only what was fsynced, and a torn
+//     part of the log's tail) would leave it, then a new engine on it.
+//
+// Generate draws a Scenario (runs and their features, clients, crashes,
+// disk faults, aborts, steering, rewinds, stalls, retention, model and tool
+// faults) from a seed; Run simulates it and returns a Result whose Failures
+// list the invariants that did not hold; Shrink makes a failing scenario
+// smaller while it still fails. `conclave sim` runs many seeds in parallel;
+// `go test ./testkit/sim -run 'TestSim$' -seed N` reproduces one.
+//
+// Your own models and tools join a simulation through Options (they are
+// wrapped by WrapModel and WrapTool, which put them behind gates and inject
+// ModelFaults and ToolFaults); they must be deterministic for the same
+// request, as the scripted model is.
+package sim

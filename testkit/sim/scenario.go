@@ -32,8 +32,9 @@ type Scenario struct {
 	// chunk (Model.GateRate 1), so that no model stream runs alongside the
 	// hub and batches its events differently from one run to the next.
 	DamageWAL bool `json:"damage_wal,omitempty"`
-	// DiskFaults are the steps at which the next fsync of the write-ahead
-	// log fails; the journal then fails, and the server is restarted at
+	// DiskFaults are the steps at which the disk fails, as on a failed
+	// fsync: the next append fails (its batch written or not, drawn from
+	// the seed), every later one fails too, and the server is restarted at
 	// the next step.
 	DiskFaults []int `json:"disk_faults,omitempty"`
 	// Aborts are the steps at which a live run is aborted, while a gate

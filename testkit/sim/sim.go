@@ -230,7 +230,7 @@ func (d *driver) planned(sc Scenario) {
 			synctest.Wait()
 		}
 	}
-	if d.w.j != nil && d.w.j.Err() != nil { // an fsync failed: the server is restarted
+	if d.w.faults != nil && d.w.faults.err() != nil { // the disk failed: the server is restarted
 		d.crash(false)
 		return
 	}
@@ -241,7 +241,8 @@ func (d *driver) planned(sc Scenario) {
 		return
 	}
 	if slices.Contains(sc.DiskFaults, d.step) {
-		d.w.failSync.Store(true)
+		d.w.faults.after = d.rng.IntN(2) == 0
+		d.w.faults.armed.Store(true)
 	}
 	if slices.Contains(sc.Aborts, d.step) {
 		d.aborts = append(d.aborts, d.step)
@@ -271,7 +272,7 @@ func (d *driver) start(st messages.StartRun) {
 	st.SessionID = session
 	ref, err := d.w.e.StartRun(d.ctx, st)
 	if err != nil {
-		if d.w.j.Err() == nil { // a failed journal refuses runs: the server restarts next step
+		if d.w.faults.err() == nil { // a failed journal refuses runs: the server restarts next step
 			d.fail("start a run: %v", err)
 		}
 		return
@@ -494,12 +495,15 @@ func (d *driver) rewind() {
 }
 
 func (d *driver) retain(events int) {
+	if d.w.faults.err() != nil {
+		return // the disk failed: the restart comes first
+	}
 	keys, err := d.w.j.Sessions(d.ctx)
 	if err != nil {
 		return
 	}
 	for _, k := range keys {
-		if _, err := journal.ApplyRetention(d.ctx, d.w.j, k, journal.Retention{MaxEvents: uint64(events)}, time.Now()); err != nil && d.w.j.Err() == nil {
+		if _, err := journal.ApplyRetention(d.ctx, d.w.j, k, journal.Retention{MaxEvents: uint64(events)}, time.Now()); err != nil && d.w.faults.err() == nil {
 			d.fail("retention: %v", err)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/uuid"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -47,7 +46,7 @@ type world struct {
 	ids   *idSource
 
 	mem      *vfs.MemFS
-	failSync atomic.Bool // the next fsync of a WAL file fails
+	faults   *journalFaults // of the current journal: a failed append
 	j        *journal.Durable
 	disp     *Dispatcher
 	e        *actors.Engine
@@ -136,18 +135,64 @@ func (f *inflight) appended(events []*messages.Encoded) {
 }
 
 // countingJournal is the engine's view of the journal: the durable one,
-// telling the in-flight count what it acknowledged.
+// telling the in-flight count what it acknowledged, and failing as a disk
+// does when journalFaults says so.
 type countingJournal struct {
 	*journal.Durable
 	flight *inflight
+	faults *journalFaults
+}
+
+// journalFaults fails the journal, as a failed fsync fails a real one:
+// once armed, the next append fails, after its batch was written (so that
+// it may be on disk after the restart, unacknowledged) or before (lost),
+// and every append after it fails too, until the server restarts.
+//
+// (Failing pebble's fsync itself, with errorfs, is what the journal's own
+// tests do. Here it would also hit the sync of a write-ahead log being
+// rotated, which pebble treats as fatal: the process dies with a fatal
+// error no test can recover from. The engine's side of a failing disk is
+// the same either way: an append that fails.)
+type journalFaults struct {
+	armed  atomic.Bool
+	after  bool // the failing append writes its batch first
+	failed atomic.Bool
+}
+
+// errDiskFailed is the error of an append journalFaults failed.
+var errDiskFailed = errors.New("sim: the disk failed (an injected fsync failure)")
+
+func (f *journalFaults) err() error {
+	if f.failed.Load() {
+		return errDiskFailed
+	}
+	return nil
 }
 
 func (j countingJournal) Append(ctx context.Context, s messages.SessionID, events []*messages.Encoded) error {
+	if err := j.faults.err(); err != nil {
+		return err
+	}
+	if j.faults.armed.CompareAndSwap(true, false) {
+		if j.faults.after {
+			_ = j.Durable.Append(ctx, s, events)
+		}
+		j.faults.failed.Store(true)
+		return errDiskFailed
+	}
 	err := j.Durable.Append(ctx, s, events)
 	if err == nil {
 		j.flight.appended(events)
 	}
 	return err
+}
+
+// Trim fails once the journal failed, as Append does.
+func (j countingJournal) Trim(ctx context.Context, s messages.SessionID, before uint64) error {
+	if err := j.faults.err(); err != nil {
+		return err
+	}
+	return j.Durable.Trim(ctx, s, before)
 }
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
@@ -190,26 +235,17 @@ func newWorld(sc Scenario, opts Options) (*world, error) {
 	return w, nil
 }
 
-// injectSync fails the next fsync of a write-ahead log once failSync is set.
-func (w *world) injectSync(op errorfs.Op) error {
-	if (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && strings.HasSuffix(op.Path, ".log") && w.failSync.CompareAndSwap(true, false) {
-		return errors.New("sim: injected fsync failure")
-	}
-	return nil
-}
-
 // boot opens the journal on the disk as it is and starts an engine on it
 // (recovering what the journal holds). A journal that lost acknowledged
 // events is an error unless damage was injected, in which case it is
 // repaired as an operator would.
 func (w *world) boot(ctx context.Context) error {
-	fs := errorfs.Wrap(w.mem, errorfs.InjectorFunc(w.injectSync))
 	// The memtable is big enough that a simulation never rotates it: a
 	// rotation closes (fsyncs) the old write-ahead log on a background
 	// goroutine, which would race the commits for an injected fsync
 	// failure. (A crashable filesystem copies a file at each fsync, so a
 	// bigger log costs more; the simulations CI runs write a few MB.)
-	jopts := journal.Options{Logger: w.log, FS: fs, CacheSize: 1 << 20, MemTableSize: 16 << 20}
+	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true
@@ -220,11 +256,12 @@ func (w *world) boot(ctx context.Context) error {
 		return fmt.Errorf("open the journal: %w", err)
 	}
 	w.j = j
+	w.faults = &journalFaults{}
 	w.disp = NewDispatcher()
 	w.flight.reset()
 	e, err := actors.New(actors.Config{
 		Logger: w.log, NewID: w.ids.New,
-		Journal: countingJournal{Durable: j, flight: &w.flight},
+		Journal: countingJournal{Durable: j, flight: &w.flight, faults: w.faults},
 		Models:  w.models, Tools: w.tools, Dispatcher: w.disp,
 		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
 		KeepRunsOnShutdown: true,
@@ -299,9 +336,9 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 }
 
 // isJournalFailure: an error of an engine or journal that had failed
-// (an injected fsync failure) is expected when it stops.
+// (journalFaults) is expected when it stops.
 func isJournalFailure(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "sim: injected fsync failure")
+	return errors.Is(err, errDiskFailed) || err != nil && strings.Contains(err.Error(), errDiskFailed.Error())
 }
 
 // newestWAL names the newest write-ahead log of the data directory ("" if none).

@@ -101,6 +101,9 @@ type driver struct {
 	runs    []messages.RunID
 	ended   map[messages.RunID]bool
 	aborted map[messages.RunID]bool // aborts that were accepted
+	// abortLost: runs whose accepted abort a crash came before the end of
+	// (an abort is durable only with its terminal event: the run resumes).
+	abortLost map[messages.RunID]bool
 	lost    map[messages.RunID]bool // runs whose start a repaired journal lost
 	clients []*client
 	crashes int
@@ -126,7 +129,7 @@ func run(sc Scenario, opts Options) (res Result) {
 		return res
 	}
 	d := &driver{w: w, rng: rand.New(rand.NewPCG(sc.Seed, 0xd21fe2)), ctx: ctx, res: &res,
-		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
+		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, abortLost: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
 	for i := range sc.Clients {
 		d.clients = append(d.clients, newClient(i, sc.Seed))
 	}
@@ -512,6 +515,11 @@ func (d *driver) retain(events int) {
 // crash kills and restarts the server; clients lose their streams and
 // resume from their cursors.
 func (d *driver) crash(damage bool) {
+	for _, id := range d.live() {
+		if d.aborted[id] {
+			d.abortLost[id] = true
+		}
+	}
 	var reconnect []*client
 	for _, c := range d.clients {
 		if c.connected() {

@@ -19,9 +19,11 @@ var (
 
 // regressionSeeds found real bugs once; TestSim always runs them.
 var regressionSeeds = []uint64{
-	237,  // testkit.CheckPartial: a client window starting at replan_attempt
-	922,  // testkit.CheckPartial: a window starting at a second plan_rejected
-	1108, // recovery asked again for a rejected sub-team, and re-raised an open spawn gate under a new id
+	237,   // testkit.CheckPartial: a client window starting at replan_attempt
+	922,   // testkit.CheckPartial: a window starting at a second plan_rejected
+	1108,  // recovery asked again for a rejected sub-team, and re-raised an open spawn gate under a new id
+	21364, // an abort accepted, then the disk failed before its end: the run resumes (the simulator expected aborted)
+	24054, // the disk failed under a long stream: the hub drops, no append counts (the simulator saw a backpressure breach)
 }
 
 // TestSim simulates seeds 1..-seeds (40 by default: what CI runs) and the

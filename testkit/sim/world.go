@@ -81,20 +81,27 @@ func (s *idSource) New() uuid.UUID {
 }
 
 // inflight counts, per run, the streamed chunks models handed out and the
-// streamed events the journal acknowledged: their difference is what sits
-// between the models and the journal, which backpressure bounds.
+// streamed events the journal took (acknowledged, or refused: a failed
+// append's events are dropped and their credits given back): their
+// difference is what sits between the models and the journal, which
+// backpressure bounds.
 type inflight struct {
 	mu        sync.Mutex
 	handed    map[messages.RunID]int
 	journaled map[messages.RunID]int
 	worst     int
 	worstRun  messages.RunID
+	// off: the disk failed, and the hub drops what the models still
+	// stream until the restart, without an append to count: no bound to
+	// check then.
+	off atomic.Bool
 }
 
 func (f *inflight) reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.handed, f.journaled = map[messages.RunID]int{}, map[messages.RunID]int{}
+	f.off.Store(false)
 }
 
 // streamed tells the events a model chunk becomes.
@@ -114,6 +121,9 @@ func (f *inflight) handedOut(req *model.Request, c model.Chunk) {
 		}
 	case *model.Usage, *model.Progress:
 	default:
+		return
+	}
+	if f.off.Load() {
 		return
 	}
 	f.mu.Lock()
@@ -170,6 +180,9 @@ func (f *journalFaults) err() error {
 }
 
 func (j countingJournal) Append(ctx context.Context, s messages.SessionID, events []*messages.Encoded) error {
+	// A refused batch leaves the window as an acknowledged one does: the
+	// hub drops it and gives its credits back.
+	defer j.flight.appended(events)
 	if err := j.faults.err(); err != nil {
 		return err
 	}
@@ -178,13 +191,10 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 			_ = j.Durable.Append(ctx, s, events)
 		}
 		j.faults.failed.Store(true)
+		j.flight.off.Store(true)
 		return errDiskFailed
 	}
-	err := j.Durable.Append(ctx, s, events)
-	if err == nil {
-		j.flight.appended(events)
-	}
-	return err
+	return j.Durable.Append(ctx, s, events)
 }
 
 // Trim fails once the journal failed, as Append does.

@@ -484,6 +484,13 @@ func (r *runActor) resumeGraph(ctx actor.Context) {
 				}
 			case runstate.Running:
 				r.resumeNode(ctx, id)
+			case runstate.Completed:
+				// Its sub-team request waits for the boundary, as it
+				// would have without the restart (found by testkit/sim,
+				// seed 44663: it was forgotten).
+				if n := g.Node(id); n.Spawn != nil {
+					r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
+				}
 			}
 		}
 		r.advance(ctx)
@@ -543,11 +550,17 @@ func (r *runActor) resumeBoundary(ctx actor.Context, next int) {
 		}
 	}
 	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
-	// The first request not decided yet is the one whose gate was open.
-	if i := slices.IndexFunc(r.spawns, func(s spawnAsk) bool { return !s.decided }); i >= 0 {
+	// The gate that was open comes back first, on its interrupt; the
+	// requests not decided yet are asked after it, in order.
+	for i := range r.spawns {
+		if r.spawns[i].decided {
+			continue
+		}
 		if in := r.st.PendingGate(messages.InterruptSpawnApproval, r.spawns[i].parent, r.base().StreamID); in != nil {
+			open := r.spawns[i]
+			r.spawns = append([]spawnAsk{open}, slices.Delete(r.spawns, i, i+1)...)
 			r.atBoundary, r.nextWave = true, next
-			s := &r.spawns[i]
+			s := &r.spawns[0]
 			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
 			return
 		}

@@ -104,12 +104,12 @@ type driver struct {
 	// abortLost: runs whose accepted abort a crash came before the end of
 	// (an abort is durable only with its terminal event: the run resumes).
 	abortLost map[messages.RunID]bool
-	lost    map[messages.RunID]bool // runs whose start a repaired journal lost
-	clients []*client
-	crashes int
-	aborts  []int // steps of the aborts planned and not yet made
-	fail    func(format string, args ...any)
-	began   time.Time
+	lost      map[messages.RunID]bool // runs whose start a repaired journal lost
+	clients   []*client
+	crashes   int
+	aborts    []int // steps of the aborts planned and not yet made
+	fail      func(format string, args ...any)
+	began     time.Time
 }
 
 func run(sc Scenario, opts Options) (res Result) {

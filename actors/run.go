@@ -679,6 +679,15 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 	r.dropSteering(ctx, "the run ended before the next wave boundary")
 	if r.g != nil {
 		if r.g.InWave() {
+			// The wave's nodes that never started close before the wave
+			// does. (fail skips the queued ones at once; a run failing
+			// when recovery put it back, endRestored, still has them:
+			// found by testkit/sim, seed 61502.)
+			for _, id := range r.g.Waves[r.g.Wave] {
+				if r.node(id).State == runstate.Pending {
+					r.skipFailed(ctx, id)
+				}
+			}
 			r.completeWave(ctx)
 		}
 		for _, n := range r.g.Plan.Nodes {

@@ -25,6 +25,7 @@ var regressionSeeds = []uint64{
 	21364, // an abort accepted, then the disk failed before its end: the run resumes (the simulator expected aborted)
 	24054, // the disk failed under a long stream: the hub drops, no append counts (the simulator saw a backpressure breach)
 	44663, // recovery mid-wave forgot the sub-team requests of the wave's completed nodes, and a later restart re-raised an open spawn gate under a new id
+	61502, // a run failing when recovery put it back completed its wave before skipping the wave's unstarted nodes
 }
 
 // TestSim simulates seeds 1..-seeds (40 by default: what CI runs) and the

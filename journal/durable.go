@@ -1160,15 +1160,6 @@ func (d *Durable) Stats() DurableStats {
 // Dir returns the data directory.
 func (d *Durable) Dir() string { return d.dir }
 
-// Err returns the error that failed the journal (a failed fsync or
-// store write, after which every write fails), or nil while it works.
-func (d *Durable) Err() error {
-	if err := d.failed.Load(); err != nil {
-		return *err
-	}
-	return nil
-}
-
 // Close implements Journal: it waits for the appends in flight, stops the
 // committer, rewrites the high-water mark log compactly and closes the
 // store (acknowledged batches are already in the fsynced WAL). It is

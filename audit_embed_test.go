@@ -10,7 +10,6 @@ import (
 
 	"github.com/conclave-ai/conclave"
 	"github.com/conclave-ai/conclave/audit"
-	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -20,15 +19,7 @@ import (
 // serves them, verifiable under the log's key.
 func TestEngine_Audit(t *testing.T) {
 	t.Parallel()
-	pub, key, _, err := governance.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.Open(audit.Config{Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() }) // after the engine's Shutdown: cleanups run in reverse
+	log, pub := testkit.AuditLog(t) // before the engine: it shuts down first
 	e := newEngine(t, conclave.Options{Audit: log})
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
 	defer cancel()

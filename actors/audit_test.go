@@ -20,15 +20,7 @@ import (
 // the server's key.
 func TestAudit_SignedApprovalRecorded(t *testing.T) {
 	t.Parallel()
-	pub, key, _, err := governance.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.Open(audit.Config{Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() }) // after the engine's shutdown: cleanups run in reverse
+	log, pub := testkit.AuditLog(t) // before the engine: it shuts down first
 	s := newSigners(t, 3, 2)
 	e := testkit.NewEngine(t, actors.Config{Governance: s.cfg, Audit: log})
 	ref, p, in := riskyRun(t, e, "")
@@ -92,15 +84,7 @@ func TestAudit_SignedApprovalRecorded(t *testing.T) {
 // pointing at its event.
 func TestAudit_EveryDecisionOfARun(t *testing.T) {
 	t.Parallel()
-	pub, key, _, err := governance.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.Open(audit.Config{Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() })
+	log, pub := testkit.AuditLog(t) // before the engine: it shuts down first
 	e := testkit.NewEngine(t, actors.Config{Audit: log})
 	sc := messages.Scenario{Nodes: 4, Waves: 2, FanIn: 1, Tokens: 2, Spawn: messages.NodeSelector{IDs: []string{"n001"}},
 		Steering: []messages.SteeringScript{{AtWave: 1, Note: "add a node on costs"}}}

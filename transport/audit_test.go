@@ -8,8 +8,8 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/audit"
-	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport"
 )
 
@@ -18,15 +18,7 @@ import (
 // server's key, paging follows next_after, and bad queries are 400s.
 func TestAPI_Audit(t *testing.T) {
 	t.Parallel()
-	pub, key, _, err := governance.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.Open(audit.Config{Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() }) // after the engine (cleanups run in reverse)
+	log, pub := testkit.AuditLog(t) // before the engine: it shuts down first
 	var toks transport.Tokens
 	if err := toks.Add("token-aaaaaaaaaaaaaaaa", "acme"); err != nil {
 		t.Fatal(err)

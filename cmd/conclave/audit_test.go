@@ -86,10 +86,7 @@ func TestAudit_KillNineTamperVerify(t *testing.T) {
 	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--file", export, "--server-key", pub); r.code != exitOK {
 		t.Fatalf("verify the export: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.reap()
+	srv.terminate()
 	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
 		t.Fatalf("SIGTERM: %v", srv.cmd.ProcessState)
 	}
@@ -297,10 +294,7 @@ func TestAudit_CatchUpAfterLostCommit(t *testing.T) {
 	if want.Head != 3 {
 		t.Fatalf("head %d, want 3 (plan approval, interrupt cancelled, abort)", want.Head)
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.reap()
+	srv.terminate()
 
 	db, err := pebble.Open(filepath.Join(dir, "audit"), &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
@@ -348,10 +342,7 @@ func TestAudit_CatchUpAfterLostCommit(t *testing.T) {
 			t.Fatalf("record %d after the catch-up: %+v, want %+v", r.Index, r, w)
 		}
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.reap()
+	srv.terminate()
 	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", dir); r.code != exitOK || !strings.Contains(r.stdout, "tenant local: 3 records verified") {
 		t.Fatalf("verify after the catch-up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

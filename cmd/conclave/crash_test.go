@@ -475,6 +475,16 @@ func startChild(t *testing.T, cmd *exec.Cmd, what string) *crashChild {
 }
 
 // reap waits for the stderr reader and the process (which must be exiting).
+// terminate stops the server as an operator does (SIGTERM) and waits for
+// it to exit; its status is then in c.cmd.ProcessState.
+func (c *crashChild) terminate() {
+	c.t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.t.Fatalf("SIGTERM: %v", err)
+	}
+	c.reap()
+}
+
 func (c *crashChild) reap() {
 	wait := time.NewTimer(crashWait)
 	defer wait.Stop()
@@ -505,10 +515,7 @@ func (h *crashTest) killServer() {
 
 // stopServer stops the server with SIGTERM; it must exit 0.
 func (h *crashTest) stopServer() {
-	if err := h.srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		h.t.Fatalf("SIGTERM: %v", err)
-	}
-	h.srv.reap()
+	h.srv.terminate()
 	if code := h.srv.cmd.ProcessState.ExitCode(); code != exitOK {
 		h.t.Errorf("the server exited with %v after SIGTERM\n%s", h.srv.cmd.ProcessState, h.srv.log.tail(8<<10))
 	}

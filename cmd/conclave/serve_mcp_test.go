@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/conclave-ai/conclave/messages"
@@ -124,10 +123,7 @@ func TestServe_MCPEverything(t *testing.T) {
 		t.Errorf("the run ended with %s", last.Type)
 	}
 
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.reap()
+	srv.terminate()
 	stopped = true
 	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
 		t.Errorf("exit %v after SIGTERM\n%s", srv.cmd.ProcessState, srv.log.tail(8<<10))
@@ -198,10 +194,7 @@ func TestServe_MCPTools(t *testing.T) {
 	if n != 4 || !ok || len(fin.Citations) == 0 {
 		t.Errorf("%d results, last event %s, want 4 and run_finished with citations", n, events[len(events)-1].Type)
 	}
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.reap()
+	srv.terminate()
 	stopped = true
 	if code := srv.cmd.ProcessState.ExitCode(); code != exitOK {
 		t.Errorf("exit %v after SIGTERM\n%s", srv.cmd.ProcessState, srv.log.tail(8<<10))

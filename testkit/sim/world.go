@@ -197,13 +197,6 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 	return j.Durable.Append(ctx, s, events)
 }
 
-// Trim fails once the journal failed, as Append does.
-func (j countingJournal) Trim(ctx context.Context, s messages.SessionID, before uint64) error {
-	if err := j.faults.err(); err != nil {
-		return err
-	}
-	return j.Durable.Trim(ctx, s, before)
-}
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
 	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewMem()}

@@ -197,7 +197,6 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 	return j.Durable.Append(ctx, s, events)
 }
 
-
 func newWorld(sc Scenario, opts Options) (*world, error) {
 	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewMem()}
 	if len(sc.Crashes)+len(sc.DiskFaults) > 0 || sc.DamageWAL {

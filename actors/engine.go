@@ -600,6 +600,8 @@ func (e *Engine) RunsByStatus() map[messages.RunStatus]int { return e.index.Coun
 
 // Abort stops a run. It still ends with exactly one terminal event:
 // run_error with code "aborted". Aborting an ended run is ErrRunTerminal.
+// It returns nil once the abort is journaled (run_abort_requested): from
+// then on the run ends as aborted even if the process dies first.
 func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	reason := cmd.Reason
 	if reason == "" {
@@ -608,8 +610,21 @@ func (e *Engine) Abort(ctx context.Context, cmd messages.AbortRun) error {
 	if _, err := e.Run(cmd.Tenant, cmd.RunID); err != nil {
 		return err // unknown, or another tenant's
 	}
-	_, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, msg: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}})
-	return err
+	rec := newAbortRecord(reason)
+	if _, err := e.request(ctx, &stopRunReq{runID: cmd.RunID, msg: &messages.StopRun{Code: messages.ErrCodeAborted, Reason: reason}, abort: rec}); err != nil {
+		return err
+	}
+	// Accepted: answered once its record is journaled, so that the abort
+	// outlives a crash (recovery ends the run as aborted).
+	select {
+	case err := <-rec.ack:
+		if err != nil {
+			return fmt.Errorf("actors: the abort of %s was not journaled: %w", cmd.RunID, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("actors: the abort of %s was not journaled in time: %w", cmd.RunID, ctx.Err())
+	}
 }
 
 // Steer posts a steering note (or a graph diff) to a live run and returns

@@ -140,6 +140,19 @@ func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *
 	}
 }
 
+// postAcked sends an actor's event to the hub without waiting; the hub
+// answers on done once the journal has acknowledged it (or refused it).
+// An actor uses it for an event whose journaling someone outside waits
+// for (an accepted abort's record).
+func (o *outbox) postAcked(ctx actor.SenderContext, em *messages.Emit, done chan<- error) {
+	if o.e.frozen.Load() {
+		done <- ErrShuttingDown
+		return
+	}
+	o.count()
+	ctx.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
+}
+
 // durableEmit is an Emit whose sender waits for the journal (postDurable):
 // the hub answers on done once its batch is appended, or refused.
 type durableEmit struct {

@@ -248,17 +248,47 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 			delete(r.Steering, id)
 		}
 	}
-	if r.unresumable != "" || r.Failing() || r.LaneFailed != "" {
-		// It was ending (or cannot go on): every lane it had open closes,
-		// deepest first, then the supervisor ends it.
+	if r.Abort != nil {
+		// An accepted abort was journaled: the run ends as aborted, as it
+		// would have without the restart (its record is journaled already).
+		spec.outcome.claim(decision{code: messages.ErrCodeAborted, msg: r.Abort.Reason})
+	}
+	if r.ending() {
+		// It was ending (or cannot go on): its pending interrupts are
+		// cancelled and every lane it had open closes, deepest first, as
+		// when a live run stops; then the supervisor ends it.
+		cancelInterrupts(r.Run, emit)
 		closeOpenLanes(r.Run, emit, r.failMsg())
 	}
 	return a.spawnRun(ctx, spec, r)
 }
 
+// ending reports whether the run cannot go on after the restart: it was
+// ending (aborted, failing) or cannot be rebuilt.
+func (r *restoredRun) ending() bool {
+	return r.Abort != nil || r.unresumable != "" || r.Failing() || r.LaneFailed != ""
+}
+
+// cancelInterrupts closes the pending interrupts of a run that ends at
+// recovery with interrupt_resolved{cancel}, in the order they were raised:
+// what a parked agent publishes when a live run stops (cancelParked).
+func cancelInterrupts(r *runstate.Run, emit func(agent string, lane messages.Lane, p messages.Payload)) {
+	pending := make([]*runstate.Interrupt, 0, len(r.Interrupts))
+	for _, in := range r.Interrupts {
+		pending = append(pending, in)
+	}
+	slices.SortFunc(pending, func(x, y *runstate.Interrupt) int { return cmp.Compare(x.Seq, y.Seq) })
+	for _, in := range pending {
+		emit(in.AgentID, in.Lane, &messages.InterruptResolvedPayload{InterruptID: in.Raised.InterruptID, Kind: in.Raised.Kind, Decision: messages.DecisionCancel})
+		delete(r.Interrupts, in.Raised.InterruptID)
+	}
+}
+
 // failMsg is why a run that was ending ends.
 func (r *restoredRun) failMsg() string {
 	switch {
+	case r.Abort != nil:
+		return r.Abort.Reason
 	case r.unresumable != "":
 		return r.unresumable
 	case r.Graph != nil && r.Graph.FailMsg != "":
@@ -404,6 +434,9 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.cites = h
 	}
 	switch {
+	case rs.Abort != nil: // an accepted abort was journaled
+		r.endRestored(ctx, messages.ErrCodeAborted, rs.Abort.Reason)
+		return
 	case rs.unresumable != "":
 		r.endRestored(ctx, messages.ErrCodeInternal, rs.unresumable)
 		return
@@ -573,11 +606,7 @@ func (r *runActor) resumeBoundary(ctx actor.Context, next int) {
 // (an abort that came first stands) and emits the rest.
 func (r *runActor) endRestored(ctx actor.Context, code messages.ErrorCode, msg string) {
 	r.phase = phaseExecuting
-	if r.team == nil {
-		d, _ := r.spec.outcome.claim(decision{code: code, msg: msg})
-		code, msg = d.code, d.msg
-	}
-	r.failCode, r.failMsg = code, msg
+	r.failCode, r.failMsg = r.claimEnd(ctx, code, msg)
 	r.maybeEndFailure(ctx)
 }
 

@@ -551,3 +551,119 @@ func TestRecover_RestartedDebateRoundResumes(t *testing.T) {
 		})
 	}
 }
+
+// crashAfterJournal journals a session's events until the first one that
+// matches at (included) and loses every later one, as a crash right after
+// that event's fsync would.
+type crashAfterJournal struct {
+	*sessionsJournal
+	at      func(*messages.Encoded) bool
+	mu      sync.Mutex
+	crashed bool
+}
+
+func (j *crashAfterJournal) Append(ctx context.Context, s messages.SessionID, evs []*messages.Encoded) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.crashed {
+		return nil // lost with the process
+	}
+	for i, enc := range evs {
+		if j.at(enc) {
+			j.crashed = true
+			return j.sessionsJournal.Append(ctx, s, evs[:i+1])
+		}
+	}
+	return j.sessionsJournal.Append(ctx, s, evs)
+}
+
+// TestRecover_AcceptedAbortOutlivesACrash: an abort answered accepted is
+// journaled first (run_abort_requested), so a crash right after it, before
+// the run's end was journaled, still ends the run as aborted at the next
+// start — whether it was parked on the plan gate, parked on node gates or
+// streaming — with its pending interrupts cancelled and the stream valid.
+// (Before run_abort_requested existed, recovery resumed such a run, which
+// could finish: found by testkit/sim, seeds 21364 and 24076.)
+func TestRecover_AcceptedAbortOutlivesACrash(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		start messages.StartRun
+		// ready is the event after which the run is aborted.
+		ready func(*messages.Envelope) bool
+	}{
+		{"parked on the plan gate",
+			messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2}},
+			func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }},
+		{"parked on node gates", // the plan gate (approved by the test) comes first
+			messages.StartRun{Question: "q", HITL: messages.HITLNode, Scenario: &messages.Scenario{Nodes: 3, Waves: 1}},
+			func(env *messages.Envelope) bool {
+				p, ok := env.Payload.(*messages.InterruptRaisedPayload)
+				return ok && p.Kind == messages.InterruptNodeApproval
+			}},
+		{"streaming",
+			messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 3, Waves: 1, Tokens: 1000, TokenDelayMS: 2}},
+			func(env *messages.Envelope) bool {
+				return env.Type == messages.TextDelta && env.Lane.StreamID != messages.DirectorStream
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+			defer cancel()
+			j := &crashAfterJournal{sessionsJournal: &sessionsJournal{Memory: journal.NewMemory()},
+				at: func(enc *messages.Encoded) bool { return enc.Type == messages.RunAbortRequested }}
+			e1, err := actors.New(actors.Config{Journal: j, KeepRunsOnShutdown: true, Logger: testkit.TestLogger(t, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.start.SessionID = "s"
+			ref, err := e1.StartRun(ctx, c.start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testkit.NewProbe(ctx, e1, "", "s", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+				if pl, ok := env.Payload.(*messages.InterruptRaisedPayload); ok && pl.Kind == messages.InterruptPlanApproval && c.start.HITL == messages.HITLNode {
+					if _, err := e1.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return c.ready(env)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			if err := e1.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "stop it"}); err != nil {
+				t.Fatal(err)
+			}
+			// Accepted: its record is journaled; what came after is lost.
+			if err := e1.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if live, _ := j.LiveRuns(ctx); len(live) != 1 {
+				t.Fatalf("live runs in the journal after the crash: %+v, want the aborted run", live)
+			}
+
+			e2 := testkit.NewEngine(t, actors.Config{Journal: j.sessionsJournal, KeepRunsOnShutdown: true})
+			events, err := testkit.Follow(ctx, e2, ref, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.AssertInvariants(t, events)
+			if runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID); runErr.Code != messages.ErrCodeAborted || runErr.Message != "stop it" {
+				t.Fatalf("run_error = %+v, want aborted: stop it", runErr)
+			}
+			raised, closed := testkit.Count(events, messages.InterruptRaised), testkit.Count(events, messages.InterruptResolved)+testkit.Count(events, messages.InterruptExpired)
+			if raised != closed {
+				t.Errorf("%d interrupts raised, %d resolved or expired", raised, closed)
+			}
+			if err := e2.Abort(ctx, messages.AbortRun{RunID: ref.RunID}); !errors.Is(err, actors.ErrRunTerminal) {
+				t.Errorf("a second abort: %v, want ErrRunTerminal", err)
+			}
+		})
+	}
+}

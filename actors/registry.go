@@ -51,6 +51,7 @@ type (
 	stopRunReq struct {
 		runID messages.RunID
 		msg   any
+		abort *abortRecord // an Abort's: journaled before it is answered
 	}
 	shutdownReq struct{}
 	recoverReq  struct{}
@@ -136,7 +137,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 				// The run's end is decided here, once: a stop that comes
 				// after another end was decided is refused with that end,
 				// so the answer always matches the terminal event.
-				if d, won := r.spec.outcome.claim(decision{code: stop.Code, msg: stop.Reason}); !won {
+				if d, won := r.spec.outcome.claim(decision{code: stop.Code, msg: stop.Reason, abort: m.abort}); !won {
 					ctx.Respond(fmt.Errorf("%w: %s is already %s", ErrRunTerminal, m.runID, d))
 					return
 				}
@@ -148,6 +149,9 @@ func (a *engineActor) Receive(ctx actor.Context) {
 				return
 			}
 			ctx.Send(r.pid, m.msg)
+			if m.abort != nil { // regress.AbortWithoutOutcome: accepted, with no record
+				m.abort.ack <- nil
+			}
 			ctx.Respond(true)
 		default:
 			// The caller found the run (Engine.Run) before asking: it is
@@ -286,6 +290,7 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 			if d.code == "" { // it had decided to finish, but died before it could
 				d = decision{code: messages.ErrCodeInternal, msg: "run supervisor failed"}
 			}
+			d.abort.post(ctx, r.spec) // an accepted abort it died before recording
 			r.spec.post(ctx, supervisorAgentID, messages.RunLane(), &messages.RunErrorPayload{Code: d.code, Message: d.msg, RunIdentity: r.spec.identity()})
 		}
 		a.maybeStopHubs(ctx)

@@ -653,11 +653,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	if r.failCode != "" || r.terminal != nil {
 		return
 	}
-	if r.team == nil {
-		// An end decided first (an accepted abort, say) stands.
-		d, _ := r.spec.outcome.claim(decision{code: code, msg: msg})
-		code, msg = d.code, d.msg
-	}
+	code, msg = r.claimEnd(ctx, code, msg)
 	r.failCode, r.failMsg = code, msg
 	for _, c := range r.childrenInOrder() {
 		if !c.reported && !c.stopping {
@@ -670,6 +666,22 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	}
 	r.queue = nil
 	r.maybeEndFailure(ctx)
+}
+
+// claimEnd decides that the run ends with run_error{code, msg}, unless an
+// end was decided first (an accepted abort, say), which stands; it returns
+// the end that stands. An accepted abort's record is journaled here, the
+// first time the supervisor meets it: before anything it emits to end the
+// run. A team's supervisor decides nothing (its run's does).
+func (r *runActor) claimEnd(ctx actor.Context, code messages.ErrorCode, msg string) (messages.ErrorCode, string) {
+	if r.team != nil {
+		return code, msg
+	}
+	d, _ := r.spec.outcome.claim(decision{code: code, msg: msg})
+	if d.abort.post(ctx, r.spec) {
+		r.apply(supervisorAgentID, messages.RunLane(), &messages.RunAbortRequestedPayload{Reason: d.abort.reason})
+	}
+	return d.code, d.msg
 }
 
 func (r *runActor) maybeEndFailure(ctx actor.Context) {

@@ -148,6 +148,12 @@ type RunErrorPayload struct {
 	RunIdentity
 }
 
+// RunAbortRequestedPayload records an accepted abort: the run ends with
+// run_error{code: aborted, message: reason}, across a restart too.
+type RunAbortRequestedPayload struct {
+	Reason string `json:"reason"`
+}
+
 // PlanningStartedPayload opens the director lane.
 type PlanningStartedPayload struct {
 	Question string `json:"question"`
@@ -564,6 +570,7 @@ func (*RunStartedPayload) EventType() EventType             { return RunStarted 
 func (*RunRewoundPayload) EventType() EventType             { return RunRewound }
 func (*RunFinishedPayload) EventType() EventType            { return RunFinished }
 func (*RunErrorPayload) EventType() EventType               { return RunError }
+func (*RunAbortRequestedPayload) EventType() EventType      { return RunAbortRequested }
 func (*PlanningStartedPayload) EventType() EventType        { return PlanningStarted }
 func (*PlanProposedPayload) EventType() EventType           { return PlanProposed }
 func (*PlanningFailedPayload) EventType() EventType         { return PlanningFailed }

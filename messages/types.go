@@ -10,6 +10,8 @@ const (
 	RunStarted  EventType = "run_started"
 	RunFinished EventType = "run_finished"
 	RunError    EventType = "run_error"
+	// An accepted abort, journaled before it is answered.
+	RunAbortRequested EventType = "run_abort_requested"
 )
 
 // Rewind.
@@ -213,6 +215,7 @@ var specList = []spec{
 	{RunStarted, RoleOpens, func() Payload { return new(RunStartedPayload) }, "First event of every run, exactly once. Opens the run lane."},
 	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last."},
 	{RunError, RoleCloses, func() Payload { return new(RunErrorPayload) }, "Terminal: the run failed, was aborted or was interrupted. `code` says which."},
+	{RunAbortRequested, RoleWithin, func() Payload { return new(RunAbortRequestedPayload) }, "On the run lane: an abort was accepted. It is journaled (fsynced) before the abort is answered, so the run's terminal event is run_error{code: aborted} even if the server restarts before the run has stopped. At most once per run, before its terminal event."},
 	{RunRewound, RoleWithin, func() Payload { return new(RunRewoundPayload) }, "Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run)."},
 	{PlanningStarted, RoleOpens, func() Payload { return new(PlanningStartedPayload) }, "The director began planning. Opens the director lane."},
 	{PlanProposed, RoleCloses, func() Payload { return new(PlanProposedPayload) }, "The director produced a valid plan (a DAG of nodes) and its waves. Closes the director lane."},

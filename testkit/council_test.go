@@ -329,6 +329,20 @@ func restartedBeforeTeamStarted(t *testing.T) []messages.Emit {
 	return slices.Delete(em, i, i+1)
 }
 
+// abortRecord is an accepted abort's journal record.
+func abortRecord(id messages.RunID) messages.Emit {
+	return emit(id, runLane, &messages.RunAbortRequestedPayload{Reason: "aborted by request"})
+}
+
+// abortedRun is validRun aborted before its end: the abort's record, then
+// run_error{aborted} instead of run_finished.
+func abortedRun(id messages.RunID) []messages.Emit {
+	em := validRun(id)
+	last := len(em) - 1
+	em[last].Payload = &messages.RunErrorPayload{Code: messages.ErrCodeAborted, Message: "aborted by request"}
+	return slices.Insert(em, last, abortRecord(id))
+}
+
 func council(id messages.RunID) []messages.Emit {
 	em, _ := councilRun(id)
 	return em
@@ -348,6 +362,7 @@ func TestCheck_CouncilValid(t *testing.T) {
 		{"team restarted between node_started and team_started", restartedBeforeTeamStarted(t)},
 		{"team output compacted", compactedTeam(t)},
 		{"interleaved", interleave(council("r1"), haltRun("r2"), teamFailRun("r3"), validRun("r4"), teamSpawnRun("r5", true))},
+		{"aborted", abortedRun("r1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1075,6 +1090,42 @@ func TestCheck_CouncilViolations(t *testing.T) {
 				return move(em, i, at(t, em, "run", 0, waveCompleted(0, "")))
 			},
 			rule: testkit.RuleCitations,
+		},
+		// abort
+		{
+			name: "run_finished after an accepted abort",
+			emits: func(t *testing.T) []messages.Emit {
+				return slices.Insert(validRun("r1"), len(validRun("r1"))-1, abortRecord("r1"))
+			},
+			rule: testkit.RuleAbort,
+		},
+		{
+			name: "run_error of another code after an accepted abort",
+			emits: func(t *testing.T) []messages.Emit {
+				em := abortedRun("r1")
+				em[len(em)-1].Payload.(*messages.RunErrorPayload).Code = messages.ErrCodeNodeFailed
+				return em
+			},
+			rule: testkit.RuleAbort,
+		},
+		{
+			name: "two abort records",
+			emits: func(t *testing.T) []messages.Emit {
+				em := abortedRun("r1")
+				return slices.Insert(em, len(em)-1, abortRecord("r1"))
+			},
+			rule: testkit.RuleAbort,
+		},
+		{
+			name: "abort record on a node lane",
+			emits: func(t *testing.T) []messages.Emit {
+				em := abortedRun("r1")
+				i := first[*messages.RunAbortRequestedPayload](t, em, "run")
+				em[i].Lane = nodeLane("a")
+				return em
+			},
+			rule:  testkit.RuleLaneShape,
+			extra: []string{testkit.RuleStreamLifecycle, testkit.RuleAbort},
 		},
 		// sub-agent rounds
 		{

@@ -97,6 +97,9 @@ const (
 	// URLs, added between waves; run_finished.citations, when present, is
 	// the list of citations added.
 	RuleCitations = "citations"
+	// RuleAbort: run_abort_requested comes at most once per run, on the run
+	// lane, and the run's terminal event after it is run_error{code: aborted}.
+	RuleAbort = "abort"
 	// RuleSchema: every event validates against the catalogue's JSON Schema
 	// (messages.EventSchema). ValidateSchema checks it, apart from Check:
 	// a schema validation costs more than all the other rules together.
@@ -110,7 +113,7 @@ func Rules() []string {
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
 		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
-		RuleSchema,
+		RuleAbort, RuleSchema,
 	}
 }
 
@@ -231,6 +234,8 @@ type runState struct {
 
 	// costDue: plan_proposed was seen and its run_cost_estimate not yet.
 	costDue bool
+	// abortSeq is the seq of the run's run_abort_requested (0: none seen).
+	abortSeq uint64
 
 	citations []messages.Citation
 	// citeFirst is the number the first citation_added seen must have: 1,
@@ -533,7 +538,7 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload, *messages.RunFinishedPayload, *messages.RunErrorPayload,
 		*messages.PlanApprovedPayload, *messages.PlanRejectedPayload, *messages.ReplanAttemptPayload,
-		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload:
+		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload, *messages.RunAbortRequestedPayload:
 		want = runLane
 	case *messages.WaveStartedPayload:
 		return c.waveLane(r, env, p.Team)
@@ -976,10 +981,21 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 		c.dissent(r, env, st, p)
 	case *messages.CitationAddedPayload:
 		c.citationAdded(r, env, p)
+	case *messages.RunAbortRequestedPayload:
+		if r.abortSeq != 0 {
+			c.report(env.Seq, r.id, RuleAbort, "a second run_abort_requested (the first at seq %d)", r.abortSeq)
+		}
+		r.abortSeq = env.Seq
 	case *messages.RunFinishedPayload:
+		if r.abortSeq != 0 {
+			c.report(env.Seq, r.id, RuleAbort, "run_finished after the abort accepted at seq %d; want run_error{code: aborted}", r.abortSeq)
+		}
 		c.runCitations(r, env, p)
 		c.terminal(r, env)
 	case *messages.RunErrorPayload:
+		if r.abortSeq != 0 && p.Code != messages.ErrCodeAborted {
+			c.report(env.Seq, r.id, RuleAbort, "run_error{code: %s} after the abort accepted at seq %d; want code aborted", p.Code, r.abortSeq)
+		}
 		c.terminal(r, env)
 	}
 }

@@ -320,6 +320,9 @@ type Run struct {
 	End     messages.Payload
 	EndedAt time.Time
 	Rewound *messages.RunRewoundPayload
+	// Abort is the run's accepted abort (run_abort_requested): once it is
+	// set, the run's end is run_error{aborted}, after a restart too.
+	Abort *messages.RunAbortRequestedPayload
 
 	// Graph is the run's plan (nil before plan_proposed or run_rewound).
 	Graph         *Graph
@@ -464,6 +467,8 @@ func (r *Run) Apply(env *messages.Envelope) {
 		r.Started, r.StartedAt, r.Tenant = p, env.Timestamp, p.Tenant
 	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
 		r.Ended, r.End, r.EndedAt = true, p, env.Timestamp
+	case *messages.RunAbortRequestedPayload:
+		r.Abort = p
 	case *messages.RunRewoundPayload:
 		r.Rewound = p
 		r.setGraph(env.Lane, p.Plan, p.Waves)

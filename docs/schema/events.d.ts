@@ -7,6 +7,7 @@ export type EventType =
   | "run_started"
   | "run_finished"
   | "run_error"
+  | "run_abort_requested"
   | "run_rewound"
   | "planning_started"
   | "plan_proposed"
@@ -80,6 +81,7 @@ export interface EventPayloads {
   run_started: RunStartedPayload;
   run_finished: RunFinishedPayload;
   run_error: RunErrorPayload;
+  run_abort_requested: RunAbortRequestedPayload;
   run_rewound: RunRewoundPayload;
   planning_started: PlanningStartedPayload;
   plan_proposed: PlanProposedPayload;
@@ -179,6 +181,11 @@ export interface RunErrorPayload {
   request_id?: string;
   tenant_id: string;
   conversation_id: string;
+}
+
+/** On the run lane: an abort was accepted. It is journaled (fsynced) before the abort is answered, so the run's terminal event is run_error{code: aborted} even if the server restarts before the run has stopped. At most once per run, before its terminal event. */
+export interface RunAbortRequestedPayload {
+  reason: string;
 }
 
 /** Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run). */

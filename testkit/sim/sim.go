@@ -93,23 +93,22 @@ func Run(t *testing.T, sc Scenario, opts Options) Result {
 
 // driver takes the simulation's decisions, all from the seed.
 type driver struct {
-	w       *world
-	rng     *rand.Rand
-	ctx     context.Context
-	res     *Result
-	step    int
-	runs    []messages.RunID
-	ended   map[messages.RunID]bool
-	aborted map[messages.RunID]bool // aborts that were accepted
-	// abortLost: runs whose accepted abort a crash came before the end of
-	// (an abort is durable only with its terminal event: the run resumes).
-	abortLost map[messages.RunID]bool
-	lost      map[messages.RunID]bool // runs whose start a repaired journal lost
-	clients   []*client
-	crashes   int
-	aborts    []int // steps of the aborts planned and not yet made
-	fail      func(format string, args ...any)
-	began     time.Time
+	w     *world
+	rng   *rand.Rand
+	ctx   context.Context
+	res   *Result
+	step  int
+	runs  []messages.RunID
+	ended map[messages.RunID]bool
+	// aborted: runs whose abort was accepted (journaled: it holds across
+	// crashes, not across a repair that cut it).
+	aborted map[messages.RunID]bool
+	lost    map[messages.RunID]bool // runs whose start a repaired journal lost
+	clients []*client
+	crashes int
+	aborts  []int // steps of the aborts planned and not yet made
+	fail    func(format string, args ...any)
+	began   time.Time
 }
 
 func run(sc Scenario, opts Options) (res Result) {
@@ -129,7 +128,7 @@ func run(sc Scenario, opts Options) (res Result) {
 		return res
 	}
 	d := &driver{w: w, rng: rand.New(rand.NewPCG(sc.Seed, 0xd21fe2)), ctx: ctx, res: &res,
-		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, abortLost: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
+		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
 	for i := range sc.Clients {
 		d.clients = append(d.clients, newClient(i, sc.Seed))
 	}
@@ -444,6 +443,9 @@ func (d *driver) abortRacing(id messages.RunID, gate string) {
 		d.aborted[id] = true
 		d.res.Aborts++
 	case errors.Is(err, actors.ErrRunTerminal):
+	case d.w.faults != nil && d.w.faults.err() != nil:
+		// The disk failed: the abort's record was not journaled, so it
+		// was not accepted (the run may go on after the restart).
 	default:
 		d.fail("abort %s: %v", id, err)
 	}
@@ -515,11 +517,6 @@ func (d *driver) retain(events int) {
 // crash kills and restarts the server; clients lose their streams and
 // resume from their cursors.
 func (d *driver) crash(damage bool) {
-	for _, id := range d.live() {
-		if d.aborted[id] {
-			d.abortLost[id] = true
-		}
-	}
 	var reconnect []*client
 	for _, c := range d.clients {
 		if c.connected() {

@@ -22,7 +22,7 @@ var regressionSeeds = []uint64{
 	237,   // testkit.CheckPartial: a client window starting at replan_attempt
 	922,   // testkit.CheckPartial: a window starting at a second plan_rejected
 	1108,  // recovery asked again for a rejected sub-team, and re-raised an open spawn gate under a new id
-	21364, // an abort accepted, then the disk failed before its end: the run resumes (the simulator expected aborted)
+	21364, // an abort accepted, then the disk failed before its end: the run resumed and could finish (now its journaled record ends it as aborted after the restart)
 	24054, // the disk failed under a long stream: the hub drops, no append counts (the simulator saw a backpressure breach)
 	44663, // recovery mid-wave forgot the sub-team requests of the wave's completed nodes, and a later restart re-raised an open spawn gate under a new id
 	61502, // a run failing when recovery put it back completed its wave before skipping the wave's unstarted nodes

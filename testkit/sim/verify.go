@@ -161,10 +161,8 @@ func (d *driver) checkRuns(bySeq map[uint64]*messages.Encoded) {
 			d.fail("run %s has %d terminal events", id, n)
 		}
 		last := bySeq[info.LastSeq]
-		if last == nil || !d.aborted[id] || d.abortLost[id] || d.w.repaired {
-			// A crash before the aborted end was journaled, or a repair
-			// that lost it: the run went on (an accepted abort is durable
-			// only once its terminal event is).
+		if last == nil || !d.aborted[id] || d.w.repaired {
+			// A repair may have cut the abort's record: the run went on.
 			continue
 		}
 		env, err := last.Envelope()

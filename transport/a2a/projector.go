@@ -183,6 +183,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.settle(env, pl.InterruptID, fmt.Sprintf("Nobody answered in time: %s taken, resuming", pl.Action))
 	case *messages.ApprovalSignatureAddedPayload:
 		return p.progress(env, fmt.Sprintf("%s signed %s of interrupt %s: %d of %d signatures", pl.Approver, pl.Statement.Decision, pl.InterruptID, pl.Count, pl.Required))
+	case *messages.RunAbortRequestedPayload:
+		return p.progress(env, "Cancel accepted: "+clip(pl.Reason, 200))
 	case *messages.RunCostEstimatePayload:
 		return p.progress(env, fmt.Sprintf("Estimated cost: %d agents, about %d tokens, about %d s", pl.NodeCount, pl.EstTokens, pl.EstWallSeconds))
 	case *messages.TeamStartedPayload:

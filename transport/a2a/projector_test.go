@@ -251,6 +251,11 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.ev(messages.Lane{StreamID: messages.SessionStream}, "", &messages.ReplayTruncatedPayload{After: 3, FirstRetained: 10})
 			},
 			[]string{}, a2a.StateWorking},
+		{"run_abort_requested", started,
+			func(s *script) *messages.Envelope {
+				return s.run(&messages.RunAbortRequestedPayload{Reason: "stop"})
+			},
+			[]string{`status WORKING "Cancel accepted: stop"`}, a2a.StateWorking},
 		{"run_cost_estimate", started,
 			func(s *script) *messages.Envelope {
 				return s.run(&messages.RunCostEstimatePayload{NodeCount: 3, EstTokens: 6000, EstWallSeconds: 120})

@@ -6,7 +6,7 @@
 
 // Every event type of docs/events.md: EventSource needs a listener per name.
 export const EVENT_TYPES = [
-  "run_started", "run_finished", "run_error", "run_rewound", "planning_started", "plan_proposed",
+  "run_started", "run_finished", "run_error", "run_abort_requested", "run_rewound", "planning_started", "plan_proposed",
   "planning_failed", "plan_approved", "plan_rejected", "wave_started", "wave_completed", "node_started",
   "node_completed", "node_failed", "node_cancelled", "node_skipped", "text_delta", "reasoning_delta",
   "tool_call_started", "tool_call_finished", "token_usage", "agent_restarted", "warning", "subagent_started",

@@ -172,22 +172,7 @@ func TestCrash_KillNineMidFeature(t *testing.T) {
 				a.approveAll(t, rc.SessionID)
 				time.Sleep(20 * time.Millisecond) // a poll of the run's status, with a deadline
 			}
-			s = a.mustStream(t, rc.SessionID, 0)
-			var events []*messages.Envelope
-			for {
-				f, err := s.next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				env, err := f.env()
-				if err != nil {
-					t.Fatal(err)
-				}
-				events = append(events, env)
-				if env.RunID == rc.RunID && env.Type.Terminal() {
-					break
-				}
-			}
+			events := a.runEvents(t, rc.SessionID, rc.RunID)
 			testkit.AssertInvariants(t, events)
 			fin, ok := testkit.Terminal(events, rc.RunID).Payload.(*messages.RunFinishedPayload)
 			if !ok || fin.Nodes.Completed != fin.Nodes.Total {

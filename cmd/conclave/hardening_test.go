@@ -1201,3 +1201,59 @@ func TestHarden_OneOutcomePerRun(t *testing.T) {
 		}
 	})
 }
+
+// TestHarden_AcceptedAbortSurvivesKill: the server is killed (SIGKILL)
+// the moment it has answered an abort 202, before the run had time to
+// journal its end; after the restart the run still ends with
+// run_error{aborted}, never run_finished, and the session's stream is
+// valid. (Before the abort was journaled with run_abort_requested, the
+// restarted server resumed such a run, and it could finish.)
+func TestHarden_AcceptedAbortSurvivesKill(t *testing.T) {
+	t.Parallel()
+	args := []string{"--data", t.TempDir(), "--runs-per-second", "-1"}
+	for i := range 3 {
+		srv := startServe(t, 0, nil, args...)
+		a := newHardenAPI(t, srv, "")
+		rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":4,"waves":2,"tokens":400,"token_delay_ms":2}}`)
+		a.waitStreamEvent(t, rc.RunID, func(env *messages.Envelope) bool {
+			return env.Type == messages.TextDelta && env.Lane.StreamID != messages.DirectorStream
+		})
+		if code, _, b := a.call(t, http.MethodPost, "/api/v1/runs/"+url.PathEscape(string(rc.RunID))+"/abort", `{"reason":"kill test"}`); code != http.StatusAccepted {
+			t.Fatalf("round %d: abort = %d %s", i, code, b)
+		}
+		_ = srv.cmd.Process.Kill() // kill -9, right after the 202
+		srv.reap()
+
+		srv = startServe(t, 0, nil, args...)
+		a = newHardenAPI(t, srv, "")
+		events := a.runEvents(t, rc.SessionID, rc.RunID)
+		testkit.AssertInvariants(t, events)
+		if term := testkit.Terminal(events, rc.RunID); runErrorCode(term) != messages.ErrCodeAborted || term.Payload.(*messages.RunErrorPayload).Message != "kill test" {
+			t.Fatalf("round %d: the run ended with %s, want run_error{aborted, kill test}", i, describe(term))
+		}
+		srv.terminate()
+	}
+}
+
+// runEvents reads a session's events from its start to run's terminal
+// event.
+func (a *hardenAPI) runEvents(t *testing.T, session messages.SessionID, run messages.RunID) []*messages.Envelope {
+	t.Helper()
+	s := a.mustStream(t, session, 0)
+	defer s.close()
+	var out []*messages.Envelope
+	for {
+		f, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := f.env()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, env)
+		if env.RunID == run && env.Type.Terminal() {
+			return out
+		}
+	}
+}

@@ -297,7 +297,11 @@ func (d *Durable) readRun(run messages.RunID) (RunInfo, uint64, runState, error)
 		return RunInfo{}, 0, runMissing, storeError("read", d.dir, err)
 	}
 	var head uint64
-	if s := d.lookup(info.Session, false); s != nil {
+	s, err := d.session(info.Session, false)
+	if err != nil {
+		return RunInfo{}, 0, runMissing, err
+	}
+	if s != nil {
 		head = s.head.Load()
 	}
 	if info.FirstSeq > head {
@@ -447,7 +451,12 @@ func (d *Durable) loadCatalog() error {
 			return err
 		}
 		d.live[run] = &liveRun{info: info, order: order}
-		if s := d.sessions[info.Session]; s != nil {
+		s, err := d.session(info.Session, false) // loaded already, unless Open left it in the store (idle.go)
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if s != nil {
 			if s.live == nil {
 				s.live = make(map[messages.RunID]uint64)
 			}

@@ -300,7 +300,9 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 	if format == 1 {
 		mig = newMigration()
 	}
-	checks, verified, err := d.loadSessions(hw.entries, mig)
+	// Without a usable high-water mark log (or migrating), every session
+	// is loaded and checked; with one, only those it names (idle.go).
+	checks, verified, err := d.loadSessions(hw.entries, mig, mig != nil || len(files) > 0)
 	if err != nil {
 		return storeError("load", d.dir, err)
 	}
@@ -363,8 +365,11 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 // loadSessions builds every session's state from the store, verifying the
 // records stored since the previous Open (all of them with mig, which sees
 // each intact record). It returns how many records it verified.
-func (d *Durable) loadSessions(hw map[messages.SessionID]*hwmEntry, mig *migration) (map[messages.SessionID]*sessionCheck, int, error) {
+func (d *Durable) loadSessions(hw map[messages.SessionID]*hwmEntry, mig *migration, all bool) (map[messages.SessionID]*sessionCheck, int, error) {
 	checks := map[messages.SessionID]*sessionCheck{}
+	// A session the high-water mark log does not name left memory idle,
+	// its events in the tables (idle.go): it stays in the store.
+	stored := func(id messages.SessionID) bool { return !all && hw[id] == nil }
 	state := func(id messages.SessionID) *sessionCheck {
 		c := checks[id]
 		if c == nil {
@@ -384,6 +389,9 @@ func (d *Durable) loadSessions(hw map[messages.SessionID]*hwmEntry, mig *migrati
 		if err != nil {
 			_ = it.Close()
 			return nil, 0, err
+		}
+		if stored(id) {
+			continue
 		}
 		first, head, gaps, err := parseMeta(it.Key(), it.Value())
 		if err != nil {
@@ -410,6 +418,10 @@ func (d *Durable) loadSessions(hw map[messages.SessionID]*hwmEntry, mig *migrati
 		id, prefix, _, err := parseEventKey(it.Key())
 		if err != nil {
 			return nil, 0, err
+		}
+		if stored(id) {
+			ok = it.SeekGE(prefixEnd(prefix))
+			continue
 		}
 		c := state(id)
 		var from uint64

@@ -35,7 +35,9 @@ func TestDurable_CrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("runs as the child of TestDurable_CrashKeepsAcknowledged")
 	}
-	d, err := journal.Open(dir, journal.Options{})
+	// Sessions leave memory after 20 ms idle (idle.go), so kills also land
+	// in evictions, their flushes, and sessions loaded again.
+	d, err := journal.Open(dir, journal.Options{IdleAfter: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +66,11 @@ func TestDurable_CrashChild(t *testing.T) {
 				out.Lock()
 				fmt.Fprintf(os.Stdout, "ack %s %d\n", s, head) // one write: whole line or nothing
 				out.Unlock()
+				if rand.IntN(8) == 0 {
+					// The workload's shape, not a synchronisation: the
+					// session goes idle for up to 60 ms now and then.
+					time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+				}
 			}
 		}()
 	}

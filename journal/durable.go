@@ -167,6 +167,15 @@ type Options struct {
 	// journal in memory that can lose its unsynced tail (testkit/sim's
 	// crashes), errorfs for failing writes and fsyncs. Default vfs.Default.
 	FS vfs.FS
+	// IdleAfter is how long a session may go unused (no append, trim or
+	// read) before its in-memory state leaves memory (idle.go); it has no
+	// live run then, and its next use loads it from the store. Default
+	// DefaultIdleAfter; negative: sessions stay in memory (what
+	// testkit/sim needs: leaving flushes the memtable, on a background
+	// goroutine of the store).
+	IdleAfter time.Duration
+	// Now is the clock of IdleAfter. Default time.Now.
+	Now func() time.Time
 }
 
 // DurableStats counts the work of a Durable journal since Open.
@@ -175,6 +184,8 @@ type DurableStats struct {
 	Events       uint64 // events acknowledged
 	Commits      uint64 // store commits (groups of batches); one WAL fsync each, unless only summaries
 	Reservations uint64 // reservation records fsynced to the high-water mark log
+	Evicted      uint64 // sessions that left memory idle (idle.go)
+	InMemory     int    // sessions in memory now
 }
 
 // Durable is a Journal and Catalog on disk. See the package doc for when an
@@ -193,8 +204,9 @@ type Durable struct {
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
 
-	mu       sync.RWMutex // guards the sessions map (not the sessions)
+	mu       sync.RWMutex // guards the sessions map (not the sessions) and evictGen
 	sessions map[messages.SessionID]*durSession
+	evictGen uint64 // counts the states that left memory (idle.go)
 
 	// orderMu is held by an Append that starts runs from the moment it
 	// numbers them until its batch is queued for the committer, so that
@@ -219,6 +231,14 @@ type Durable struct {
 	hwmErrs int
 
 	appends, events, commitCount, reservations atomic.Uint64
+
+	// Idle sessions (idle.go): evictLoop's stop and done channels (nil
+	// when sessions stay in memory).
+	now                  func() time.Time
+	idleAfter            time.Duration
+	evictStop, evictDone chan struct{}
+	stopOnce             sync.Once
+	evictions            atomic.Uint64
 }
 
 // durSession is the in-memory state of one session.
@@ -241,6 +261,9 @@ type durSession struct {
 
 	// Owned by the committer: what the high-water mark log says.
 	acked, reserved, verified uint64
+
+	lastUse atomic.Int64 // unix ns of its last append, trim or read (idle.go)
+	evicted bool         // guarded by mu: this state left memory; look the session up again
 }
 
 // span is a range of seqs, both ends included.
@@ -285,6 +308,9 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if err := checkDir(fs, dir); err != nil {
 		return nil, err
 	}
@@ -303,6 +329,7 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	}
 	j := &Durable{
 		dir: dir, fs: fs, log: log, lock: lock,
+		now: opts.Now, idleAfter: cmp.Or(opts.IdleAfter, DefaultIdleAfter),
 		sessions: make(map[messages.SessionID]*durSession),
 		live:     make(map[messages.RunID]*liveRun),
 		commits:  make(chan *commitReq, commitQueue),
@@ -346,7 +373,13 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 		return nil, err
 	}
 	d = j
-	go d.commitLoop() // the only goroutine; Close closes commits and waits for loopDone
+	go d.commitLoop() // Close closes commits and waits for loopDone
+	if d.idleAfter > 0 {
+		d.evictStop, d.evictDone = make(chan struct{}), make(chan struct{})
+		// A pass every IdleAfter: each flushes the memtable (when a session
+		// is idle), which costs the store a small table to compact.
+		go d.evictLoop(d.idleAfter) // Close closes evictStop and waits for evictDone
+	}
 	return d, nil
 }
 
@@ -558,24 +591,6 @@ func parseMetaKey(k []byte) (messages.SessionID, error) {
 	return id, err
 }
 
-// lookup returns the session, or nil if it has no state. With create it
-// creates the state.
-func (d *Durable) lookup(id messages.SessionID, create bool) *durSession {
-	d.mu.RLock()
-	s := d.sessions[id]
-	d.mu.RUnlock()
-	if s != nil || !create {
-		return s
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s = d.sessions[id]; s == nil {
-		s = newDurSession(id)
-		d.sessions[id] = s
-	}
-	return s
-}
-
 // Append implements Journal. It returns when the batch is fsynced (then nil)
 // or refused. It waits for the commit even if ctx ends meanwhile: a write
 // in flight cannot be taken back, and the wait is bounded by one fsync.
@@ -595,8 +610,10 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 	if len(session) > maxSessionKey {
 		return fmt.Errorf("journal: session key of %d bytes: longer than %d", len(session), maxSessionKey)
 	}
-	s := d.lookup(session, true)
-	s.mu.Lock()
+	s, err := d.lockSession(session, true)
+	if err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	head := s.head.Load()
 	for i, e := range events {
@@ -637,6 +654,7 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 	}
 	s.lastSum = sum
 	s.head.Store(req.last)
+	s.lastUse.Store(d.now().UnixNano())
 	if len(cat.started)+len(cat.ended) > 0 {
 		d.applyCatalog(s, cat)
 	}
@@ -854,9 +872,9 @@ func (d *Durable) ReadAfter(ctx context.Context, session messages.SessionID, aft
 	if d.closed {
 		return nil, ErrClosed
 	}
-	s := d.lookup(session, false)
-	if s == nil || limit <= 0 {
-		return nil, nil
+	s, err := d.session(session, false)
+	if s == nil || err != nil || limit <= 0 {
+		return nil, err
 	}
 	head := s.head.Load() // before first: Trim raises first before it deletes
 	first := s.first.Load()
@@ -1023,10 +1041,11 @@ func (d *Durable) Head(_ context.Context, session messages.SessionID) (uint64, e
 	if d.closed {
 		return 0, ErrClosed
 	}
-	if s := d.lookup(session, false); s != nil {
-		return s.head.Load(), nil
+	s, err := d.session(session, false)
+	if s == nil || err != nil {
+		return 0, err
 	}
-	return 0, nil
+	return s.head.Load(), nil
 }
 
 // First implements Journal.
@@ -1036,9 +1055,9 @@ func (d *Durable) First(_ context.Context, session messages.SessionID) (uint64, 
 	if d.closed {
 		return 0, ErrClosed
 	}
-	s := d.lookup(session, false)
-	if s == nil || s.head.Load() == 0 {
-		return 0, nil
+	s, err := d.session(session, false)
+	if s == nil || err != nil || s.head.Load() == 0 {
+		return 0, err
 	}
 	return s.first.Load(), nil
 }
@@ -1055,11 +1074,10 @@ func (d *Durable) Trim(ctx context.Context, session messages.SessionID, before u
 	if d.closed {
 		return ErrClosed
 	}
-	s := d.lookup(session, false)
-	if s == nil {
-		return nil
+	s, err := d.lockSession(session, false)
+	if s == nil || err != nil {
+		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	head, first := s.head.Load(), s.first.Load()
 	before = min(before, head+1)
@@ -1076,7 +1094,7 @@ func (d *Durable) Trim(ctx context.Context, session messages.SessionID, before u
 		return *err
 	}
 	b := d.db.NewBatch()
-	err := errors.Join(
+	err = errors.Join(
 		b.DeleteRange(eventKey(nil, s.prefix, 0), eventKey(nil, s.prefix, newFirst), nil),
 		setMeta(b, session, newFirst, head, gaps),
 	)
@@ -1134,14 +1152,11 @@ func (d *Durable) Sessions(ctx context.Context) ([]messages.SessionID, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	d.mu.RLock()
-	out := make([]messages.SessionID, 0, len(d.sessions))
-	for id, s := range d.sessions {
-		if s.head.Load() > 0 {
-			out = append(out, id)
-		}
+	// The store, not memory: idle sessions are only there (idle.go).
+	out, err := d.storedSessions()
+	if err != nil {
+		return nil, err
 	}
-	d.mu.RUnlock()
 	slices.Sort(out)
 	return out, nil
 }
@@ -1154,7 +1169,11 @@ func (d *Durable) ApplyRetention(ctx context.Context, session messages.SessionID
 
 // Stats returns counters since Open.
 func (d *Durable) Stats() DurableStats {
-	return DurableStats{Appends: d.appends.Load(), Events: d.events.Load(), Commits: d.commitCount.Load(), Reservations: d.reservations.Load()}
+	d.mu.RLock()
+	n := len(d.sessions)
+	d.mu.RUnlock()
+	return DurableStats{Appends: d.appends.Load(), Events: d.events.Load(), Commits: d.commitCount.Load(), Reservations: d.reservations.Load(),
+		Evicted: d.evictions.Load(), InMemory: n}
 }
 
 // Dir returns the data directory.
@@ -1165,6 +1184,7 @@ func (d *Durable) Dir() string { return d.dir }
 // store (acknowledged batches are already in the fsynced WAL). It is
 // idempotent. It returns the write failure, if any.
 func (d *Durable) Close() (err error) {
+	d.stopEvictor()
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.closed {

@@ -48,3 +48,7 @@ func RecordSum(d *Durable, session messages.SessionID, seq uint64) (uint32, erro
 	r, err := decodeRecord(key, v)
 	return r.sum, err
 }
+
+// EvictIdle runs one pass of the idle-session evictor (idle.go) and
+// returns how many sessions left memory.
+func EvictIdle(d *Durable) (int, error) { return d.evictIdle() }

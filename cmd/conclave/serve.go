@@ -42,7 +42,10 @@ type serveCmd struct {
 	quotas     serveQuotas
 	tools      toolFlags
 	repair     bool
-	model      modelFlags
+	// journalIdleAfter: a session unused this long leaves the journal's
+	// memory (journal.Options.IdleAfter).
+	journalIdleAfter time.Duration
+	model            modelFlags
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -78,6 +81,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
 	fs.DurationVar(&c.retainTick, "retention-interval", time.Minute, "how often retention trims the sessions")
+	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
@@ -144,7 +148,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	stopping := "shutting down: ending live runs with run_error interrupted (the in-memory journal keeps nothing), closing streams"
 	if !c.memory {
 		dir := filepath.Join(c.dataDir, "journal")
-		durable, err := journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair})
+		durable, err := journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter})
 		switch {
 		case errors.Is(err, journal.ErrLocked):
 			return failure(fmt.Errorf("data directory %s is in use by another conclave server", c.dataDir))

@@ -25,7 +25,9 @@ type ServerConfig struct {
 	// ConcurrentRuns is its --concurrent-runs quota (the driver's runs in
 	// flight); run creation is not rate limited.
 	ConcurrentRuns int
-	// HubIdleAfter is its --hub-idle-after.
+	// HubIdleAfter is its --hub-idle-after; five times it is its
+	// --journal-idle-after (idle sessions leave the journal's memory too;
+	// each eviction pass flushes the store's memtable, so not as often).
 	HubIdleAfter time.Duration
 	// Heartbeat is its --heartbeat.
 	Heartbeat time.Duration
@@ -35,7 +37,8 @@ type ServerConfig struct {
 func (cfg ServerConfig) ServeArgs() []string {
 	return []string{"serve", "--data", cfg.DataDir, "--addr", "127.0.0.1:0", "--log-level", "info",
 		"--runs-per-second", "-1", "--concurrent-runs", strconv.Itoa(cfg.ConcurrentRuns),
-		"--hub-idle-after", cfg.HubIdleAfter.String(), "--heartbeat", cfg.Heartbeat.String()}
+		"--hub-idle-after", cfg.HubIdleAfter.String(), "--journal-idle-after", (5 * cfg.HubIdleAfter).String(),
+		"--heartbeat", cfg.Heartbeat.String()}
 }
 
 // Launcher starts a server under test and returns it listening.

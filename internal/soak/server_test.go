@@ -12,7 +12,7 @@ func TestServerConfig_ServeArgs(t *testing.T) {
 	t.Parallel()
 	got := ServerConfig{DataDir: "/tmp/d", ConcurrentRuns: 32, HubIdleAfter: 10 * time.Second, Heartbeat: time.Second}.ServeArgs()
 	want := []string{"serve", "--data", "/tmp/d", "--addr", "127.0.0.1:0", "--log-level", "info",
-		"--runs-per-second", "-1", "--concurrent-runs", "32", "--hub-idle-after", "10s", "--heartbeat", "1s"}
+		"--runs-per-second", "-1", "--concurrent-runs", "32", "--hub-idle-after", "10s", "--journal-idle-after", "50s", "--heartbeat", "1s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("args %q\nwant %q", got, want)
 	}

@@ -214,15 +214,7 @@ func (a *hardenAPI) waitStreamEvent(t *testing.T, run messages.RunID, want func(
 	s := a.mustStream(t, sum.SessionID, 0)
 	defer s.close()
 	for {
-		f, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := f.env()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if env.RunID == run && want(env) {
+		if env := s.mustEnv(t); env.RunID == run && want(env) {
 			return
 		}
 	}

@@ -42,14 +42,7 @@ func TestGovernance_ApproveCLI(t *testing.T) {
 	var events []*messages.Envelope
 	next := func() *messages.Envelope {
 		t.Helper()
-		f, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := f.env()
-		if err != nil {
-			t.Fatal(err)
-		}
+		env := s.mustEnv(t)
 		events = append(events, env)
 		return env
 	}

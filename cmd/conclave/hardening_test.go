@@ -1243,17 +1243,24 @@ func (a *hardenAPI) runEvents(t *testing.T, session messages.SessionID, run mess
 	defer s.close()
 	var out []*messages.Envelope
 	for {
-		f, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := f.env()
-		if err != nil {
-			t.Fatal(err)
-		}
+		env := s.mustEnv(t)
 		out = append(out, env)
 		if env.RunID == run && env.Type.Terminal() {
 			return out
 		}
 	}
+}
+
+// mustEnv reads the stream's next event.
+func (s *hardenStream) mustEnv(t *testing.T) *messages.Envelope {
+	t.Helper()
+	f, err := s.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := f.env()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }

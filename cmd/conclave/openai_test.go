@@ -37,22 +37,7 @@ func TestServe_OpenAIBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := a.mustStartRun(t, string(body))
-	s := a.mustStream(t, rc.SessionID, 0)
-	var events []*messages.Envelope
-	for {
-		f, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := f.env()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, env)
-		if env.Type.Terminal() {
-			break
-		}
-	}
+	events := a.runEvents(t, rc.SessionID, rc.RunID)
 	if v := testkit.Check(events); len(v) > 0 {
 		t.Fatalf("%d invariant violations, first: %v", len(v), v[0])
 	}

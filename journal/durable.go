@@ -91,6 +91,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/conclave-ai/conclave/internal/regress"
@@ -168,14 +169,12 @@ type Options struct {
 	// crashes), errorfs for failing writes and fsyncs. Default vfs.Default.
 	FS vfs.FS
 	// IdleAfter is how long a session may go unused (no append, trim or
-	// read) before its in-memory state leaves memory (idle.go); it has no
-	// live run then, and its next use loads it from the store. Default
-	// DefaultIdleAfter; negative: sessions stay in memory (what
-	// testkit/sim needs: leaving flushes the memtable, on a background
-	// goroutine of the store).
+	// read) before its in-memory state leaves memory (idle.go): between
+	// once and twice this long, if it has no live run; its next use loads
+	// it from the store. Default DefaultIdleAfter; negative: sessions stay
+	// in memory (what testkit/sim needs: leaving flushes the memtable,
+	// which rotates the WAL on a background goroutine of the store).
 	IdleAfter time.Duration
-	// Now is the clock of IdleAfter. Default time.Now.
-	Now func() time.Time
 }
 
 // DurableStats counts the work of a Durable journal since Open.
@@ -234,8 +233,8 @@ type Durable struct {
 
 	// Idle sessions (idle.go): evictLoop's stop and done channels (nil
 	// when sessions stay in memory).
-	now                  func() time.Time
 	idleAfter            time.Duration
+	epoch                atomic.Int64 // evictor passes so far
 	evictStop, evictDone chan struct{}
 	stopOnce             sync.Once
 	evictions            atomic.Uint64
@@ -262,7 +261,7 @@ type durSession struct {
 	// Owned by the committer: what the high-water mark log says.
 	acked, reserved, verified uint64
 
-	lastUse atomic.Int64 // unix ns of its last append, trim or read (idle.go)
+	lastUse atomic.Int64 // the evictor's epoch at its last append, trim or read (idle.go)
 	evicted bool         // guarded by mu: this state left memory; look the session up again
 }
 
@@ -308,9 +307,6 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if err := checkDir(fs, dir); err != nil {
 		return nil, err
 	}
@@ -329,11 +325,11 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	}
 	j := &Durable{
 		dir: dir, fs: fs, log: log, lock: lock,
-		now: opts.Now, idleAfter: cmp.Or(opts.IdleAfter, DefaultIdleAfter),
-		sessions: make(map[messages.SessionID]*durSession),
-		live:     make(map[messages.RunID]*liveRun),
-		commits:  make(chan *commitReq, commitQueue),
-		loopDone: make(chan struct{}),
+		idleAfter: cmp.Or(opts.IdleAfter, DefaultIdleAfter),
+		sessions:  make(map[messages.SessionID]*durSession),
+		live:      make(map[messages.RunID]*liveRun),
+		commits:   make(chan *commitReq, commitQueue),
+		loopDone:  make(chan struct{}),
 	}
 	po := &pebble.Options{
 		FS:                          fs,
@@ -350,6 +346,9 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 	for i := range po.Levels {
 		// Reads are range scans: bigger blocks mean fewer block reads.
 		po.Levels[i].BlockSize = 32 << 10
+		// Whole-key bloom filters make a point look-up of an absent key
+		// cheap: how loadSession learns that a session is new (idle.go).
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -654,7 +653,7 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 	}
 	s.lastSum = sum
 	s.head.Store(req.last)
-	s.lastUse.Store(d.now().UnixNano())
+	d.touch(s)
 	if len(cat.started)+len(cat.ended) > 0 {
 		d.applyCatalog(s, cat)
 	}

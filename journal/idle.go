@@ -4,9 +4,10 @@ package journal
 // session it uses (head, first seq, repair gaps, the checksum chain's last
 // sum, live runs, high-water marks: about 0.6 KB), and sessions are created
 // for ever: one per conversation is common. So a session that nobody wrote,
-// trimmed or read for Options.IdleAfter, and that has no live run, leaves
-// memory; the next use loads it again from the store (loadSession: its trim
-// record and its last event, two reads).
+// trimmed or read for a whole evictor period (Options.IdleAfter), and that
+// has no live run, leaves memory; the next use loads it again from the
+// store (loadSession: its trim record or its seq 1, point look-ups that the
+// tables' bloom filters answer for a new session, then its last event).
 //
 // Its events are in the store's tables before it leaves: the evictor
 // flushes the memtable first, so what a later Open must check against the
@@ -35,7 +36,7 @@ import (
 const DefaultIdleAfter = 2 * time.Minute
 
 // evictLoop runs evictIdle every period until Close: a session leaves
-// memory between IdleAfter and twice IdleAfter after its last use.
+// memory between one and two periods after its last use.
 func (d *Durable) evictLoop(every time.Duration) {
 	defer close(d.evictDone)
 	t := time.NewTicker(every)
@@ -62,9 +63,9 @@ func (d *Durable) stopEvictor() {
 	<-d.evictDone
 }
 
-// evictIdle drops the in-memory state of the sessions unused for
-// idleAfter that have no live run, once their events are in the store's
-// tables, and returns how many left.
+// evictIdle drops the in-memory state of the sessions unused since before
+// the previous pass that have no live run, once their events are in the
+// store's tables, and returns how many left.
 func (d *Durable) evictIdle() (int, error) {
 	d.closeMu.RLock()
 	defer d.closeMu.RUnlock()
@@ -74,7 +75,9 @@ func (d *Durable) evictIdle() (int, error) {
 	if err := d.failed.Load(); err != nil {
 		return 0, *err // a failed journal keeps what it knows
 	}
-	cutoff := d.now().Add(-d.idleAfter).UnixNano()
+	// A session used since the previous pass carries that pass's epoch
+	// (or this one's): the others were idle for a whole period at least.
+	cutoff := d.epoch.Add(1) - 1
 	d.mu.RLock()
 	var idle []*durSession
 	for _, s := range d.sessions {
@@ -121,7 +124,7 @@ func (d *Durable) session(id messages.SessionID, create bool) (*durSession, erro
 		s, gen := d.sessions[id], d.evictGen
 		d.mu.RUnlock()
 		if s != nil {
-			s.lastUse.Store(d.now().UnixNano())
+			d.touch(s)
 			return s, nil
 		}
 		loaded, err := d.loadSession(id)
@@ -147,8 +150,17 @@ func (d *Durable) session(id messages.SessionID, create bool) (*durSession, erro
 			d.sessions[id] = s
 		}
 		d.mu.Unlock()
-		s.lastUse.Store(d.now().UnixNano())
+		d.touch(s)
 		return s, nil
+	}
+}
+
+// touch marks s used in the current epoch. Most calls find it marked: they
+// only read the word, so readers of one session on several cores do not
+// pass its cache line back and forth.
+func (d *Durable) touch(s *durSession) {
+	if e := d.epoch.Load(); s.lastUse.Load() != e {
+		s.lastUse.Store(e)
 	}
 }
 
@@ -186,6 +198,17 @@ func (d *Durable) loadSession(id messages.SessionID) (*durSession, error) {
 			return nil, storeError("read", d.dir, corruptf("session %s: trim record: %v", id, err))
 		}
 		first = max(first, 1)
+	} else {
+		// Without a trim record nothing was ever removed: a stored session
+		// has its seq 1. Two point look-ups, which the tables' bloom
+		// filters answer for a new session without reading a block; a
+		// range scan (below) would read one in every table.
+		switch _, ok, err := d.get(eventKey(nil, s.prefix, 1)); {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, nil
+		}
 	}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: s.prefix, UpperBound: prefixEnd(s.prefix)})
 	if err != nil {

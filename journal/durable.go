@@ -184,6 +184,7 @@ type DurableStats struct {
 	Commits      uint64 // store commits (groups of batches); one WAL fsync each, unless only summaries
 	Reservations uint64 // reservation records fsynced to the high-water mark log
 	Evicted      uint64 // sessions that left memory idle (idle.go)
+	Lookups      uint64 // sessions not in memory looked for in the store (found or not)
 	InMemory     int    // sessions in memory now
 }
 
@@ -206,6 +207,7 @@ type Durable struct {
 	mu       sync.RWMutex // guards the sessions map (not the sessions) and evictGen
 	sessions map[messages.SessionID]*durSession
 	evictGen uint64 // counts the states that left memory (idle.go)
+	absent   absentSessions
 
 	// orderMu is held by an Append that starts runs from the moment it
 	// numbers them until its batch is queued for the committer, so that
@@ -238,6 +240,7 @@ type Durable struct {
 	evictStop, evictDone chan struct{}
 	stopOnce             sync.Once
 	evictions            atomic.Uint64
+	lookups              atomic.Uint64 // sessions looked for in the store
 }
 
 // durSession is the in-memory state of one session.
@@ -1172,7 +1175,7 @@ func (d *Durable) Stats() DurableStats {
 	n := len(d.sessions)
 	d.mu.RUnlock()
 	return DurableStats{Appends: d.appends.Load(), Events: d.events.Load(), Commits: d.commitCount.Load(), Reservations: d.reservations.Load(),
-		Evicted: d.evictions.Load(), InMemory: n}
+		Evicted: d.evictions.Load(), Lookups: d.lookups.Load(), InMemory: n}
 }
 
 // Dir returns the data directory.

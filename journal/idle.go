@@ -122,16 +122,26 @@ func (d *Durable) session(id messages.SessionID, create bool) (*durSession, erro
 	for {
 		d.mu.RLock()
 		s, gen := d.sessions[id], d.evictGen
+		g, absent := d.absent.of(id)
 		d.mu.RUnlock()
 		if s != nil {
 			d.touch(s)
 			return s, nil
 		}
-		loaded, err := d.loadSession(id)
-		if err != nil {
-			return nil, err
+		var loaded *durSession
+		if !absent || g != gen { // known absent, unless a state left memory since
+			var err error
+			if loaded, err = d.loadSession(id); err != nil {
+				return nil, err
+			}
+			d.lookups.Add(1)
 		}
 		if loaded == nil && !create {
+			d.mu.Lock()
+			if d.evictGen == gen && d.sessions[id] == nil {
+				d.absent.add(id, gen) // spares the next look-up (an Append after a Head, say)
+			}
+			d.mu.Unlock()
 			return nil, nil
 		}
 		if loaded == nil {
@@ -148,12 +158,52 @@ func (d *Durable) session(id messages.SessionID, create bool) (*durSession, erro
 		default:
 			s = loaded
 			d.sessions[id] = s
+			d.absent.remove(id)
 		}
 		d.mu.Unlock()
 		d.touch(s)
 		return s, nil
 	}
 }
+
+// absentSessions remembers the last sessions the store was found not to
+// hold, with the eviction generation of the look-up: until a state leaves
+// memory (which may put that session in the store), or the session is
+// created, a look-up of them is answered without reading the store. A
+// new session is looked up at least twice before its first Append is
+// done (the engine asks its head first), and each look-up in the store
+// costs a block read in every table when the cache is cold. Bounded: a
+// ring of the last absentCap sessions. Guarded by Durable.mu.
+type absentSessions struct {
+	gen  map[messages.SessionID]uint64
+	ring []messages.SessionID
+	next int
+}
+
+const absentCap = 4096
+
+func (a *absentSessions) of(id messages.SessionID) (uint64, bool) {
+	g, ok := a.gen[id]
+	return g, ok
+}
+
+func (a *absentSessions) add(id messages.SessionID, gen uint64) {
+	if a.gen == nil {
+		a.gen, a.ring = make(map[messages.SessionID]uint64, absentCap), make([]messages.SessionID, absentCap)
+	}
+	if _, ok := a.gen[id]; !ok {
+		if old := a.ring[a.next]; old != "" {
+			delete(a.gen, old)
+		}
+		a.ring[a.next] = id
+		a.next = (a.next + 1) % absentCap
+	}
+	a.gen[id] = gen
+}
+
+// remove forgets id. Its ring slot stays; when the ring comes back to it,
+// it may forget a later entry of id early, which only costs a look-up.
+func (a *absentSessions) remove(id messages.SessionID) { delete(a.gen, id) }
 
 // touch marks s used in the current epoch. Most calls find it marked: they
 // only read the word, so readers of one session on several cores do not

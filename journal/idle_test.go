@@ -220,3 +220,35 @@ func checkSession(t *testing.T, d *journal.Durable, s messages.SessionID, want [
 		t.Fatalf("%s: Head = %d, %v; want %d", s, h, err, want[len(want)-1].Seq)
 	}
 }
+
+// TestDurable_NewSessionLookedUpOnce: a session the store does not hold is
+// looked for there once, not by every call before its first Append; one
+// that left memory is looked for again.
+func TestDurable_NewSessionLookedUpOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openDurable(t, t.TempDir(), journal.Options{IdleAfter: time.Hour})
+	lookups := func() uint64 { return d.Stats().Lookups }
+	for range 3 {
+		if h, err := d.Head(ctx, "t/new"); h != 0 || err != nil {
+			t.Fatalf("Head = %d, %v", h, err)
+		}
+	}
+	if err := d.Append(ctx, "t/new", events(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if n := lookups(); n != 1 {
+		t.Fatalf("%d look-ups in the store for three Heads and an Append of a new session, want 1", n)
+	}
+	for range 2 { // the first pass ends the epoch of the Append
+		if _, err := journal.EvictIdle(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := d.Head(ctx, "t/new"); h != 3 || err != nil {
+		t.Fatalf("Head after leaving memory = %d, %v; want 3", h, err)
+	}
+	if n := lookups(); n != 2 {
+		t.Fatalf("%d look-ups, want 2 (the session was loaded again)", n)
+	}
+}

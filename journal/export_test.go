@@ -52,3 +52,6 @@ func RecordSum(d *Durable, session messages.SessionID, seq uint64) (uint32, erro
 // EvictIdle runs one pass of the idle-session evictor (idle.go) and
 // returns how many sessions left memory.
 func EvictIdle(d *Durable) (int, error) { return d.evictIdle() }
+
+// Flushes is how many memtable flushes the store has done.
+func Flushes(d *Durable) int64 { return d.db.Metrics().Flush.Count }

@@ -86,6 +86,9 @@ func (d *Durable) evictIdle() (int, error) {
 		}
 	}
 	d.mu.RUnlock()
+	// Sessions with a live run (a parked run's, say) stay: without any
+	// other, there is nothing to flush for.
+	idle = slices.DeleteFunc(idle, func(s *durSession) bool { return !s.mayLeave() })
 	if len(idle) == 0 {
 		return 0, nil
 	}
@@ -113,6 +116,16 @@ func (d *Durable) evictIdle() (int, error) {
 	}
 	d.evictions.Add(uint64(n))
 	return n, nil
+}
+
+// mayLeave reports whether s has no live run, unless it is being written
+// (then it is not idle either).
+func (s *durSession) mayLeave() bool {
+	if !s.mu.TryLock() {
+		return false
+	}
+	defer s.mu.Unlock()
+	return !s.evicted && len(s.live) == 0
 }
 
 // session returns the session's state, loading it from the store if it is

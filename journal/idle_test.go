@@ -252,3 +252,27 @@ func TestDurable_NewSessionLookedUpOnce(t *testing.T) {
 		t.Fatalf("%d look-ups, want 2 (the session was loaded again)", n)
 	}
 }
+
+// TestDurable_ParkedSessionsDoNotFlush: an idle session with a live run
+// (a parked run's) stays in memory, and a pass that has nothing else to
+// evict does not flush the store for it.
+func TestDurable_ParkedSessionsDoNotFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openDurable(t, t.TempDir(), journal.Options{IdleAfter: time.Hour})
+	if err := d.Append(ctx, "t/parked", []*messages.Encoded{messages.NewEncoded(1, messages.RunStarted, "r", []byte(`{}`))}); err != nil {
+		t.Fatal(err)
+	}
+	before := journal.Flushes(d)
+	for range 3 {
+		if n, err := journal.EvictIdle(d); n != 0 || err != nil {
+			t.Fatalf("EvictIdle = %d, %v; want 0", n, err)
+		}
+	}
+	if got := journal.Flushes(d); got != before {
+		t.Fatalf("%d flushes for a session that cannot leave, want none", got-before)
+	}
+	if m := d.Stats().InMemory; m != 1 {
+		t.Fatalf("%d sessions in memory, want 1", m)
+	}
+}

@@ -493,7 +493,12 @@ func TestWS_RefusedBeforeUpgrade(t *testing.T) {
 // machine; 40 ms was not.
 func TestWS_PingsIdleConnection(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, transport.Config{Heartbeat: 100 * time.Millisecond})
+	// The first ping comes within 1.25 heartbeats of the last write and a
+	// silent client is dropped after 2.5: the margin this client has to
+	// answer is 1.25 heartbeats. At 100 ms that was 125 ms, which a client
+	// starved by the package's parallel tests under -race once missed in
+	// CI (close 1006 before the ping); 500 ms gives it 625 ms.
+	h := newHarness(t, transport.Config{Heartbeat: 500 * time.Millisecond})
 	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(1, 1)})
 	sresp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
 	readUntil(t, r, terminalOf(rc.RunID))

@@ -81,8 +81,19 @@ func TestBenchSoak_Tiny(t *testing.T) {
 			t.Errorf("sample %+v", sm)
 		}
 	}
-	if warm != 1 || phases[soak.PhaseStart] != 1 || phases[soak.PhaseDrive] < 2 || phases[soak.PhaseIdle] < 2 {
+	if warm != 1 || phases[soak.PhaseStart] != 1 || phases[soak.PhaseDrive] < 2 || phases[soak.PhaseRest] < 2 || phases[soak.PhaseIdle] < 2 {
 		t.Errorf("samples by phase %v, %d warm-up ends", phases, warm)
+	}
+	// The rest after the warm-up (--rest, the default): the hubs went idle,
+	// the driver waited for it (no run ended during the rest), and it gives
+	// the rest-to-rest reading.
+	if !res.RestedIdle || res.RestWait <= 0 || !s.RSS.HasRest || s.RSS.RestRatio <= 0 || !s.Goroutines.HasRest || s.Hubs.Rest != 0 {
+		t.Errorf("rest: idle %v after %v; RSS %+v; goroutines %+v; hubs %+v", res.RestedIdle, res.RestWait, s.RSS, s.Goroutines, s.Hubs)
+	}
+	for _, sm := range res.Samples {
+		if sm.Phase == soak.PhaseRest && sm.RunsEnded != res.WarmupRuns {
+			t.Errorf("a rest sample after %d runs, want %d: %+v", sm.RunsEnded, res.WarmupRuns, sm)
+		}
 	}
 
 	// The same soak as a report.
@@ -91,7 +102,7 @@ func TestBenchSoak_Tiny(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"soak: 12 runs, 3 in flight", "12 of 12", "bound (issue 11)", "RSS (MB)", "timeline:"} {
+	for _, want := range []string{"soak: 12 runs, 3 in flight", "12 of 12", "bound (issue 11)", "RSS (MB)", "timeline:", "rest to rest"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, r.stdout)
 		}

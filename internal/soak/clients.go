@@ -115,10 +115,11 @@ func newClients(o Options, addr string, recent *recentRuns) *clients {
 }
 
 // run starts the clients and returns when ctx ended and they all left.
-func (cs *clients) run(ctx context.Context) {
+// round tells calls apart, so that each draws its own random choices.
+func (cs *clients) run(ctx context.Context, round uint64) {
 	var g routine.Group
 	for i := range cs.o.Clients {
-		rng := rand.New(rand.NewPCG(cs.o.Seed, 1<<32+uint64(i)))
+		rng := rand.New(rand.NewPCG(cs.o.Seed, round<<48|1<<32+uint64(i)))
 		g.Go(func() { cs.client(ctx, rng) })
 	}
 	_ = g.Wait(context.Background()) // ctx's end closes every connection

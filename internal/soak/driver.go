@@ -99,18 +99,20 @@ func newDriver(o Options, base string, hc *http.Client, recent *recentRuns) *dri
 // runsEnded is how many runs have ended so far.
 func (d *driver) runsEnded() int { return int(d.ended.Load()) }
 
-// run drives every run and returns once they all ended or ctx ended.
-func (d *driver) run(ctx context.Context) {
-	if d.o.warmupRuns() == 0 {
+// run drives the runs up to index upto (excluded) and returns once they
+// all ended or ctx ended. Calls must not overlap; each goes on from where
+// the last one stopped.
+func (d *driver) run(ctx context.Context, upto int) {
+	if d.next.Load() == 0 && d.o.warmupRuns() == 0 {
 		d.warm <- struct{}{}
 	}
 	var workers routine.Group
 	for w := range d.o.InFlight {
-		rng := rand.New(rand.NewPCG(d.o.Seed, uint64(w)))
+		rng := rand.New(rand.NewPCG(d.o.Seed, uint64(d.next.Load())<<16|uint64(w)))
 		workers.Go(func() {
 			for ctx.Err() == nil {
-				i := d.next.Add(1) - 1
-				if i >= int64(d.o.Runs) {
+				i, ok := d.take(upto)
+				if !ok {
 					return
 				}
 				d.one(ctx, int(i), rng)
@@ -121,6 +123,19 @@ func (d *driver) run(ctx context.Context) {
 		})
 	}
 	_ = workers.Wait(context.Background()) // each request is bounded by the client's timeout
+}
+
+// take claims the index of the next run, if it is below upto.
+func (d *driver) take(upto int) (int64, bool) {
+	for {
+		i := d.next.Load()
+		if i >= int64(upto) {
+			return 0, false
+		}
+		if d.next.CompareAndSwap(i, i+1) {
+			return i, true
+		}
+	}
 }
 
 // startRun is the body of POST /api/v1/runs.

@@ -51,6 +51,11 @@ type Options struct {
 	// Warmup is the fraction of Runs that must have ended before the
 	// figures the bound is judged on start, in [0, 1).
 	Warmup float64
+	// NoRest skips the rest after the warm-up: by default the driver and
+	// the clients pause once the warm-up ended, until every session hub
+	// went idle, so that the server at rest after the warm-up can be
+	// compared with the server at rest after the drive (Growth.RestRatio).
+	NoRest bool
 	// Sample is the sampling interval.
 	Sample time.Duration
 	// HubIdleAfter is the server's --hub-idle-after: how long a session
@@ -161,3 +166,7 @@ func (o Options) check() error {
 
 // warmupRuns is how many runs end the warm-up.
 func (o Options) warmupRuns() int { return int(o.Warmup * float64(o.Runs)) }
+
+// rests reports whether the soak rests after the warm-up: there is one,
+// and runs after it.
+func (o Options) rests() bool { return !o.NoRest && o.warmupRuns() > 0 && o.warmupRuns() < o.Runs }

@@ -30,8 +30,12 @@ func WriteReport(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "soak: %s runs, %d in flight, %s, %s SSE clients (pause ≤ %v), scenario %s\n",
 		benchkit.Group(float64(res.Runs), 0), res.InFlight, sessions, benchkit.Group(float64(res.Clients), 0),
 		res.ClientPause, res.Scenario)
-	fmt.Fprintf(w, "warm-up: the first %s of runs (%s); a sample every %v; server: hubs idle after %v, heartbeat %v; %d CPUs, %s\n\n",
-		pct(res.Warmup), benchkit.Group(float64(res.WarmupRuns), 0), res.Sample, res.HubIdleAfter, res.Heartbeat, res.CPUs, res.GoVersion)
+	rest := ""
+	if res.RestWait > 0 {
+		rest = fmt.Sprintf(", then a rest of %s until the hubs went idle", seconds(res.RestWait))
+	}
+	fmt.Fprintf(w, "warm-up: the first %s of runs (%s)%s; a sample every %v; server: hubs idle after %v, heartbeat %v; %d CPUs, %s\n\n",
+		pct(res.Warmup), benchkit.Group(float64(res.WarmupRuns), 0), rest, res.Sample, res.HubIdleAfter, res.Heartbeat, res.CPUs, res.GoVersion)
 
 	rt, st := res.RunTally, res.Streams
 	var rows [][2]string
@@ -98,6 +102,9 @@ func WriteReport(w io.Writer, res *Result) error {
 		if f.g.HasIdle {
 			verdict(f.g.IdleHeld(res.Bound), f.name, fmt.Sprintf("%.3f× after the hubs went idle", f.g.IdleRatio))
 		}
+		if f.g.HasRest && f.g.HasIdle {
+			verdict(f.g.RestHeld(res.Bound), f.name, fmt.Sprintf("rest to rest %.3f× (at rest after the drive over at rest after the warm-up)", f.g.RestRatio))
+		}
 	}
 	if st.Gapless() {
 		fmt.Fprintf(w, "  streams gapless: yes (%s streams, %s events)\n", n(st.Connections), n(st.Events))
@@ -109,6 +116,8 @@ func WriteReport(w io.Writer, res *Result) error {
 		fmt.Fprintln(w, "  => the 10 % bound held")
 	case res.Held():
 		fmt.Fprintln(w, "  => the 10 % bound held while driving, not after the hubs went idle")
+	case res.TrendHeld() && res.RestHeld():
+		fmt.Fprintln(w, "  => no growth: the trend and rest to rest held within 10 %; single samples under load went over it (they follow the connected streams and the GC)")
 	case res.TrendHeld():
 		fmt.Fprintln(w, "  => no growth: the trend held within 10 %, but single samples went over the bound (peaks, or caches still filling)")
 	default:
@@ -122,6 +131,9 @@ func WriteReport(w io.Writer, res *Result) error {
 			"(1.5 × hub-idle-after, plus two heartbeats while the server has not noticed that a client left): "+
 			"hubs were still piling up when it ended, so hubs, RSS and goroutines may grow after it without a leak; "+
 			"a larger --warmup or a shorter --hub-idle-after tells the two apart", seconds(res.WarmupTook), seconds(settle)))
+	}
+	if res.RestWait > 0 && !res.RestedIdle {
+		notes = append(notes, fmt.Sprintf("the hubs did not all go idle within %s of the warm-up's end: the rest to rest reading compares unlike states", seconds(res.RestWait)))
 	}
 	if !res.HubsIdle {
 		notes = append(notes, fmt.Sprintf("the hubs did not all go idle within %s of the driver's end", seconds(res.IdleWait)))
@@ -176,7 +188,7 @@ func writeFields(w io.Writer, rows [][2]string) {
 
 // writeGrowth prints the growth table: one row per figure.
 func writeGrowth(w io.Writer, s Summary) {
-	rows := [][]string{{"", "start", "warm-up end", "min", "max", "last", "max/warm-up", "idle", "idle/warm-up"}}
+	rows := [][]string{{"", "start", "warm-up end", "rest", "min", "max", "last", "max/warm-up", "idle", "idle/warm-up", "idle/rest"}}
 	add := func(name string, g Growth, cell func(float64) string) {
 		ratio := func(r float64) string {
 			if g.WarmupEnd == 0 { // no reference: no ratio
@@ -184,12 +196,18 @@ func writeGrowth(w io.Writer, s Summary) {
 			}
 			return strconv.FormatFloat(r, 'f', 3, 64)
 		}
-		idle, idleRatio := "–", "–"
+		idle, idleRatio, rest, restRatio := "–", "–", "–", "–"
 		if g.HasIdle {
 			idle, idleRatio = cell(g.Idle), ratio(g.IdleRatio)
 		}
-		rows = append(rows, []string{name, cell(g.Start), cell(g.WarmupEnd), cell(g.Min), cell(g.Max), cell(g.Last),
-			ratio(g.MaxRatio), idle, idleRatio})
+		if g.HasRest {
+			rest = cell(g.Rest)
+			if g.HasIdle && g.Rest > 0 {
+				restRatio = strconv.FormatFloat(g.RestRatio, 'f', 3, 64)
+			}
+		}
+		rows = append(rows, []string{name, cell(g.Start), cell(g.WarmupEnd), rest, cell(g.Min), cell(g.Max), cell(g.Last),
+			ratio(g.MaxRatio), idle, idleRatio, restRatio})
 	}
 	mib := func(v float64) string { return strconv.FormatFloat(v/(1<<20), 'f', 1, 64) }
 	count := func(v float64) string { return benchkit.Group(v, 0) }

@@ -17,6 +17,8 @@ func testResult() *Result {
 		{Phase: PhaseStart, RSS: 30 << 20, Goroutines: 17},
 		{Elapsed: 3 * time.Second, Phase: PhaseDrive, RunsEnded: 2000, RSS: 150 << 20, Goroutines: 900, Hubs: 2000},
 		warm,
+		{Elapsed: 9 * time.Second, Phase: PhaseRest, RunsEnded: 4000, RSS: 204 << 20, Goroutines: 18, Hubs: 10},
+		{Elapsed: 10 * time.Second, Phase: PhaseRest, RunsEnded: 4000, RSS: 205 << 20, Goroutines: 19},
 		{Elapsed: 20 * time.Second, Phase: PhaseDrive, RunsEnded: 12000, RSS: 260 << 20, Goroutines: 1050, Hubs: 9000},
 		{Elapsed: 30 * time.Second, Phase: PhaseDrive, RunsEnded: 20000, RSS: 250 << 20, Goroutines: 1020, Hubs: 9500},
 		{Elapsed: 60 * time.Second, Phase: PhaseIdle, RunsEnded: 20000, RSS: 210 << 20, Goroutines: 20},
@@ -29,7 +31,7 @@ func testResult() *Result {
 			Outcomes: map[messages.RunStatus]int{messages.StatusFinished: 19997, messages.StatusFailed: 2}, NotFinished: 2},
 		Streams: StreamTally{Connections: 45000, FromStart: 22000, WithCursor: 23000, Events: 1234567,
 			Refused: map[string]int64{"too_many_streams": 3}},
-		Drive: 30 * time.Second, WarmupTook: 6 * time.Second, RunsPerSec: 666.6, EventsPublished: 1300000, EventsPerSec: 43333,
+		Drive: 30 * time.Second, RestWait: 4 * time.Second, RestedIdle: true, WarmupTook: 6 * time.Second, RunsPerSec: 666.6, EventsPublished: 1300000, EventsPerSec: 43333,
 		ServerCPUDrive: 40, ServerCPUTotal: 41, ClientCPU: 15, OtherCPU: 1, HubsIdle: true, Bound: Bound,
 		Samples: samples, Summary: Summarize(samples)}
 }
@@ -52,10 +54,10 @@ func TestWriteReport(t *testing.T) {
 	}
 	out := b.String()
 	for label, want := range map[string]string{
-		"RSS (MB)":   "30.0 | 200.0 | 200.0 | 260.0 | 250.0 | 1.300 | 210.0 | 1.050",
-		"goroutines": "17 | 1,000 | 1,000 | 1,050 | 1,020 | 1.050 | 20 | 0.020",
-		"hubs":       "0 | 3,000 | 3,000 | 9,500 | 9,500 | 3.167 | 0 | 0.000",
-		"runs live":  "0 | 0 | 0 | 0 | 0 | – | 0 | –",
+		"RSS (MB)":   "30.0 | 200.0 | 205.0 | 200.0 | 260.0 | 250.0 | 1.300 | 210.0 | 1.050 | 1.024",
+		"goroutines": "17 | 1,000 | 19 | 1,000 | 1,050 | 1,020 | 1.050 | 20 | 0.020 | 1.053",
+		"hubs":       "0 | 3,000 | 0 | 3,000 | 9,500 | 9,500 | 3.167 | 0 | 0.000 | –",
+		"runs live":  "0 | 0 | 0 | 0 | 0 | 0 | – | 0 | – | –",
 	} {
 		if got := cells(out, label); got != want {
 			t.Errorf("row %q = %q, want %q\n%s", label, got, want, out)
@@ -64,7 +66,9 @@ func TestWriteReport(t *testing.T) {
 	for _, want := range []string{
 		"soak: 20,000 runs, 32 in flight, a new session per run, 1,000 SSE clients (pause ≤ 1s)",
 		`scenario {"nodes":3,"tokens":8,"synthesis_tokens":8}`,
-		"warm-up: the first 20 % of runs (4,000)",
+		"warm-up: the first 20 % of runs (4,000), then a rest of 4.0 s until the hubs went idle;",
+		"HELD     RSS         rest to rest 1.024×",
+		"HELD     goroutines  rest to rest 1.053×",
 		"created (201)",
 		"19,999 of 20,000",
 		"2 (failed 2)",
@@ -90,7 +94,7 @@ func TestWriteReport(t *testing.T) {
 func TestWriteReport_Held(t *testing.T) {
 	t.Parallel()
 	res := testResult()
-	res.Samples[3].RSS, res.Samples[4].RSS = 205<<20, 210<<20
+	res.Samples[5].RSS, res.Samples[6].RSS = 205<<20, 210<<20 // the two drive samples after the warm-up
 	res.WarmupTook = time.Minute
 	res.Streams.Gaps, res.Streams.GapExamples = 1, []string{"session s1, cursor : seq 9 after seq 6: 2 events missing"}
 	res.Summary = Summarize(res.Samples)

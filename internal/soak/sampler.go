@@ -21,6 +21,10 @@ const (
 	PhaseStart Phase = "start"
 	// PhaseDrive: the driver and the clients are at work.
 	PhaseDrive Phase = "drive"
+	// PhaseRest: the warm-up is over, and the driver and the clients pause
+	// until every session hub went idle: the server at rest after the
+	// warm-up, the reference of the rest-to-rest reading (Growth.RestRatio).
+	PhaseRest Phase = "rest"
 	// PhaseIdle: the driver and the clients have stopped; the session hubs
 	// are going idle.
 	PhaseIdle Phase = "idle"
@@ -153,6 +157,15 @@ type Growth struct {
 	// hubs went idle; IdleRatio is Idle / WarmupEnd.
 	Idle      float64 `json:"idle"`
 	IdleRatio float64 `json:"idle_ratio"`
+	// Rest is its value in the last sample of the rest after the warm-up
+	// (PhaseRest); RestRatio is Idle / Rest: the server at rest after the
+	// whole drive against the server at rest after the warm-up. Unlike the
+	// drive's samples, the two readings are taken in the same state (no
+	// run, no stream, no hub), so they compare what the server keeps, not
+	// how many clients happened to be connected.
+	Rest      float64 `json:"rest"`
+	RestRatio float64 `json:"rest_ratio"`
+	HasRest   bool    `json:"has_rest"`
 	// Trend is the median of the window's second half over the median of
 	// its first half: growth over time, which single peaks (a burst of
 	// stream writers, a GC cycle) do not move. 0 with fewer than 4 samples.
@@ -173,6 +186,10 @@ func (g Growth) TrendHeld(bound float64) bool { return g.Trend > 0 && g.Trend <=
 
 // IdleHeld reports whether the figure was within bound once idle.
 func (g Growth) IdleHeld(bound float64) bool { return g.HasIdle && g.IdleRatio <= bound }
+
+// RestHeld reports whether the figure at rest after the drive was within
+// bound of its value at rest after the warm-up.
+func (g Growth) RestHeld(bound float64) bool { return g.HasRest && g.HasIdle && g.RestRatio <= bound }
 
 // Summary is the growth of each figure the soak follows. RSS and
 // Goroutines are judged against Bound; the others explain them.
@@ -235,6 +252,8 @@ func growth(samples []Sample, value func(Sample) (float64, bool)) Growth {
 			g.Min, g.Max, g.Last = min(g.Min, v), max(g.Max, v), v
 			g.Samples++
 			window = append(window, v)
+		case PhaseRest:
+			g.Rest, g.HasRest = v, true
 		case PhaseIdle:
 			g.Idle, g.HasIdle = v, true
 		}
@@ -243,6 +262,9 @@ func growth(samples []Sample, value func(Sample) (float64, bool)) Growth {
 		if first := median(window[:half]); first > 0 {
 			g.Trend = median(window[len(window)-half:]) / first
 		}
+	}
+	if g.HasRest && g.HasIdle && g.Rest > 0 {
+		g.RestRatio = g.Idle / g.Rest
 	}
 	if g.WarmupEnd > 0 {
 		g.MaxRatio = g.Max / g.WarmupEnd

@@ -116,3 +116,39 @@ func TestSummarize_Trend(t *testing.T) {
 		t.Errorf("too few samples: trend %v", g.Trend)
 	}
 }
+
+// The rest after the warm-up: its last sample is the reference of the
+// rest-to-rest reading, and none of its samples is in the drive's window.
+func TestSummarize_Rest(t *testing.T) {
+	t.Parallel()
+	warm := smp(PhaseDrive, 100, 900)
+	warm.WarmupEnd = true
+	s := Summarize([]Sample{
+		smp(PhaseStart, 20, 10),
+		warm,
+		smp(PhaseRest, 98, 400), // hubs still going idle
+		smp(PhaseRest, 96, 20),
+		smp(PhaseDrive, 104, 1500),
+		smp(PhaseDrive, 106, 700),
+		smp(PhaseIdle, 110, 300),
+		smp(PhaseIdle, 105, 21),
+	})
+	rss, g := s.RSS, s.Goroutines
+	if !rss.HasRest || rss.Rest != 96<<20 || rss.RestRatio != 105.0/96 || rss.Samples != 3 || rss.Min != 100<<20 {
+		t.Errorf("RSS %+v", rss)
+	}
+	if !rss.RestHeld(Bound) {
+		t.Errorf("RSS rest to rest %v not held", rss.RestRatio)
+	}
+	if g.Rest != 20 || g.RestRatio != 1.05 || !g.RestHeld(Bound) || g.Held(Bound) {
+		t.Errorf("goroutines %+v", g)
+	}
+	// Without a rest there is no rest-to-rest reading, held or not.
+	if s := Summarize([]Sample{warm, smp(PhaseIdle, 100, 20)}); s.RSS.HasRest || s.RSS.RestHeld(Bound) {
+		t.Errorf("no rest: %+v", s.RSS)
+	}
+	// A rest but no idle sample: no reading either.
+	if s := Summarize([]Sample{warm, smp(PhaseRest, 100, 20)}); s.RSS.RestRatio != 0 || s.RSS.RestHeld(Bound) {
+		t.Errorf("no idle: %+v", s.RSS)
+	}
+}

@@ -58,6 +58,10 @@ type Result struct {
 	// the clients stopped; HubsIdle is false if some never did.
 	IdleWait time.Duration `json:"idle_wait_ns"`
 	HubsIdle bool          `json:"hubs_idle"`
+	// RestWait and RestedIdle are the same for the rest after the warm-up
+	// (Options.NoRest); the drive's figures leave the rest out.
+	RestWait   time.Duration `json:"rest_wait_ns,omitempty"`
+	RestedIdle bool          `json:"rested_idle,omitempty"`
 	// DataBytes is the size of the data directory at the end.
 	DataBytes int64 `json:"data_bytes"`
 
@@ -87,6 +91,12 @@ func (r *Result) TrendHeld() bool {
 // IdleHeld reports whether they were within Bound once the hubs went idle.
 func (r *Result) IdleHeld() bool {
 	return r.Summary.RSS.IdleHeld(r.Bound) && r.Summary.Goroutines.IdleHeld(r.Bound)
+}
+
+// RestHeld reports whether, at rest after the drive, they were within
+// Bound of their value at rest after the warm-up (Growth.RestRatio).
+func (r *Result) RestHeld() bool {
+	return r.Summary.RSS.RestHeld(r.Bound) && r.Summary.Goroutines.RestHeld(r.Bound)
 }
 
 // Run starts the server, soaks it and returns the result. An error means
@@ -155,44 +165,66 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("soak: the server's metrics: %s", first.Err)
 	}
 
-	// Drive: the sampler and the clients run until the driver is done.
-	var (
-		sampling    routine.Group
-		clientsDone routine.Group
-		stopSampler = make(chan struct{})
-	)
-	cctx, stopClients := context.WithCancel(ctx)
-	defer stopClients()
+	// Drive: the sampler and the clients run until the driver is done,
+	// in two legs with a rest between them unless o.NoRest.
 	cs := newClients(o, srv.Addr, recent)
-	sampling.Go(func() { sm.drive(ctx, o.Sample, drv.warm, stopSampler) })
-	clientsDone.Go(func() { cs.run(cctx) })
 	driveStart := o.Now()
-	cpu0, self0, machine0 := benchkit.ProcessCPUSeconds(srv.PID), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
 	log.Info("driving", "runs", o.Runs, "in_flight", o.InFlight, "clients", o.Clients, "warmup_runs", o.warmupRuns())
-	drv.run(ctx)
-	res.Drive = o.Now().Sub(driveStart)
-	cpu1, self1, machine1 := benchkit.ProcessCPUSeconds(srv.PID), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
-	close(stopSampler)
-	_ = sampling.Wait(context.Background()) // a sample is bounded by the request timeout
-	if cause := context.Cause(ctx); cause != nil {
-		return nil, cause
+	var last Sample
+	var round uint64
+	leg := func(upto int) error {
+		var (
+			sampling    routine.Group
+			clientsDone routine.Group
+			stopSampler = make(chan struct{})
+		)
+		cctx, stopClients := context.WithCancel(ctx)
+		defer stopClients()
+		sampling.Go(func() { sm.drive(ctx, o.Sample, drv.warm, stopSampler) })
+		r := round
+		round++
+		clientsDone.Go(func() { cs.run(cctx, r) })
+		legStart := o.Now()
+		cpu0, self0, machine0 := benchkit.ProcessCPUSeconds(srv.PID), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
+		drv.run(ctx, upto)
+		res.Drive += o.Now().Sub(legStart)
+		cpu1, self1, machine1 := benchkit.ProcessCPUSeconds(srv.PID), benchkit.SelfCPUSeconds(), benchkit.MachineBusySeconds()
+		close(stopSampler)
+		_ = sampling.Wait(context.Background()) // a sample is bounded by the request timeout
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		// A warm-up that ended after the sampler's last tick is sampled
+		// now, then the end of the leg, clients still connected.
+		select {
+		case <-drv.warm:
+			sm.take(ctx, PhaseDrive, true)
+		default:
+		}
+		last = sm.take(ctx, PhaseDrive, false)
+		stopClients()
+		_ = clientsDone.Wait(context.Background()) // stopping closes every stream
+		driverHC.CloseIdleConnections()
+		res.ServerCPUDrive += cpu1 - cpu0
+		res.ClientCPU += self1 - self0
+		if machine1 > machine0 {
+			res.OtherCPU += max(0, machine1-machine0-(cpu1-cpu0)-(self1-self0))
+		}
+		return nil
 	}
-	// A warm-up that ended after the sampler's last tick is sampled now,
-	// then the end of the drive, clients still connected.
-	select {
-	case <-drv.warm:
-		sm.take(ctx, PhaseDrive, true)
-	default:
+	if o.rests() {
+		if err := leg(o.warmupRuns()); err != nil {
+			return nil, err
+		}
+		log.Info("warm-up done; resting until the hubs go idle")
+		if res.RestedIdle, res.RestWait, err = waitIdle(ctx, o, sm, PhaseRest); err != nil {
+			return nil, err
+		}
 	}
-	last := sm.take(ctx, PhaseDrive, false)
-	stopClients()
-	_ = clientsDone.Wait(context.Background()) // stopping closes every stream
-	driverHC.CloseIdleConnections()
+	if err := leg(o.Runs); err != nil {
+		return nil, err
+	}
 
-	res.ServerCPUDrive, res.ClientCPU = cpu1-cpu0, self1-self0
-	if machine1 > machine0 {
-		res.OtherCPU = max(0, machine1-machine0-res.ServerCPUDrive-res.ClientCPU)
-	}
 	res.RunTally, res.Streams = drv.result(), cs.result()
 	ended := res.RunTally.Created - res.RunTally.TimedOut
 	if secs := res.Drive.Seconds(); secs > 0 {
@@ -204,7 +236,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	log.Info("driver done; waiting for the hubs to go idle", "runs_per_sec", math.Round(res.RunsPerSec), "hub_idle_after", o.HubIdleAfter)
-	if res.HubsIdle, res.IdleWait, err = waitIdle(ctx, o, sm); err != nil {
+	if res.HubsIdle, res.IdleWait, err = waitIdle(ctx, o, sm, PhaseIdle); err != nil {
 		return nil, err
 	}
 	res.Samples = sm.all()
@@ -238,21 +270,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // only noticed when the server writes to it, at its heartbeats (the write
 // after the client's FIN still succeeds, the next one fails), and its
 // session keeps a subscriber until then.
-func waitIdle(ctx context.Context, o Options, sm *sampler) (idle bool, took time.Duration, err error) {
+func waitIdle(ctx context.Context, o Options, sm *sampler, phase Phase) (idle bool, took time.Duration, err error) {
 	start := o.Now()
 	deadline := start.Add(3*o.Heartbeat + 2*o.HubIdleAfter + 2*o.Sample)
 	for !idle && o.Now().Before(deadline) {
 		if sleep(ctx, o.Sample) != nil {
 			return false, 0, context.Cause(ctx)
 		}
-		s := sm.take(ctx, PhaseIdle, false)
+		s := sm.take(ctx, phase, false)
 		idle = s.Err == "" && s.Hubs == 0
 	}
 	took = o.Now().Sub(start)
 	if sleep(ctx, o.Sample) != nil {
 		return false, 0, context.Cause(ctx)
 	}
-	sm.take(ctx, PhaseIdle, false)
+	sm.take(ctx, phase, false)
 	return idle, took, context.Cause(ctx)
 }
 

@@ -107,6 +107,9 @@ type Registry struct {
 	// to park when the run was stopped) is cancelled at once, so it cannot
 	// hold a parked actor, and the stop queued behind it, until it expires.
 	stopped map[messages.RunID]struct{}
+	// asleep holds the interrupts of runs put to sleep (Sleep) until their
+	// actors park on them again (RaiseAt).
+	asleep map[string]*sleeper
 	// ended are tombstones of ended interrupts, oldest first in
 	// endedQ[endedHead:].
 	ended     map[string]tombstone
@@ -148,7 +151,7 @@ type entry struct {
 // New returns an empty registry.
 func New(now func() time.Time) *Registry {
 	return &Registry{now: now, byID: map[string]*entry{}, bySession: map[sessionKey][]*entry{}, byRun: map[messages.RunID][]*entry{},
-		stopped: map[messages.RunID]struct{}{}, ended: map[string]tombstone{}}
+		stopped: map[messages.RunID]struct{}{}, ended: map[string]tombstone{}, asleep: map[string]*sleeper{}}
 }
 
 // Raise registers a pending interrupt. After timeout (> 0) it expires and
@@ -164,6 +167,9 @@ func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, time
 // past its expiry expires at once. signing, when set, makes the interrupt
 // need signatures.
 func (r *Registry) RaiseAt(tenant messages.TenantID, info messages.Interrupt, created, expires time.Time, action messages.Decision, deliver Deliver, signing *Signing) {
+	if r.wakeUp(info.InterruptID, deliver) {
+		return
+	}
 	timeout := expires.Sub(r.now())
 	e := &entry{info: info, tenant: tenant, action: action, deliver: deliver, signing: signing, journaled: info.Seq != 0}
 	if signing != nil {
@@ -630,4 +636,90 @@ func Validate(kind messages.InterruptKind, res *messages.Resume) error {
 		return &InvalidError{Reason: fmt.Sprintf("unknown interrupt kind %q", kind)}
 	}
 	return nil
+}
+
+// sleeper is an interrupt of a run put to sleep: its outcome, once
+// decided, waits here for the actor that parks on it again.
+type sleeper struct {
+	res     *messages.Resolution // decided while asleep; nil if not yet
+	rebound Deliver              // the actor that parked on it again
+}
+
+// Sleep puts run's pending interrupts to sleep: its actors are about to
+// stop without a word (the run is rebuilt from its journal when it is
+// needed again). Each interrupt stays pending, listed and answerable,
+// and keeps its timer; an outcome decided while it sleeps (an answer,
+// its timeout, its cancellation) is kept and wake is called (without the
+// lock held, possibly more than once), and the actor that parks on it
+// again with RaiseAt receives it then.
+//
+// It refuses (false), changing nothing, unless exactly want interrupts of
+// run are pending, none is being resolved, and all are journaled: then
+// no outcome is on its way to an actor, and every interrupt is in the
+// journal the run is rebuilt from.
+func (r *Registry) Sleep(run messages.RunID, want int, wake func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	open := r.byRun[run]
+	if _, stopped := r.stopped[run]; stopped || want == 0 || len(open) != want {
+		return false
+	}
+	for _, e := range open {
+		if e.info.Status != messages.InterruptPending || !e.journaled {
+			return false
+		}
+	}
+	for _, e := range open {
+		sl := &sleeper{}
+		r.asleep[e.info.InterruptID] = sl
+		e.deliver = func(res *messages.Resolution) {
+			r.mu.Lock()
+			if d := sl.rebound; d != nil { // parked again meanwhile: it is the one to tell
+				r.mu.Unlock()
+				d(res)
+				return
+			}
+			sl.res = res
+			r.mu.Unlock()
+			wake()
+		}
+	}
+	return true
+}
+
+// wakeUp gives a sleeping interrupt (Sleep) to the actor that parks on it
+// again: the interrupt goes on as it was (same entry, timer and
+// signatures), and an outcome decided while it slept is delivered now.
+// It reports false if id is not asleep.
+func (r *Registry) wakeUp(id string, deliver Deliver) bool {
+	r.mu.Lock()
+	sl := r.asleep[id]
+	if sl == nil {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.asleep, id)
+	res := sl.res
+	if res == nil {
+		sl.rebound = deliver // an outcome still on its way to the sleeper goes to deliver
+		if e := r.byID[id]; e != nil {
+			e.deliver = deliver
+		}
+		r.mu.Unlock()
+		return true
+	}
+	if e := r.byID[id]; e != nil { // being resolved: Done comes from deliver's actor
+		e.deliver = deliver
+	}
+	r.mu.Unlock()
+	deliver(res)
+	return true
+}
+
+// Asleep is how many interrupts are asleep (Sleep) and not parked on
+// again.
+func (r *Registry) Asleep() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.asleep)
 }

@@ -367,3 +367,97 @@ func TestRegistry_ListsOnlyJournaled(t *testing.T) {
 		t.Fatalf("Get after it is journaled: %+v %v", got, ok)
 	}
 }
+
+// TestRegistry_Sleep: a run's interrupts put to sleep stay pending and
+// answerable; an outcome decided while they sleep wakes the run and
+// reaches the actor that parks on them again; one that comes after it
+// parked again goes to it directly.
+func TestRegistry_Sleep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := interrupts.New(time.Now)
+		var old recorder
+		reg.Raise("t", raised("a", messages.InterruptToolApproval), time.Minute, messages.DecisionReject, old.deliver)
+		reg.Raise("t", raised("b", messages.InterruptNodeApproval), time.Hour, messages.DecisionReject, old.deliver)
+		unjournaled := raised("c", messages.InterruptNodeApproval)
+		unjournaled.RunID, unjournaled.Seq = "r2", 0
+		reg.Raise("t", unjournaled, time.Hour, messages.DecisionReject, old.deliver)
+
+		woken := 0
+		wake := func() { woken++ }
+		if reg.Sleep("r", 1, wake) || reg.Sleep("r", 3, wake) || reg.Sleep("r2", 1, wake) || reg.Sleep("none", 0, wake) {
+			t.Fatal("slept with the wrong count, or with an interrupt not journaled")
+		}
+		if !reg.Sleep("r", 2, wake) || reg.Asleep() != 2 {
+			t.Fatalf("did not sleep: %d asleep", reg.Asleep())
+		}
+		// Answered while asleep: accepted, kept, and the run is woken.
+		if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "b", Decision: messages.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "b", Decision: messages.DecisionReject}); !errors.Is(err, interrupts.ErrConflict) {
+			t.Fatalf("a second answer: %v", err)
+		}
+		if woken != 1 || len(old.all()) != 0 {
+			t.Fatalf("woken %d times; the stopped actors got %v", woken, old.all())
+		}
+		if list, _ := reg.Pending("t", "s", "", 10); len(list) != 2 { // a and b (c is not journaled)
+			t.Fatalf("listed while asleep: %+v", list)
+		}
+		// The rebuilt run parks on them again: b's answer is delivered at
+		// once, a stays pending with its own timer.
+		var parkedA, parkedB recorder
+		reg.RaiseAt("t", raised("b", messages.InterruptNodeApproval), time.Now(), time.Now().Add(time.Hour), messages.DecisionReject, parkedB.deliver, nil)
+		reg.RaiseAt("t", raised("a", messages.InterruptToolApproval), time.Now(), time.Now().Add(time.Hour), messages.DecisionReject, parkedA.deliver, nil)
+		if got := parkedB.all(); len(got) != 1 || got[0].Decision != messages.DecisionApprove {
+			t.Fatalf("b's answer after waking: %+v", got)
+		}
+		reg.Done("b")
+		if reg.Asleep() != 0 {
+			t.Fatalf("%d still asleep", reg.Asleep())
+		}
+		if list, _ := reg.Pending("t", "s", "", 10); len(list) != 1 || list[0].InterruptID != "a" {
+			t.Fatalf("listed after waking: %+v (a, once)", list)
+		}
+		// a keeps its first expiry (one minute, not the hour RaiseAt asked).
+		time.Sleep(time.Minute + time.Second)
+		if got := parkedA.all(); len(got) != 1 || !got[0].Expired {
+			t.Fatalf("a after its expiry: %+v", got)
+		}
+		if woken != 1 || len(old.all()) != 0 {
+			t.Fatalf("woken %d times; the stopped actors got %v", woken, old.all())
+		}
+	})
+}
+
+// TestRegistry_SleepExpiresAndCancels: an interrupt that times out or is
+// cancelled while asleep is delivered so to the actor that parks on it
+// again, once.
+func TestRegistry_SleepExpiresAndCancels(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := interrupts.New(time.Now)
+		var old recorder
+		reg.Raise("t", raised("a", messages.InterruptToolApproval), time.Minute, messages.DecisionApprove, old.deliver)
+		reg.Raise("t", raised("b", messages.InterruptNodeApproval), time.Hour, messages.DecisionReject, old.deliver)
+		var wakes sync.WaitGroup
+		wakes.Add(2)
+		if !reg.Sleep("r", 2, func() { wakes.Done() }) {
+			t.Fatal("did not sleep")
+		}
+		time.Sleep(2 * time.Minute) // a expires
+		reg.CancelRun("r")          // b is cancelled
+		wakes.Wait()
+		var parked recorder
+		for _, id := range []string{"a", "b"} {
+			reg.RaiseAt("t", raised(id, messages.InterruptNodeApproval), time.Now(), time.Now().Add(time.Hour), messages.DecisionReject, parked.deliver, nil)
+		}
+		got := parked.all()
+		if len(got) != 2 || !got[0].Expired || got[0].Decision != messages.DecisionApprove || !got[1].Cancelled || len(old.all()) != 0 {
+			t.Fatalf("deliveries %+v; old %+v", got, old.all())
+		}
+		if list, _ := reg.Pending("t", "s", "", 10); len(list) != 0 {
+			t.Fatalf("pending: %+v", list)
+		}
+	})
+}

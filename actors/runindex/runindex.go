@@ -207,3 +207,23 @@ var allStatuses = []messages.RunStatus{
 	messages.StatusPlanning, messages.StatusRunning, messages.StatusSynthesizing,
 	messages.StatusFinished, messages.StatusFailed, messages.StatusAborted, messages.StatusInterrupted,
 }
+
+// Asleep reports whether run is parked (runstate.Run.Parked) and has
+// published nothing for quiet: a run that can be put to sleep.
+func (x *Index) Asleep(run messages.RunID, now time.Time, quiet time.Duration) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := x.runs[run]
+	return e != nil && now.Sub(e.st.UpdatedAt) >= quiet && e.st.Parked()
+}
+
+// Interrupts is how many interrupts of run are pending in its journaled
+// events.
+func (x *Index) Interrupts(run messages.RunID) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if e := x.runs[run]; e != nil {
+		return len(e.st.Interrupts)
+	}
+	return 0
+}

@@ -821,3 +821,37 @@ func (r *Run) PendingGate(kind messages.InterruptKind, nodeID string, graph mess
 	}
 	return nil
 }
+
+// Parked reports whether everything the run does waits on a human: it has
+// pending interrupts, and every agent lane it has open is parked on one of
+// them. Such a run can be put to sleep and rebuilt from its events later,
+// as recovery after a restart rebuilds it, with nothing lost and nothing
+// published twice: parked agents come back parked on the same interrupts.
+// Runs that recovery would not give back exactly are never parked in this
+// sense: a working agent (it would restart), a sub-agent (recovery closes
+// it), a steering note (one being translated is rejected), a running team
+// or debate node (their nested supervisors), and a run that is ending.
+func (r *Run) Parked() bool {
+	if r.Ended || r.Abort != nil || r.Failing() || r.LaneFailed != "" || r.Replanning ||
+		len(r.Interrupts) == 0 || len(r.Steering) > 0 {
+		return false
+	}
+	for id := range r.Lanes {
+		if messages.ParseStreamID(id).Kind == messages.LaneSubagent || r.InterruptOn(id) == nil {
+			return false
+		}
+	}
+	for _, in := range r.Interrupts {
+		if messages.ParseStreamID(in.Lane.StreamID).Kind == messages.LaneSubagent {
+			return false
+		}
+	}
+	if r.Graph != nil {
+		for _, n := range r.Graph.Nodes {
+			if n.State == Running && (n.Team != nil || n.Debate != nil) {
+				return false
+			}
+		}
+	}
+	return true
+}

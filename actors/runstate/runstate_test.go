@@ -230,3 +230,95 @@ func TestApply_SpawnGateDecisions(t *testing.T) {
 		t.Errorf("spawned: %+v", b)
 	}
 }
+
+// TestParked: a run is parked while everything it does waits on a human,
+// and not otherwise.
+func TestParked(t *testing.T) {
+	t.Run("state", func(t *testing.T) { testParked(t, New) })
+	t.Run("outline", func(t *testing.T) { testParked(t, NewOutline) })
+}
+
+func testParked(t *testing.T, newRun func(messages.RunID) *Run) {
+	flat := messages.Plan{Nodes: []messages.PlanNode{{ID: "a"}, {ID: "b"}, {ID: "d", Kind: messages.KindDebate}}}
+	dir := run.Child(messages.DirectorStream)
+	la, lb := nodeLane(run, "a"), nodeLane(run, "b")
+	raise := func(id string, kind messages.InterruptKind, node string) *messages.InterruptRaisedPayload {
+		return &messages.InterruptRaisedPayload{InterruptID: id, Kind: kind, NodeID: node}
+	}
+	f := (&fold{t: t, r: newRun("run-1")}).
+		on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("director", dir, &messages.PlanningStartedPayload{})
+	if f.r.Parked() {
+		t.Fatal("parked while planning")
+	}
+	// The director asks a question: its one lane is parked.
+	f.on("director", dir, raise("i0", messages.InterruptInfoRequest, ""))
+	if !f.r.Parked() {
+		t.Fatal("not parked on the director's question")
+	}
+	f.on("director", dir, &messages.InterruptResolvedPayload{InterruptID: "i0", Decision: messages.DecisionApprove, Response: "x"})
+	if f.r.Parked() {
+		t.Fatal("parked once the question was answered")
+	}
+	// The plan gate: no lane open, one interrupt on the run lane.
+	f.on("director", dir, &messages.PlanProposedPayload{Plan: flat, Waves: [][]string{{"a", "b", "d"}}}).
+		on("supervisor", run, raise("i1", messages.InterruptPlanApproval, ""))
+	if !f.r.Parked() {
+		t.Fatal("not parked on the plan gate")
+	}
+	f.on("supervisor", run, &messages.InterruptResolvedPayload{InterruptID: "i1", Decision: messages.DecisionApprove}).
+		on("supervisor", run, &messages.PlanApprovedPayload{}).
+		on("supervisor", run, &messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"a", "b"}}).
+		on("a", la, &messages.NodeStartedPayload{NodeID: "a"}).
+		on("a", la, raise("i2", messages.InterruptNodeApproval, "a")).
+		on("b", lb, &messages.NodeStartedPayload{NodeID: "b"})
+	if f.r.Parked() {
+		t.Fatal("parked while node b works")
+	}
+	f.on("b", lb, raise("i3", messages.InterruptToolApproval, "b"))
+	if !f.r.Parked() {
+		t.Fatal("not parked on a node gate and a tool approval")
+	}
+	// A sub-agent, even a parked one, is not given back by recovery.
+	sub := lb.Child(messages.SubagentStream(lb.StreamID, "s1"))
+	f.on("s1", sub, &messages.SubagentStartedPayload{SubagentID: "s1"}).
+		on("s1", sub, raise("i4", messages.InterruptToolApproval, ""))
+	if f.r.Parked() {
+		t.Fatal("parked with a sub-agent")
+	}
+	f.on("s1", sub, &messages.InterruptResolvedPayload{InterruptID: "i4", Decision: messages.DecisionReject}).
+		on("s1", sub, &messages.SubagentFinishedPayload{SubagentID: "s1", Outcome: messages.OutcomeCancelled})
+	if !f.r.Parked() {
+		t.Fatal("not parked once the sub-agent finished")
+	}
+	// A steering note waits: not parked.
+	sl := run.Child(messages.SteeringStream("s1"))
+	f.on("steering", sl, &messages.SteeringReceivedPayload{SteeringID: "s1", Note: "n"})
+	if f.r.Parked() {
+		t.Fatal("parked with a steering note")
+	}
+	f.on("steering", sl, &messages.SteeringRejectedPayload{SteeringID: "s1", Error: "no"})
+	// A running debate node: not parked, even with every lane parked.
+	ld := nodeLane(run, "d")
+	f.on("d", ld, &messages.NodeStartedPayload{NodeID: "d", Kind: messages.KindDebate}).
+		on("d", ld, raise("i5", messages.InterruptNodeApproval, "d"))
+	if f.r.Parked() {
+		t.Fatal("parked with a running debate")
+	}
+	f.on("d", ld, &messages.NodeCancelledPayload{NodeID: "d", Reason: "x"})
+	if f.r.Parked() {
+		t.Fatal("parked while failing")
+	}
+	// An accepted abort: ending.
+	g := (&fold{t: t, r: newRun("run-1")}).on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("director", dir, &messages.PlanningStartedPayload{}).
+		on("director", dir, &messages.PlanProposedPayload{Plan: flat, Waves: [][]string{{"a", "b"}}}).
+		on("supervisor", run, raise("i1", messages.InterruptPlanApproval, ""))
+	if !g.r.Parked() {
+		t.Fatal("not parked on the plan gate")
+	}
+	g.on("supervisor", run, &messages.RunAbortRequestedPayload{Reason: "stop"})
+	if g.r.Parked() {
+		t.Fatal("parked with an accepted abort")
+	}
+}

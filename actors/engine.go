@@ -124,6 +124,12 @@ type Config struct {
 	// the journal on the next request). Default DefaultHubIdleAfter;
 	// negative: hubs never stop for idleness.
 	HubIdleAfter time.Duration
+	// SleepAfter is how long a run waits only on humans, publishing
+	// nothing, before it falls asleep: its actors stop and leave memory,
+	// its interrupts stay pending, and it is rebuilt from the journal when
+	// an answer, a timeout, an abort or a steering note needs it
+	// (asleep.go). Default DefaultSleepAfter; negative: runs never sleep.
+	SleepAfter time.Duration
 	// Limits returns a tenant's quotas (Limits.WithDefaults fills the zero
 	// fields). Default: the defaults for every tenant.
 	Limits func(messages.TenantID) Limits
@@ -205,6 +211,9 @@ func (c Config) withDefaults() Config {
 	if c.HubIdleAfter == 0 {
 		c.HubIdleAfter = DefaultHubIdleAfter
 	}
+	if c.SleepAfter == 0 {
+		c.SleepAfter = DefaultSleepAfter
+	}
 	return c
 }
 
@@ -239,7 +248,8 @@ type Engine struct {
 	restoring    sync.WaitGroup // rebuilt runs and agents not yet back in place (recover.go)
 	published    atomic.Uint64
 	hubCount     atomic.Int64 // hubs in memory (Stats)
-	runCount     atomic.Int64 // run supervisors alive (Stats)
+	runCount     atomic.Int64 // runs not ended: supervisors alive, and runs asleep (Stats)
+	asleepCount  atomic.Int64 // runs asleep (Stats)
 	done         chan struct{}
 	shutdownMu   sync.Mutex
 	shutStage    int // under shutdownMu: how far Shutdown got (see there)
@@ -307,7 +317,10 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors: recover from the journal: %w", err)
 	}
 	if every := e.cfg.HubIdleAfter / 2; every > 0 {
-		e.background.Go(func() { e.sweepLoop(every) })
+		e.background.Go(func() { e.sweepLoop(every, &sweepIdle{}) })
+	}
+	if every := e.cfg.SleepAfter / 2; every > 0 {
+		e.background.Go(func() { e.sweepLoop(every, &sweepParked{}) })
 	}
 	return e, nil
 }
@@ -321,9 +334,9 @@ func (e *Engine) props(producer actor.Producer, opts ...actor.PropsOption) *acto
 	return actor.PropsFromProducer(producer, opts...)
 }
 
-// sweepLoop asks the engine actor to stop idle hubs every interval, until
-// Shutdown.
-func (e *Engine) sweepLoop(every time.Duration) {
+// sweepLoop sends the engine actor msg every interval, until Shutdown: a
+// sweep of idle hubs, or of parked runs.
+func (e *Engine) sweepLoop(every time.Duration, msg any) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -331,7 +344,7 @@ func (e *Engine) sweepLoop(every time.Duration) {
 		case <-e.stopSweep:
 			return
 		case <-tick.C:
-			e.system.Root.Send(e.root, &sweepIdle{})
+			e.system.Root.Send(e.root, msg)
 		}
 	}
 }
@@ -676,8 +689,11 @@ type Stats struct {
 	EventsPublished uint64
 	// Hubs is the number of session hubs in memory (idle ones stop).
 	Hubs int64
-	// LiveRuns is the number of runs whose supervisor has not stopped.
+	// LiveRuns is the number of runs that have not ended, asleep or not.
 	LiveRuns int64
+	// AsleepRuns is the number of runs asleep: parked on humans, their
+	// actors out of memory (Config.SleepAfter).
+	AsleepRuns int64
 	// IndexedRuns is the number of run summaries held in memory: live
 	// runs, and ended runs until their summary is stored (runs.go).
 	IndexedRuns int
@@ -685,7 +701,7 @@ type Stats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load(), IndexedRuns: e.index.Len()}
+	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load(), AsleepRuns: e.asleepCount.Load(), IndexedRuns: e.index.Len()}
 }
 
 // Done is closed when Shutdown has finished.

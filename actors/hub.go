@@ -45,7 +45,10 @@ type hubShared struct {
 	credits []chan struct{}
 	// durables are the senders waiting for pending events (postDurable),
 	// answered by the next flush.
-	durables   []chan<- error
+	durables []chan<- error
+	// barriers run after the next flush: everything sent to the hub
+	// before them is journaled (or refused) by then (asleep.go).
+	barriers   []func()
 	subs       map[*feed.Subscription]struct{}
 	terminated *recentRuns // runs whose terminal event was stamped lately
 	failed     error       // set when the journal refused a batch
@@ -176,6 +179,9 @@ type (
 	hubSubscribe   struct{ sub *feed.Subscription }
 	hubUnsubscribe struct{ sub *feed.Subscription }
 	hubFlush       struct{}
+	// hubBarrier runs then once every event sent to the hub before it has
+	// been journaled (or refused): at once if none is pending.
+	hubBarrier struct{ then func() }
 )
 
 // hubActor numbers, journals and fans out the events of one session. It is
@@ -212,6 +218,12 @@ func (h *hubActor) Receive(ctx actor.Context) {
 		}
 	case *hubFlush:
 		h.flush()
+	case *hubBarrier:
+		if len(h.s.pending) == 0 {
+			m.then()
+			return
+		}
+		h.s.barriers = append(h.s.barriers, m.then)
 	case *hubSubscribe:
 		if h.s.failed != nil {
 			m.sub.Close(h.s.failed)
@@ -310,6 +322,11 @@ func (h *hubActor) answerDurables(err error) {
 		h.s.durables[i] = nil
 	}
 	h.s.durables = h.s.durables[:0]
+	for i, then := range h.s.barriers {
+		then()
+		h.s.barriers[i] = nil
+	}
+	h.s.barriers = h.s.barriers[:0]
 }
 
 func (h *hubActor) flush() {

@@ -53,7 +53,18 @@ type outbox struct {
 	// stop ends the run once the budget is exceeded. Set before the run
 	// supervisor starts, read by any goroutine that posts.
 	stop atomic.Pointer[func()]
+	// silenced: the run is falling asleep (asleep.go); its actors stop
+	// without a word, and nothing more of this outbox is published.
+	silenced atomic.Bool
 }
+
+// silent reports whether the run is falling asleep: its actors must stop
+// without a word (nothing they post is published any more).
+func (o *outbox) silent() bool { return o.silenced.Load() }
+
+// quiet reports whether nothing more is published: the engine is frozen
+// (Shutdown) or the run is falling asleep.
+func (o *outbox) quiet() bool { return o.e.frozen.Load() || o.silenced.Load() }
 
 func newOutbox(e *Engine, hub *actor.PID, budget int64) *outbox {
 	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: budget}
@@ -72,7 +83,7 @@ func (o *outbox) onOver(stop func()) {
 
 // post sends an actor's event to the hub without waiting.
 func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
-	if o.e.frozen.Load() { // a frozen engine publishes nothing more (see Shutdown)
+	if o.quiet() { // a frozen engine, or a run falling asleep, publishes nothing more
 		return
 	}
 	o.count()
@@ -83,7 +94,7 @@ func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
 // returns ctx.Err() when the stream's context ends first; the event is
 // then not sent.
 func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *messages.Emit) error {
-	if o.e.frozen.Load() {
+	if o.quiet() {
 		return nil
 	}
 	if regress.UnboundedStreams.Load() {
@@ -126,7 +137,7 @@ func budgetStop(budget int64) *messages.StopRun {
 // request); it fails if the event was dropped, the journal failed, or
 // ctx ended first.
 func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *messages.Emit) error {
-	if o.e.frozen.Load() {
+	if o.quiet() {
 		return ErrShuttingDown
 	}
 	o.count()
@@ -145,7 +156,7 @@ func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *
 // An actor uses it for an event whose journaling someone outside waits
 // for (an accepted abort's record).
 func (o *outbox) postAcked(ctx actor.SenderContext, em *messages.Emit, done chan<- error) {
-	if o.e.frozen.Load() {
+	if o.quiet() {
 		done <- ErrShuttingDown
 		return
 	}

@@ -26,9 +26,10 @@ import (
 // handler, while it is still registered, so the continuation never goes to
 // a dead actor.
 type parking struct {
-	id   string
-	kind messages.InterruptKind
-	lane messages.Lane
+	id     string
+	kind   messages.InterruptKind
+	lane   messages.Lane
+	future *actor.PID // completed by the registry's Deliver, or by cancelParked when the run falls asleep
 }
 
 // interruptTarget is what raiseInterrupt needs to know of the raising actor.
@@ -79,8 +80,11 @@ func (t interruptTarget) parkAt(ctx actor.Context, p *messages.InterruptRaisedPa
 	self := ctx.Self()
 	proc, _ := ctx.ActorSystem().ProcessRegistry.Get(self)
 	proc.SendSystemMessage(self, &actor.SuspendMailbox{}) // applies before the next user message
-	*t.parked = &parking{id: id, kind: p.Kind, lane: lane}
+	*t.parked = &parking{id: id, kind: p.Kind, lane: lane, future: f.PID()}
 	ctx.ReenterAfter(f, func(res any, err error) {
+		if _, asleep := res.(fellAsleep); asleep {
+			return // the run fell asleep: the interrupt stays pending for the actor that parks on it next
+		}
 		selfCancelled := *t.parked == nil // cancelParked already emitted the outcome
 		*t.parked = nil
 		r, _ := res.(*messages.Resolution)
@@ -114,12 +118,26 @@ func (t interruptTarget) parkAt(ctx actor.Context, p *messages.InterruptRaisedPa
 // Stopping or Restarting handler. It publishes interrupt_resolved{cancel}
 // right away, so it precedes the lane's closing event (which the parent
 // emits once the actor has stopped).
+//
+// When the run is falling asleep (asleep.go) it says nothing and leaves
+// the interrupt pending: the registry keeps it for the actor that parks
+// on it again once the run is rebuilt. It only completes the future, so
+// that nothing of the stopped actor stays in protoactor's registry.
 func (t interruptTarget) cancelParked(ctx actor.Context) {
 	p := *t.parked
 	if p == nil {
 		return
 	}
 	*t.parked = nil
+	if t.run.out.silent() {
+		ctx.Send(p.future, fellAsleep{})
+		return
+	}
 	t.run.post(ctx, t.agent, p.lane, &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel})
 	t.e.interrupts.Cancel(p.id)
 }
+
+// fellAsleep completes the future of an actor that stopped parked because
+// its run fell asleep; its continuation, if it runs, sees the actor no
+// longer parked and does nothing.
+type fellAsleep struct{}

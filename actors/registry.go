@@ -69,9 +69,12 @@ type (
 )
 
 type runEntry struct {
-	pid   *actor.PID
-	spec  *runSpec
+	pid   *actor.PID // nil while the run is asleep
+	spec  *runSpec   // nil while the run is asleep
+	key   sessKey    // the run's tenant and session
 	ended *atomic.Bool // set by the run supervisor right before it stops itself
+	// sleep is set while the run falls asleep and sleeps (asleep.go).
+	sleep *sleepState
 }
 
 // engineActor owns the registry of sessions and runs.
@@ -132,6 +135,10 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			ctx.Respond(ErrShuttingDown)
 		case ok && r.ended.Load():
 			ctx.Respond(fmt.Errorf("%w: %s", ErrRunTerminal, m.runID))
+		case ok && r.sleep != nil:
+			// Asleep, or falling asleep: asked again once it is awake.
+			sender := ctx.Sender()
+			a.whenAwake(ctx, m.runID, r, func(ctx actor.Context) { ctx.RequestWithCustomSender(ctx.Self(), m, sender) })
 		case ok:
 			if stop, isStop := m.msg.(*messages.StopRun); isStop && !regress.AbortWithoutOutcome.Load() {
 				// The run's end is decided here, once: a stop that comes
@@ -165,6 +172,12 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			// where it was at the next start (recover.go).
 			a.e.frozen.Store(true)
 			for id, r := range a.runs {
+				if r.sleep != nil { // in the journal already; one falling asleep leaves when it stopped (terminated)
+					if r.sleep.settled {
+						a.forgetAsleep(id)
+					}
+					continue
+				}
 				ctx.Send(r.pid, &freezeRun{})
 				// Unpark parked actors so they see it; being frozen, they
 				// publish nothing: the journal keeps the interrupts pending
@@ -172,12 +185,29 @@ func (a *engineActor) Receive(ctx actor.Context) {
 				a.e.interrupts.CancelRun(id)
 			}
 		} else {
-			for id, r := range a.runs {
+			stop := func(ctx actor.Context, id messages.RunID, r *runEntry) {
 				ctx.Send(r.pid, &messages.StopRun{Code: messages.ErrCodeInterrupted, Reason: "server shutting down"})
 				a.e.interrupts.CancelRun(id)
 			}
+			for id, r := range a.runs {
+				if r.sleep != nil { // it ends as a live run does, once awake
+					a.whenAwake(ctx, id, r, func(ctx actor.Context) {
+						if r := a.runs[id]; r != nil && r.sleep == nil {
+							stop(ctx, id, r)
+						}
+					})
+					continue
+				}
+				stop(ctx, id, r)
+			}
 		}
 		a.maybeStopHubs(ctx)
+	case *sweepParked:
+		a.sweepParkedRuns(ctx)
+	case *wakeRun:
+		a.wakeUp(ctx, m.id)
+	case *runSettled:
+		a.settled(ctx, m.id)
 	case *actor.Terminated:
 		a.terminated(ctx, m.Who)
 	}
@@ -213,7 +243,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 func (a *engineActor) liveRuns(tenant messages.TenantID) int {
 	n := 0
 	for _, r := range a.runs {
-		if r.spec.tenant == tenant && !r.ended.Load() {
+		if r.key.tenant == tenant && !r.ended.Load() {
 			n++
 		}
 	}
@@ -261,7 +291,7 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restore
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)
 	}
-	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, ended: ended}
+	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, key: sessKey{spec.tenant, spec.session}, ended: ended}
 	a.e.runCount.Add(1)
 	a.byPID[pid.Id] = spec.runID
 	if s := a.sessions[sessKey{spec.tenant, spec.session}]; s != nil {
@@ -274,6 +304,14 @@ func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
 	if id, ok := a.byPID[who.Id]; ok {
 		r := a.runs[id]
 		delete(a.byPID, who.Id)
+		if r.sleep != nil { // it fell asleep (asleep.go)
+			a.supervisorAsleep(ctx, id, r)
+			if a.e.frozen.Load() { // shutting down, keeping runs: it is in the journal
+				a.forgetAsleep(id)
+				a.maybeStopHubs(ctx)
+			}
+			return
+		}
 		delete(a.runs, id)
 		a.e.runCount.Add(-1)
 		a.e.interrupts.ForgetRun(id)

@@ -233,6 +233,12 @@ func (r *runActor) apply(agentID string, lane messages.Lane, p messages.Payload)
 var testHookApplied atomic.Pointer[func(run messages.RunID, graph messages.StreamID, p messages.Payload, g *runstate.Graph)]
 
 func (r *runActor) Receive(ctx actor.Context) {
+	if r.spec.out.silent() { // falling asleep (asleep.go): it stops without a word or a decision
+		if _, ok := ctx.Message().(*actor.Stopping); ok {
+			r.target().cancelParked(ctx)
+		}
+		return
+	}
 	if r.freezing { // only the agents' ends matter now
 		if t, ok := ctx.Message().(*actor.Terminated); ok {
 			r.childTerminated(ctx, t.Who)

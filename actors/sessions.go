@@ -68,6 +68,9 @@ type sessionEntry struct {
 	poisoned bool
 	idle     bool
 	stopped  chan struct{}
+	// wakes are runs asleep that must wake once this idle hub has
+	// stopped (asleep.go).
+	wakes []messages.RunID
 }
 
 // errHubStopping answers a request for a session whose idle hub is
@@ -138,6 +141,13 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 		// Its hub would never be stopped, nor its subscriptions closed.
 		return nil, ErrShuttingDown
 	}
+	return a.newHub(ctx, k)
+}
+
+// newHub starts a session's hub, even during a shutdown: for a run asleep
+// that wakes to end (its hub is stopped with the others once no run is
+// left, maybeStopHubs).
+func (a *engineActor) newHub(ctx actor.Context, k sessKey) (*sessionEntry, error) {
 	shared := &hubShared{
 		tenant: k.tenant, session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
@@ -205,6 +215,9 @@ func (a *engineActor) hubTerminated(ctx actor.Context, s *sessionEntry) {
 	if s.stopped != nil {
 		close(s.stopped)
 	}
+	for _, id := range s.wakes {
+		ctx.Send(ctx.Self(), &wakeRun{id: id})
+	}
 	if !s.idle && !s.poisoned && s.runs > 0 {
 		a.replaceHub(ctx, s)
 	}
@@ -224,7 +237,7 @@ func (a *engineActor) replaceHub(ctx actor.Context, old *sessionEntry) {
 	}
 	const why = "the session's hub failed"
 	for id, r := range a.runs {
-		if (sessKey{r.spec.tenant, r.spec.session}) != old.key {
+		if r.key != old.key || r.spec == nil { // a run asleep finds the new hub when it wakes
 			continue
 		}
 		r.spec.out.hub.Store(s.pid)

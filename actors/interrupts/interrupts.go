@@ -654,9 +654,9 @@ type sleeper struct {
 // again with RaiseAt receives it then.
 //
 // It refuses (false), changing nothing, unless exactly want interrupts of
-// run are pending, none is being resolved, and all are journaled: then
-// no outcome is on its way to an actor, and every interrupt is in the
-// journal the run is rebuilt from.
+// run are pending, none is being resolved or needs signatures, and all
+// are journaled: then no outcome is on its way to an actor, and every
+// interrupt is in the journal the run is rebuilt from.
 func (r *Registry) Sleep(run messages.RunID, want int, wake func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -665,7 +665,10 @@ func (r *Registry) Sleep(run messages.RunID, want int, wake func()) bool {
 		return false
 	}
 	for _, e := range open {
-		if e.info.Status != messages.InterruptPending || !e.journaled {
+		// A signed interrupt records each signature through the actor's
+		// run (Signing.Record), which is gone while it sleeps: such runs
+		// stay awake.
+		if e.info.Status != messages.InterruptPending || !e.journaled || e.signing != nil {
 			return false
 		}
 	}

@@ -1,0 +1,207 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/runstate"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Runs asleep. A run that waits only on humans (runstate.Run.Parked: its
+// plan gate, node gates, tool approvals, questions) may wait for days. It
+// needs nothing in memory but its pending interrupts and its summary: the
+// journal holds everything else, and recovery after a restart rebuilds
+// such a run exactly (its agents parked again on the same interrupts, no
+// event published). So once a run has been parked and silent for
+// Config.SleepAfter, it falls asleep:
+//
+//  1. the engine actor's sweep (every SleepAfter/2) finds it parked in the
+//     run index and quiet for SleepAfter, and the interrupt registry agrees
+//     to keep its interrupts while its actors are gone (interrupts.Sleep:
+//     all journaled, none being resolved);
+//  2. its outbox is silenced and its supervisor stopped: it and its agents
+//     stop without a word, their interrupts left pending;
+//  3. once the supervisor has stopped, a barrier through the session's hub
+//     makes sure every event the run sent is journaled, and the run is
+//     asleep: an entry of a few fields in the engine, its interrupts in the
+//     registry (listed, answerable, timed as before), its summary in the
+//     run index. Its hub may then go idle like any hub without a live run.
+//
+// It wakes on the first thing that needs it: an answer to one of its
+// interrupts, an interrupt's timeout, an abort, a steering note, a
+// shutdown that ends runs. Waking folds the run's events from the journal
+// and starts its supervisor from that state, as recovery does
+// (resumeRun); the agents park again on the same interrupts and receive
+// any outcome decided while they slept (interrupts.RaiseAt). Requests that
+// come while the run is still falling asleep wait and are handled once it
+// is awake again. Nothing is published by falling asleep or by waking.
+
+// DefaultSleepAfter is Config.SleepAfter's default.
+const DefaultSleepAfter = time.Minute
+
+// Messages of the engine actor for runs asleep.
+type (
+	// sweepParked asks the engine actor to put parked runs to sleep.
+	sweepParked struct{}
+	// wakeRun asks it to wake a run: one of its interrupts has an outcome.
+	wakeRun struct{ id messages.RunID }
+	// runSettled: everything a run falling asleep sent its hub is journaled.
+	runSettled struct{ id messages.RunID }
+)
+
+// sleepState is a run entry's while it falls asleep and sleeps.
+type sleepState struct {
+	// settled: its supervisor has stopped and its events are journaled;
+	// the run can be woken.
+	settled bool
+	// wake: something needs the run; it wakes as soon as it has settled.
+	wake bool
+	// then runs once the run is awake again: requests that came while it
+	// was falling asleep.
+	then []func(ctx actor.Context)
+}
+
+// sweepParkedRuns puts to sleep the live runs that have been parked and
+// silent for SleepAfter.
+func (a *engineActor) sweepParkedRuns(ctx actor.Context) {
+	after := a.e.cfg.SleepAfter
+	if after <= 0 || a.closing {
+		return
+	}
+	now := a.e.cfg.Now()
+	for id, r := range a.runs {
+		if r.sleep != nil || r.ended.Load() {
+			continue
+		}
+		if _, decided := r.spec.outcome.decided(); decided || !a.e.index.Asleep(id, now, after) {
+			continue
+		}
+		a.fallAsleep(ctx, id, r)
+	}
+}
+
+// fallAsleep starts putting run id to sleep, if the registry agrees.
+func (a *engineActor) fallAsleep(ctx actor.Context, id messages.RunID, r *runEntry) {
+	root, self := a.e.system.Root, ctx.Self()
+	if !a.e.interrupts.Sleep(id, a.e.index.Interrupts(id), func() { root.Send(self, &wakeRun{id: id}) }) {
+		return
+	}
+	r.sleep = &sleepState{}
+	r.spec.out.silenced.Store(true)
+	ctx.Stop(r.pid) // a system message: a supervisor parked on its plan gate handles it too
+}
+
+// supervisorAsleep goes on once the supervisor of a run falling asleep has
+// stopped: the run is asleep once its hub has journaled what it sent.
+func (a *engineActor) supervisorAsleep(ctx actor.Context, id messages.RunID, r *runEntry) {
+	r.pid = nil
+	r.spec = nil // the journal has it all: the run's model, outbox and state leave memory
+	a.e.asleepCount.Add(1)
+	root, self := a.e.system.Root, ctx.Self()
+	settled := func() { root.Send(self, &runSettled{id: id}) }
+	if s := a.sessions[r.key]; s != nil && !s.idle {
+		s.runs--
+		s.shared.touch() // idle from now on, not from its last event
+		ctx.Send(s.pid, &hubBarrier{then: settled})
+		return
+	}
+	settled() // no hub: it flushed everything when it stopped
+}
+
+// settled goes on once a run falling asleep has all its events journaled.
+func (a *engineActor) settled(ctx actor.Context, id messages.RunID) {
+	r := a.runs[id]
+	if r == nil || r.sleep == nil || r.sleep.settled {
+		return
+	}
+	r.sleep.settled = true
+	if r.sleep.wake {
+		a.wake(ctx, id, r)
+	}
+}
+
+// wakeUp handles a wakeRun: the run wakes now, or once it has settled.
+func (a *engineActor) wakeUp(ctx actor.Context, id messages.RunID) {
+	r := a.runs[id]
+	if r == nil || r.sleep == nil { // awake already, or ended
+		return
+	}
+	if !r.sleep.settled {
+		r.sleep.wake = true
+		return
+	}
+	a.wake(ctx, id, r)
+}
+
+// whenAwake runs then once run r is awake, waking it if it sleeps.
+func (a *engineActor) whenAwake(ctx actor.Context, id messages.RunID, r *runEntry, then func(ctx actor.Context)) {
+	r.sleep.then = append(r.sleep.then, then)
+	r.sleep.wake = true
+	if r.sleep.settled {
+		a.wake(ctx, id, r)
+	}
+}
+
+// wake rebuilds a settled run from the journal and starts its supervisor
+// from that state (resumeRun, as after a restart). If it cannot (the
+// journal cannot be read, its session's hub is stopping), it stays asleep
+// and is woken again later.
+func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
+	s, err := a.session(r.key)
+	var stopping errHubStopping
+	switch {
+	case errors.As(err, &stopping):
+		// Its idle hub is stopping: wake once it has stopped.
+		a.sessions[r.key].wakes = append(a.sessions[r.key].wakes, id)
+		return
+	case err != nil:
+		a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+		return
+	case s == nil:
+		if s, err = a.newHub(ctx, r.key); err != nil {
+			a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+			return
+		}
+	}
+	st, err := a.e.foldAsleep(id)
+	if err != nil {
+		a.e.cfg.Logger.Error("run asleep cannot wake: its events cannot be read", "run", id, "err", err)
+		return
+	}
+	then := r.sleep.then
+	delete(a.runs, id)
+	a.e.runCount.Add(-1) // spawnRun counts it again
+	a.e.asleepCount.Add(-1)
+	if err := a.resumeRun(ctx, s, r.key, &restoredRun{Run: st}); err != nil {
+		a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+	}
+	for _, f := range then {
+		f(ctx)
+	}
+}
+
+// foldAsleep folds the events of run id, asleep, from the journal.
+func (e *Engine) foldAsleep(id messages.RunID) (*runstate.Run, error) {
+	ctx := context.Background()
+	info, _, err := e.catalog.Run(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("actors: run %s: %w", id, err)
+	}
+	st := runstate.New(id)
+	err = e.scanRuns(ctx, info.Session, info.FirstSeq, 0, map[messages.RunID]bool{id: true},
+		func(env *messages.Envelope) bool { st.Apply(env); return true })
+	return st, err
+}
+
+// forgetAsleep drops a run asleep from memory at a shutdown that keeps
+// runs: the next engine on the journal rebuilds it as any live run.
+func (a *engineActor) forgetAsleep(id messages.RunID) {
+	delete(a.runs, id)
+	a.e.runCount.Add(-1)
+	a.e.asleepCount.Add(-1)
+}

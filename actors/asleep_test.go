@@ -1,0 +1,177 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// TestEngine_ParkedRunsSleepAndWake: a run parked on humans for longer
+// than SleepAfter falls asleep (its actors leave memory) and wakes on the
+// answer, for every kind of wait: the plan gate, node gates, tool
+// approvals. Falling asleep and waking publish nothing: the run's stream
+// is what it would have been awake (no agent_restarted, every interrupt
+// raised once and resolved once).
+func TestEngine_ParkedRunsSleepAndWake(t *testing.T) {
+	t.Parallel()
+	for _, hitl := range []messages.HITLMode{messages.HITLPlan, messages.HITLNode, messages.HITLTools} {
+		t.Run(string(hitl), func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute, InterruptTimeout: time.Hour})
+				sc := messages.Scenario{Nodes: 3, Waves: 1, Tokens: 2, Approvals: 2}
+				slept, waits := 0, 0
+				ctx := context.Background() // no watchdog: virtual time passes while the human thinks
+				ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := testkit.NewProbe(ctx, e, ref.Tenant, ref.SessionID, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				for {
+					evs, err := p.Until(ctx, func(env *messages.Envelope) bool {
+						return env.Type == messages.InterruptRaised || testkit.TerminalOf(ref.RunID)(env)
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					last := evs[len(evs)-1]
+					if last.Type.Terminal() {
+						break
+					}
+					waits++
+					time.Sleep(3 * time.Minute) // the human takes a while
+					synctest.Wait()
+					if s := e.Stats(); s.AsleepRuns == 1 && s.LiveRuns == 1 {
+						slept++
+					}
+					id := last.Payload.(*messages.InterruptRaisedPayload).InterruptID
+					if _, err := e.Resume(messages.Resume{InterruptID: id, Decision: messages.DecisionApprove}); err != nil {
+						t.Fatalf("resume %s: %v", id, err)
+					}
+				}
+				events := p.Seen()
+				testkit.AssertInvariants(t, events)
+				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+				if slept == 0 {
+					t.Fatalf("the run never fell asleep in %d waits of 3 minutes", waits)
+				}
+				raised, resolved := map[string]int{}, map[string]int{}
+				for _, env := range events {
+					switch p := env.Payload.(type) {
+					case *messages.AgentRestartedPayload:
+						t.Errorf("seq %d: agent_restarted %+v", env.Seq, p)
+					case *messages.InterruptRaisedPayload:
+						raised[p.InterruptID]++
+					case *messages.InterruptResolvedPayload:
+						resolved[p.InterruptID]++
+					}
+				}
+				for id, n := range raised {
+					if n != 1 || resolved[id] != 1 {
+						t.Errorf("interrupt %s raised %d times, resolved %d times", id, n, resolved[id])
+					}
+				}
+				t.Logf("%s: asleep at %d of %d waits", hitl, slept, waits)
+				synctest.Wait()
+				if s := e.Stats(); s.LiveRuns != 0 || s.AsleepRuns != 0 {
+					t.Fatalf("after the run: %+v", s)
+				}
+			})
+		})
+	}
+}
+
+// TestEngine_AsleepRunsExpireAbortAndStop: a run asleep wakes for its
+// interrupt's timeout, for an abort, and for a shutdown that ends runs.
+func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
+	t.Parallel()
+	start := func(t *testing.T, e *actors.Engine, timeout int) (actors.RunRef, *testkit.Probe) {
+		t.Helper()
+		ctx := context.Background()
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2, Tokens: 2},
+			ApprovalTimeoutSeconds: timeout, ApprovalTimeoutAction: messages.DecisionApprove})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if s := e.Stats(); s.AsleepRuns != 1 {
+			t.Fatalf("parked for 2 minutes: %+v, want it asleep", s)
+		}
+		return ref, p
+	}
+	t.Run("expiry", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute})
+			ref, p := start(t, e, 600)
+			if _, err := p.Until(context.Background(), testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := p.Seen()
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			if exp := payloads[*messages.InterruptExpiredPayload](events); len(exp) != 1 || exp[0].Action != messages.DecisionApprove {
+				t.Fatalf("interrupt_expired %+v", exp)
+			}
+		})
+	})
+	t.Run("abort", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute})
+			ref, p := start(t, e, 3600)
+			ctx := context.Background()
+			if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "no longer needed"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := p.Seen()
+			testkit.AssertInvariants(t, events)
+			if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeAborted {
+				t.Fatalf("terminal %+v", c)
+			}
+			if res := payloads[*messages.InterruptResolvedPayload](events); len(res) != 1 || res[0].Decision != messages.DecisionCancel {
+				t.Fatalf("interrupt_resolved %+v, want one cancel", res)
+			}
+		})
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute})
+			ref, p := start(t, e, 3600)
+			ctx := context.Background()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := p.Seen()
+			testkit.AssertInvariants(t, events)
+			if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeInterrupted {
+				t.Fatalf("terminal %+v", c)
+			}
+		})
+	})
+}

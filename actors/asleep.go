@@ -46,8 +46,11 @@ const DefaultSleepAfter = time.Minute
 
 // Messages of the engine actor for runs asleep.
 type (
-	// sweepParked asks the engine actor to put parked runs to sleep.
-	sweepParked struct{}
+	// sweepParked asks the engine actor to put parked runs to sleep: those
+	// silent for Config.SleepAfter, or for quiet when set (SleepParked).
+	sweepParked struct {
+		quiet *time.Duration
+	}
 	// wakeRun asks it to wake a run: one of its interrupts has an outcome.
 	wakeRun struct{ id messages.RunID }
 	// runSettled: everything a run falling asleep sent its hub is journaled.
@@ -67,10 +70,15 @@ type sleepState struct {
 }
 
 // sweepParkedRuns puts to sleep the live runs that have been parked and
-// silent for SleepAfter.
-func (a *engineActor) sweepParkedRuns(ctx actor.Context) {
+// silent for SleepAfter (or m.quiet).
+func (a *engineActor) sweepParkedRuns(ctx actor.Context, m *sweepParked) {
 	after := a.e.cfg.SleepAfter
-	if after <= 0 || a.closing {
+	if m.quiet != nil {
+		after = *m.quiet
+	} else if after <= 0 {
+		return
+	}
+	if a.closing {
 		return
 	}
 	now := a.e.cfg.Now()
@@ -93,7 +101,7 @@ func (a *engineActor) fallAsleep(ctx actor.Context, id messages.RunID, r *runEnt
 	}
 	r.sleep = &sleepState{}
 	r.spec.out.silenced.Store(true)
-	ctx.Stop(r.pid) // a system message: a supervisor parked on its plan gate handles it too
+	ctx.Stop(sendablePID(r.pid)) // a system message: a supervisor parked on its plan gate handles it too; a copy, see sendablePID
 }
 
 // supervisorAsleep goes on once the supervisor of a run falling asleep has
@@ -192,8 +200,10 @@ func (e *Engine) foldAsleep(id messages.RunID) (*runstate.Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: run %s: %w", id, err)
 	}
+	// Its events lie between its first and its last (as the run index
+	// has it; nothing of the run was journaled after it fell asleep).
 	st := runstate.New(id)
-	err = e.scanRuns(ctx, info.Session, info.FirstSeq, 0, map[messages.RunID]bool{id: true},
+	err = e.scanRuns(ctx, info.Session, info.FirstSeq, e.index.LastSeq(id), map[messages.RunID]bool{id: true},
 		func(env *messages.Envelope) bool { st.Apply(env); return true })
 	return st, err
 }
@@ -204,4 +214,13 @@ func (a *engineActor) forgetAsleep(id messages.RunID) {
 	delete(a.runs, id)
 	a.e.runCount.Add(-1)
 	a.e.asleepCount.Add(-1)
+}
+
+// SleepParked puts to sleep, now, the runs that wait only on humans and
+// have published nothing for quiet (0: every such run). The sweep of
+// Config.SleepAfter does it on its own; this is for drivers of
+// deterministic simulations (testkit/sim), which keep sweeps off their
+// schedule (SleepAfter -1) and choose when runs fall asleep.
+func (e *Engine) SleepParked(quiet time.Duration) {
+	e.system.Root.Send(e.root, &sweepParked{quiet: &quiet})
 }

@@ -26,12 +26,35 @@ import (
 // keeps on disk, not in the heap), so the heap delta is the runtime's own
 // cost of a parked run: its supervisor actor, its parked future, its
 // interrupt record and its run summary.
+//
+// Two cases. awake: runs never sleep (SleepAfter -1), so each parked run
+// keeps its supervisor, its parked future and its state in memory. asleep:
+// the runs fall asleep once parked for a second (asleep.go), on a durable
+// journal (they are rebuilt from it when resumed) with a small memtable
+// and block cache, so that the journal's own memory stays out of the
+// per-run figure; the heap is measured once every run is asleep, and
+// resuming includes waking each run from the journal.
 func BenchmarkParkedRuns(b *testing.B) {
+	b.Run("awake", func(b *testing.B) {
+		benchmarkParkedRuns(b, actors.Config{Journal: newTailJournal(256), SleepAfter: -1})
+	})
+	b.Run("asleep", func(b *testing.B) {
+		j, err := journal.Open(b.TempDir(), journal.Options{CacheSize: 4 << 20, MemTableSize: 4 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer j.Close()
+		benchmarkParkedRuns(b, actors.Config{Journal: j, SleepAfter: time.Second})
+	})
+}
+
+func benchmarkParkedRuns(b *testing.B, cfg actors.Config) {
 	const runs, perSession = 100_000, 1_000
+	cfg.InterruptTimeout, cfg.SubscriberQueue = time.Hour, 1<<15
+	// 100,000 runs at once, as fast as they can be created: no quotas.
+	cfg.Limits = func(messages.TenantID) actors.Limits { return actors.Limits{ConcurrentRuns: -1, RunsPerSecond: -1} }
 	for b.Loop() {
-		e, err := actors.New(actors.Config{Journal: newTailJournal(256), InterruptTimeout: time.Hour, SubscriberQueue: 1 << 15,
-			// 100,000 runs at once, as fast as they can be created: no quotas.
-			Limits: func(messages.TenantID) actors.Limits { return actors.Limits{ConcurrentRuns: -1, RunsPerSecond: -1} }})
+		e, err := actors.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,10 +116,16 @@ func BenchmarkParkedRuns(b *testing.B) {
 		}
 		wg.Wait()
 		parkTime := time.Since(start)
+		if cfg.SleepAfter > 0 {
+			for e.Stats().AsleepRuns < runs { // each falls asleep a second or two after it parked
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		goroutinesParked := runtime.NumGoroutine()
 		if path := os.Getenv("PARKED_HEAP_PROFILE"); path != "" { // the live heap of 100k parked runs
+			runtime.GC() // a heap profile shows the heap as of the GC before the last one
 			f, err := os.Create(path)
 			if err != nil {
 				b.Fatal(err)

@@ -69,9 +69,9 @@ type (
 )
 
 type runEntry struct {
-	pid   *actor.PID // nil while the run is asleep
-	spec  *runSpec   // nil while the run is asleep
-	key   sessKey    // the run's tenant and session
+	pid   *actor.PID   // nil while the run is asleep
+	spec  *runSpec     // nil while the run is asleep
+	key   sessKey      // the run's tenant and session
 	ended *atomic.Bool // set by the run supervisor right before it stops itself
 	// sleep is set while the run falls asleep and sleeps (asleep.go).
 	sleep *sleepState
@@ -203,7 +203,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		}
 		a.maybeStopHubs(ctx)
 	case *sweepParked:
-		a.sweepParkedRuns(ctx)
+		a.sweepParkedRuns(ctx, m)
 	case *wakeRun:
 		a.wakeUp(ctx, m.id)
 	case *runSettled:
@@ -291,6 +291,9 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restore
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)
 	}
+	if testHookRunSpawned != nil {
+		testHookRunSpawned(spec)
+	}
 	a.runs[spec.runID] = &runEntry{pid: pid, spec: spec, key: sessKey{spec.tenant, spec.session}, ended: ended}
 	a.e.runCount.Add(1)
 	a.byPID[pid.Id] = spec.runID
@@ -301,6 +304,7 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restore
 }
 
 func (a *engineActor) terminated(ctx actor.Context, who *actor.PID) {
+	forgetProcess(ctx, who)
 	if id, ok := a.byPID[who.Id]; ok {
 		r := a.runs[id]
 		delete(a.byPID, who.Id)

@@ -62,3 +62,62 @@ func TestEngine_StoppedAgentsAreFreed(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestEngine_AsleepRunsAreFreed: once a run is asleep, nothing of its
+// supervisor stays in memory: not its spec (with its model and outbox),
+// not its actor. Failed twice on the way: the run_started payload the run
+// index keeps pointed into the spec (&spec.maxReplans), and stopped
+// supervisors stayed reachable through the PIDs protoactor caches
+// (forgetProcess).
+func TestEngine_AsleepRunsAreFreed(t *testing.T) {
+	var specs []weak.Pointer[runSpec]
+	testHookRunSpawned = func(s *runSpec) { specs = append(specs, weak.Make(s)) }
+	defer func() { testHookRunSpawned = nil }()
+
+	e, err := New(Config{InterruptTimeout: time.Hour, SleepAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	ctx := context.Background()
+	const runs = 5
+	for range runs {
+		if _, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, _, _ := e.interrupts.PendingAll(messages.LocalTenant, "", runs)
+		if len(list) == runs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs parked", len(list), runs)
+		}
+		runtime.Gosched()
+	}
+	e.SleepParked(0)
+	for e.Stats().AsleepRuns < runs {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v: not all asleep", e.Stats())
+		}
+		runtime.Gosched()
+	}
+	for {
+		runtime.GC()
+		live := 0
+		for _, w := range specs {
+			if w.Value() != nil {
+				live++
+			}
+		}
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs asleep still hold their spec", live, len(specs))
+		}
+		runtime.Gosched()
+	}
+}

@@ -166,8 +166,28 @@ func (r *runActor) maybeFreeze(ctx actor.Context) {
 // whole stopped actor (TestEngine_StoppedAgentsAreFreed).
 func sendablePID(pid *actor.PID) *actor.PID { return actor.NewPID(pid.Address, pid.Id) }
 
-// testHookSpawned, when set by a test, sees every agent spawned.
-var testHookSpawned func(*agentSpec)
+// forgetProcess drops what pid, a stopped actor's own PID object, caches
+// of that actor. protoactor's PID caches the process it last reached, and
+// the parent's set of children keeps removed PIDs in its spare capacity
+// (PIDSet.Remove shrinks the slice without clearing it): through them a
+// stopped actor, and all it held, stays reachable until the PID is used
+// again. A send through pid is that use: it finds the process dead,
+// clears the cache and goes to the dead letters, unlogged (released).
+// Found with runs falling asleep: 100,000 stopped supervisors stayed in
+// memory through the engine's set of children.
+func forgetProcess(ctx actor.SenderContext, pid *actor.PID) { ctx.Send(pid, released{}) }
+
+// released is what forgetProcess sends; dead letters do not log it.
+type released struct{}
+
+func (released) IgnoreDeadLetterLogging() {}
+
+// testHookSpawned, when set by a test, sees every agent spawned;
+// testHookRunSpawned every run supervisor's spec.
+var (
+	testHookSpawned    func(*agentSpec)
+	testHookRunSpawned func(*runSpec)
+)
 
 func (r *runActor) target() interruptTarget {
 	return interruptTarget{e: r.e, run: r.spec, agent: r.selfAgentID(), lane: r.base(), parked: &r.parked}
@@ -261,9 +281,13 @@ func (r *runActor) Receive(ctx actor.Context) {
 		}
 		r.watchBudget(ctx)
 		r.start = r.e.cfg.Now()
+		// A copy: &r.spec.maxReplans would keep the whole spec (its model,
+		// its outbox) alive for as long as anyone keeps the payload (the
+		// run index keeps it while the run lives, asleep too).
+		maxReplans := r.spec.maxReplans
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
-			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &r.spec.maxReplans,
+			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
 			RequestID: r.spec.requestID}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}

@@ -279,7 +279,14 @@ func (w *summaryWriter) close() {
 // session's tenant use it.
 func (e *Engine) scanRuns(ctx context.Context, key messages.SessionID, from, through uint64, runs map[messages.RunID]bool, fn func(*messages.Envelope) bool) error {
 	for after := max(from, 1) - 1; ; {
-		batch, err := e.cfg.Journal.ReadAfter(ctx, key, after, 4096)
+		limit := 4096
+		if through != 0 {
+			if after >= through {
+				return nil
+			}
+			limit = int(min(uint64(limit), through-after)) // read nothing past through
+		}
+		batch, err := e.cfg.Journal.ReadAfter(ctx, key, after, limit)
 		if err != nil {
 			return fmt.Errorf("actors: read session %s: %w", key, err)
 		}

@@ -73,8 +73,11 @@ func newMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, s *Serv
 	liveRuns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "conclave_runs_live", Help: "Runs whose supervisor is running (not ended).",
 	}, func() float64 { return float64(s.engine.Stats().LiveRuns) })
+	asleep := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_runs_asleep", Help: "Runs asleep: parked on humans for --sleep-after, their actors out of memory until an answer, timeout, abort or steering note wakes them.",
+	}, func() float64 { return float64(s.engine.Stats().AsleepRuns) })
 	runs := &runsCollector{s: s, desc: prometheus.NewDesc("conclave_runs", "Runs by status.", []string{"status"}, nil)}
-	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs, hubs, liveRuns,
+	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs, hubs, liveRuns, asleep,
 		m.connsOpen, m.connEvicted, m.connRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {

@@ -217,6 +217,17 @@ func (x *Index) Asleep(run messages.RunID, now time.Time, quiet time.Duration) b
 	return e != nil && now.Sub(e.st.UpdatedAt) >= quiet && e.st.Parked()
 }
 
+// LastSeq is the seq of run's last journaled event (0 if it is not in the
+// index).
+func (x *Index) LastSeq(run messages.RunID) uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if e := x.runs[run]; e != nil {
+		return e.st.LastSeq
+	}
+	return 0
+}
+
 // Interrupts is how many interrupts of run are pending in its journaled
 // events.
 func (x *Index) Interrupts(run messages.RunID) int {

@@ -138,8 +138,10 @@ func TestCrash_KillNineRecovers(t *testing.T) {
 	h := newCrashTest(t, seed)
 	// Sessions leave the journal's memory a few hundred ms after their
 	// last use, so the kills also land in evictions, and restarts meet
-	// sessions Open leaves in the store.
-	h.serveArgs = []string{"--journal-idle-after", "200ms"}
+	// sessions Open leaves in the store; runs parked for 150 ms fall
+	// asleep, so resumes wake runs asleep, and kills land while they
+	// fall asleep, sleep and wake.
+	h.serveArgs = []string{"--journal-idle-after", "200ms", "--sleep-after", "150ms"}
 	began := time.Now()
 	for i := range iterations {
 		h.iteration(i)

@@ -120,7 +120,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if tokens.Len() == 0 && !transport.IsLoopback(c.addr) { // refuse before touching the disk
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
-	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter}
+	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter}
 	var closeModel func()
 	if ecfg.Models, closeModel, err = c.model.factory(c.app.env, logger); err != nil {
 		return usageError(err)

@@ -66,6 +66,7 @@ type serveQuotas struct {
 	flagsDefault tenantQuota
 	file         string
 	hubIdleAfter time.Duration
+	sleepAfter   time.Duration
 }
 
 // tenantQuota is one tenant's quotas in the --quotas file.
@@ -90,6 +91,7 @@ func (q *serveQuotas) flags(fs *pflag.FlagSet) {
 	fs.Int64Var(&d.EventsPerRun, "events-per-run", actors.DefaultEventsPerRun, "a run's event budget: a larger scenario is refused (422 scenario_too_large), a run that exceeds it ends with run_error budget_exceeded (-1: no limit)")
 	fs.StringVar(&q.file, "quotas", "", "JSON file of per-tenant quotas overriding these flags: {\"default\":{…},\"tenants\":{\"acme\":{…}}}")
 	fs.DurationVar(&q.hubIdleAfter, "hub-idle-after", actors.DefaultHubIdleAfter, "stop a session's hub after this long without runs, subscribers or events (it reloads from the journal on demand; -1s: never)")
+	fs.DurationVar(&q.sleepAfter, "sleep-after", actors.DefaultSleepAfter, "a run that waits only on humans and publishes nothing this long falls asleep: its actors leave memory, its interrupts stay pending, and it is rebuilt from the journal when an answer, a timeout, an abort or a steering note comes (-1s: never)")
 }
 
 // load reads --quotas and returns each tenant's actors.Limits and stream

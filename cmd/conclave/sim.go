@@ -183,24 +183,25 @@ func (c *simCmd) run() error {
 
 // summary prints what the seeds did, all together.
 func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
-	var runs, events, delivered, crashes, steps int
+	var runs, events, delivered, crashes, steps, sleeps int
 	var virtual time.Duration
 	for _, r := range rep.results {
 		runs, events, delivered, crashes, steps = runs+r.Runs, events+r.Events, delivered+r.Delivered, crashes+r.Crashes, steps+r.Steps
+		sleeps += r.Sleeps
 		virtual += r.Virtual
 	}
 	n := len(rep.results)
 	if c.jsonOut {
 		b, _ := json.Marshal(map[string]any{"seeds": n, "failed": len(rep.failed), "seconds": took.Seconds(),
 			"seeds_per_second": float64(n) / took.Seconds(), "runs": runs, "events": events, "delivered": delivered,
-			"crashes": crashes, "steps": steps, "virtual_seconds": virtual.Seconds()})
+			"crashes": crashes, "sleeps": sleeps, "steps": steps, "virtual_seconds": virtual.Seconds()})
 		fmt.Fprintf(out, "%s\n", b)
 		return
 	}
 	fmt.Fprintf(out, "conclave sim: %d seeds, %d at a time: %d passed, %d failed in %.1f s (%.1f seeds/s)\n",
 		n, c.parallel, n-len(rep.failed), len(rep.failed), took.Seconds(), float64(n)/took.Seconds())
-	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes, %d steps, %s of virtual time\n",
-		runs, events, delivered, crashes, steps, virtual.Round(time.Second))
+	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes, %d runs put to sleep, %d steps, %s of virtual time\n",
+		runs, events, delivered, crashes, sleeps, steps, virtual.Round(time.Second))
 }
 
 // explain prints a failing scenario's findings, shrinks it, and prints the

@@ -61,6 +61,7 @@ type Result struct {
 	Crashes   int      `json:"crashes"`
 	Resumes   int      `json:"resumes"`
 	Aborts    int      `json:"aborts"` // accepted
+	Sleeps    int      `json:"sleeps"` // runs put to sleep (and woken by what came next)
 	Failures  []string `json:"failures,omitempty"`
 	// Digest is a SHA-256 of the journal's events at the end (seq and
 	// bytes): the same seed gives the same digest.
@@ -152,6 +153,10 @@ func run(sc Scenario, opts Options) (res Result) {
 	return res
 }
 
+// sleepEvery is how often, in steps, the driver puts the runs parked at
+// that moment to sleep.
+const sleepEvery = 5
+
 // loop takes steps until every run has ended and nothing waits.
 func (d *driver) loop(maxSteps int) {
 	if maxSteps <= 0 {
@@ -194,6 +199,15 @@ func (d *driver) loop(maxSteps int) {
 			continue
 		}
 		idle = 0
+		if len(interrupts) > 0 && d.step%sleepEvery == 0 {
+			// Every parked run falls asleep (its actors stop; it wakes on
+			// the next answer, timeout or abort, rebuilt from the journal).
+			// On a step count, not a draw: the seeds' choices stay theirs.
+			before := d.w.e.Stats().AsleepRuns
+			d.w.e.SleepParked(0)
+			synctest.Wait()
+			d.res.Sleeps += int(max(0, d.w.e.Stats().AsleepRuns-before))
+		}
 		if d.w.opts.KeepJournal {
 			d.res.Trace = append(d.res.Trace, fmt.Sprintf("step %d at %v: gates %v interrupts %d", d.step, time.Since(d.began), gates, len(interrupts)))
 		}

@@ -268,6 +268,7 @@ func (w *world) boot(ctx context.Context) error {
 		Journal: countingJournal{Durable: j, flight: &w.flight, faults: w.faults},
 		Models:  w.models, Tools: w.tools, Dispatcher: w.disp,
 		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
+		SleepAfter:         -1, // likewise: the driver puts parked runs to sleep itself (loop)
 		KeepRunsOnShutdown: true,
 		InterruptTimeout:   DriverPatience * 10,
 		ToolTimeout:        ToolTimeout,

@@ -26,39 +26,17 @@ func TestEngine_ParkedRunsSleepAndWake(t *testing.T) {
 				e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute, InterruptTimeout: time.Hour})
 				sc := messages.Scenario{Nodes: 3, Waves: 1, Tokens: 2, Approvals: 2}
 				slept, waits := 0, 0
-				ctx := context.Background() // no watchdog: virtual time passes while the human thinks
-				ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := testkit.NewProbe(ctx, e, ref.Tenant, ref.SessionID, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Close()
-				for {
-					evs, err := p.Until(ctx, func(env *messages.Envelope) bool {
-						return env.Type == messages.InterruptRaised || testkit.TerminalOf(ref.RunID)(env)
+				// No watchdog: virtual time passes while the human thinks.
+				ref, events := runWithAnswersCtx(t, context.Background(), e, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc},
+					func(*messages.InterruptRaisedPayload) messages.Resume {
+						waits++
+						time.Sleep(3 * time.Minute) // the human takes a while
+						synctest.Wait()
+						if s := e.Stats(); s.AsleepRuns == 1 && s.LiveRuns == 1 {
+							slept++
+						}
+						return messages.Resume{Decision: messages.DecisionApprove}
 					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					last := evs[len(evs)-1]
-					if last.Type.Terminal() {
-						break
-					}
-					waits++
-					time.Sleep(3 * time.Minute) // the human takes a while
-					synctest.Wait()
-					if s := e.Stats(); s.AsleepRuns == 1 && s.LiveRuns == 1 {
-						slept++
-					}
-					id := last.Payload.(*messages.InterruptRaisedPayload).InterruptID
-					if _, err := e.Resume(messages.Resume{InterruptID: id, Decision: messages.DecisionApprove}); err != nil {
-						t.Fatalf("resume %s: %v", id, err)
-					}
-				}
-				events := p.Seen()
 				testkit.AssertInvariants(t, events)
 				terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
 				if slept == 0 {
@@ -91,7 +69,8 @@ func TestEngine_ParkedRunsSleepAndWake(t *testing.T) {
 }
 
 // TestEngine_AsleepRunsExpireAbortAndStop: a run asleep wakes for its
-// interrupt's timeout, for an abort, and for a shutdown that ends runs.
+// interrupt's timeout, for an abort, for a steering note, and for a
+// shutdown that ends runs.
 func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 	t.Parallel()
 	start := func(t *testing.T, e *actors.Engine, timeout int) (actors.RunRef, *testkit.Probe) {
@@ -152,6 +131,50 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 			}
 			if res := payloads[*messages.InterruptResolvedPayload](events); len(res) != 1 || res[0].Decision != messages.DecisionCancel {
 				t.Fatalf("interrupt_resolved %+v, want one cancel", res)
+			}
+		})
+	})
+	t.Run("steer", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute})
+			ref, p := start(t, e, 3600)
+			ctx := context.Background()
+			id, err := e.Steer(ctx, messages.Steer{RunID: ref.RunID, SteerNote: messages.SteerNote{Note: "also cover the history"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The run wakes for the note, which waits (as on any run parked
+			// on its plan gate) for the gate: approve it, then the note is
+			// applied or rejected at the boundary, and the run finishes.
+			list, _, err := e.PendingInterrupts(ctx, "", ref.SessionID, "", 10)
+			if err != nil || len(list) != 1 {
+				t.Fatalf("pending: %+v, %v", list, err)
+			}
+			if _, err := e.Resume(messages.Resume{InterruptID: list[0].InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+				t.Fatal(err)
+			}
+			events := p.Seen()
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			ended := 0
+			for _, env := range events {
+				switch pl := env.Payload.(type) {
+				case *messages.SteeringAppliedPayload:
+					if pl.SteeringID == id {
+						ended++
+					}
+				case *messages.SteeringRejectedPayload:
+					if pl.SteeringID == id {
+						ended++
+					}
+				}
+			}
+			if ended != 1 {
+				t.Fatalf("steering %s ended %d times", id, ended)
 			}
 		})
 	})

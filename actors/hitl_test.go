@@ -23,6 +23,13 @@ func runWithAnswers(t *testing.T, e *actors.Engine, cmd messages.StartRun, decid
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
 	defer cancel()
+	return runWithAnswersCtx(t, ctx, e, cmd, decide)
+}
+
+// runWithAnswersCtx is runWithAnswers bounded by ctx (a test on virtual
+// time, where a human may take hours, passes one without a deadline).
+func runWithAnswersCtx(t *testing.T, ctx context.Context, e *actors.Engine, cmd messages.StartRun, decide func(*messages.InterruptRaisedPayload) messages.Resume) (actors.RunRef, []*messages.Envelope) {
+	t.Helper()
 	ref, err := e.StartRun(ctx, cmd)
 	if err != nil {
 		t.Fatal(err)

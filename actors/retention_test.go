@@ -44,20 +44,27 @@ func TestEngine_StoppedAgentsAreFreed(t *testing.T) {
 			parked = parked || enc.Type == messages.InterruptRaised
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	waitFreed(t, specs, 10*time.Second, "stopped agents are still reachable while the run is parked")
+}
+
+// waitFreed collects garbage until every pointer of ws is gone, and fails
+// with what after timeout.
+func waitFreed[T any](t *testing.T, ws []weak.Pointer[T], timeout time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		runtime.GC()
 		live := 0
-		for _, w := range specs {
+		for _, w := range ws {
 			if w.Value() != nil {
 				live++
 			}
 		}
 		if live == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d stopped agents are still reachable while the run is parked", live, len(specs))
+			t.Fatalf("%d of %d %s", live, len(ws), what)
 		}
 		runtime.Gosched()
 	}
@@ -104,20 +111,5 @@ func TestEngine_AsleepRunsAreFreed(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	for {
-		runtime.GC()
-		live := 0
-		for _, w := range specs {
-			if w.Value() != nil {
-				live++
-			}
-		}
-		if live == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d runs asleep still hold their spec", live, len(specs))
-		}
-		runtime.Gosched()
-	}
+	waitFreed(t, specs, time.Until(deadline), "runs asleep still hold their spec")
 }

@@ -128,6 +128,7 @@ func (a *engineActor) settled(ctx actor.Context, id messages.RunID) {
 		return
 	}
 	r.sleep.settled = true
+	a.e.index.Sleep(id) // its summary stays; its outline state leaves memory
 	if r.sleep.wake {
 		a.wake(ctx, id, r)
 	}
@@ -176,11 +177,12 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 			return
 		}
 	}
-	st, err := a.e.foldAsleep(id)
+	st, outline, err := a.e.foldAsleep(id)
 	if err != nil {
 		a.e.cfg.Logger.Error("run asleep cannot wake: its events cannot be read", "run", id, "err", err)
 		return
 	}
+	a.e.index.Wake(id, outline)
 	then := r.sleep.then
 	delete(a.runs, id)
 	a.e.runCount.Add(-1) // spawnRun counts it again
@@ -193,19 +195,20 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 	}
 }
 
-// foldAsleep folds the events of run id, asleep, from the journal.
-func (e *Engine) foldAsleep(id messages.RunID) (*runstate.Run, error) {
+// foldAsleep folds the events of run id, asleep, from the journal: its
+// state for its supervisor, and its outline for the run index.
+func (e *Engine) foldAsleep(id messages.RunID) (st, outline *runstate.Run, err error) {
 	ctx := context.Background()
 	info, _, err := e.catalog.Run(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("actors: run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("actors: run %s: %w", id, err)
 	}
 	// Its events lie between its first and its last (as the run index
 	// has it; nothing of the run was journaled after it fell asleep).
-	st := runstate.New(id)
+	st, outline = runstate.New(id), runstate.NewOutline(id)
 	err = e.scanRuns(ctx, info.Session, info.FirstSeq, e.index.LastSeq(id), map[messages.RunID]bool{id: true},
-		func(env *messages.Envelope) bool { st.Apply(env); return true })
-	return st, err
+		func(env *messages.Envelope) bool { st.Apply(env); outline.Apply(env); return true })
+	return st, outline, err
 }
 
 // forgetAsleep drops a run asleep from memory at a shutdown that keeps

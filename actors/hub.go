@@ -322,6 +322,12 @@ func (h *hubActor) answerDurables(err error) {
 		h.s.durables[i] = nil
 	}
 	h.s.durables = h.s.durables[:0]
+}
+
+// runBarriers runs the barriers waiting for the events flushed so far,
+// once the journal and the run index have them (or the journal refused
+// them).
+func (h *hubActor) runBarriers() {
 	for i, then := range h.s.barriers {
 		then()
 		h.s.barriers[i] = nil
@@ -337,6 +343,7 @@ func (h *hubActor) flush() {
 	}
 	if err := h.s.journal.Append(context.Background(), h.s.key, batch); err != nil {
 		h.answerDurables(err)
+		h.runBarriers()
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
 		h.s.fail(err)
 		h.s.pending = nil
@@ -365,6 +372,7 @@ func (h *hubActor) flush() {
 			h.e.summaries.ended(env.RunID, final)
 		}
 	}
+	h.runBarriers() // after the run index: a run falling asleep is read back up to its last seq there
 	for sub := range h.s.subs {
 		sub.Offer(batch)
 	}

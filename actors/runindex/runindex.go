@@ -31,12 +31,19 @@ type Index struct {
 
 type entry struct {
 	tenant messages.TenantID
-	base   messages.RunSummary // what the events do not say: session, question, creation
+	// base is what the events do not say: session, question, creation;
+	// while the run is asleep (st is nil), its whole summary.
+	base   messages.RunSummary
 	st     *runstate.Run
 	status messages.RunStatus
 }
 
-func (e *entry) summary() messages.RunSummary { return Summarize(e.base, e.st) }
+func (e *entry) summary() messages.RunSummary {
+	if e.st == nil {
+		return e.base
+	}
+	return Summarize(e.base, e.st)
+}
 
 // New returns an empty index.
 func New() *Index {
@@ -63,7 +70,9 @@ func (x *Index) Apply(tenant messages.TenantID, env *messages.Envelope) (final m
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.runs[env.RunID]
-	if e == nil || e.tenant != tenant || e.base.SessionID != env.SessionID {
+	if e == nil || e.tenant != tenant || e.base.SessionID != env.SessionID || e.st == nil {
+		// e.st is nil while the run is asleep: it publishes nothing then
+		// (it is woken, and Wake called, before it does).
 		return messages.RunSummary{}, false
 	}
 	e.st.Apply(env)
@@ -214,7 +223,7 @@ func (x *Index) Asleep(run messages.RunID, now time.Time, quiet time.Duration) b
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := x.runs[run]
-	return e != nil && now.Sub(e.st.UpdatedAt) >= quiet && e.st.Parked()
+	return e != nil && e.st != nil && now.Sub(e.st.UpdatedAt) >= quiet && e.st.Parked()
 }
 
 // LastSeq is the seq of run's last journaled event (0 if it is not in the
@@ -223,18 +232,40 @@ func (x *Index) LastSeq(run messages.RunID) uint64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if e := x.runs[run]; e != nil {
-		return e.st.LastSeq
+		return e.summary().LastSeq
 	}
 	return 0
 }
 
 // Interrupts is how many interrupts of run are pending in its journaled
-// events.
+// events (0 while it is asleep).
 func (x *Index) Interrupts(run messages.RunID) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if e := x.runs[run]; e != nil {
+	if e := x.runs[run]; e != nil && e.st != nil {
 		return len(e.st.Interrupts)
 	}
 	return 0
+}
+
+// Sleep keeps only the summary of run, which has fallen asleep: its
+// outline state leaves memory until Wake gives it back.
+func (x *Index) Sleep(run messages.RunID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e := x.runs[run]; e != nil && e.st != nil {
+		e.base, e.st = e.summary(), nil
+	}
+}
+
+// Wake gives run, woken, its outline state again, folded from its events
+// (NewOutline).
+func (x *Index) Wake(run messages.RunID, outline *runstate.Run) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e := x.runs[run]; e != nil && e.st == nil {
+		b := e.base // back to what Register knew
+		e.base = messages.RunSummary{RunID: b.RunID, SessionID: b.SessionID, Question: b.Question, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt}
+		e.st = outline
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -146,4 +147,48 @@ func TestSummarize_RunGraphOnly(t *testing.T) {
 	if s, _ := x.Get("t1", "r1"); s.Status != messages.StatusSynthesizing {
 		t.Fatalf("status %s", s.Status)
 	}
+}
+
+// TestIndex_SleepAndWake: a run asleep keeps its summary and leaves its
+// outline; Wake gives the outline back and the fold goes on.
+func TestIndex_SleepAndWake(t *testing.T) {
+	t.Parallel()
+	x := runindex.New()
+	x.Register("t1", "r1", "s1", "why", time.Unix(0, 0))
+	plan := &messages.PlanProposedPayload{Plan: messages.Plan{Nodes: []messages.PlanNode{{ID: "a"}}}, Waves: [][]string{{"a"}}}
+	gate := &messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval}
+	x.Apply("t1", env(1, "r1", &messages.RunStartedPayload{Question: "why"}))
+	x.Apply("t1", env(2, "r1", plan))
+	x.Apply("t1", env(3, "r1", gate))
+	if !x.Asleep("r1", time.Unix(63, 0), time.Minute) || x.Asleep("r1", time.Unix(62, 0), time.Minute) || x.Interrupts("r1") != 1 {
+		t.Fatal("parked for a minute, and not before, with its one interrupt")
+	}
+	before, _ := x.Get("t1", "r1")
+	x.Sleep("r1")
+	asleep, ok := x.Get("t1", "r1")
+	if !ok || asleep.LastSeq != 3 || asleep.Status != before.Status || asleep.Waves != 1 || x.LastSeq("r1") != 3 {
+		t.Fatalf("asleep: %+v, want %+v", asleep, before)
+	}
+	if x.Asleep("r1", time.Unix(1000, 0), time.Minute) || x.Interrupts("r1") != 0 {
+		t.Fatal("a run asleep is asked to sleep again")
+	}
+	outline := runstateOutline(t, plan, gate)
+	x.Wake("r1", outline)
+	x.Apply("t1", env(4, "r1", &messages.InterruptResolvedPayload{InterruptID: "i1", Decision: messages.DecisionApprove}))
+	x.Apply("t1", env(5, "r1", &messages.PlanApprovedPayload{}))
+	if got, _ := x.Get("t1", "r1"); got.Status != messages.StatusRunning || got.LastSeq != 5 {
+		t.Fatalf("woken: %+v", got)
+	}
+}
+
+// runstateOutline folds a run's events (run_started, then ps) into an
+// outline, as waking a run does.
+func runstateOutline(t *testing.T, ps ...messages.Payload) *runstate.Run {
+	t.Helper()
+	r := runstate.NewOutline("r1")
+	r.Apply(env(1, "r1", &messages.RunStartedPayload{Question: "why"}))
+	for i, p := range ps {
+		r.Apply(env(uint64(i+2), "r1", p))
+	}
+	return r
 }

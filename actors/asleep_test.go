@@ -68,6 +68,18 @@ func TestEngine_ParkedRunsSleepAndWake(t *testing.T) {
 	}
 }
 
+// untilEnd reads p up to ref's terminal event and returns every event
+// read, checked against the stream invariants.
+func untilEnd(t *testing.T, p *testkit.Probe, ref actors.RunRef) []*messages.Envelope {
+	t.Helper()
+	if _, err := p.Until(context.Background(), testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := p.Seen()
+	testkit.AssertInvariants(t, events)
+	return events
+}
+
 // TestEngine_AsleepRunsExpireAbortAndStop: a run asleep wakes for its
 // interrupt's timeout, for an abort, for a steering note, and for a
 // shutdown that ends runs.
@@ -101,11 +113,7 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := testkit.NewEngine(t, actors.Config{SleepAfter: time.Minute})
 			ref, p := start(t, e, 600)
-			if _, err := p.Until(context.Background(), testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := p.Seen()
-			testkit.AssertInvariants(t, events)
+			events := untilEnd(t, p, ref)
 			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
 			if exp := payloads[*messages.InterruptExpiredPayload](events); len(exp) != 1 || exp[0].Action != messages.DecisionApprove {
 				t.Fatalf("interrupt_expired %+v", exp)
@@ -121,11 +129,7 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 			if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "no longer needed"}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := p.Seen()
-			testkit.AssertInvariants(t, events)
+			events := untilEnd(t, p, ref)
 			if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeAborted {
 				t.Fatalf("terminal %+v", c)
 			}
@@ -154,11 +158,7 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 			if _, err := e.Resume(messages.Resume{InterruptID: list[0].InterruptID, Decision: messages.DecisionApprove}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := p.Seen()
-			testkit.AssertInvariants(t, events)
+			events := untilEnd(t, p, ref)
 			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
 			ended := 0
 			for _, env := range events {
@@ -187,11 +187,7 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 			if err := e.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
-				t.Fatal(err)
-			}
-			events := p.Seen()
-			testkit.AssertInvariants(t, events)
+			events := untilEnd(t, p, ref)
 			if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeInterrupted {
 				t.Fatalf("terminal %+v", c)
 			}

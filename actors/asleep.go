@@ -129,7 +129,13 @@ func (a *engineActor) settled(ctx actor.Context, id messages.RunID) {
 	}
 	r.sleep.settled = true
 	a.e.index.Sleep(id) // its summary stays; its outline state leaves memory
-	if r.sleep.wake {
+	switch {
+	case a.e.frozen.Load():
+		// A shutdown that keeps runs began after its supervisor stopped:
+		// it is in the journal, and must not hold the shutdown back.
+		a.forgetAsleep(id)
+		a.maybeStopHubs(ctx)
+	case r.sleep.wake:
 		a.wake(ctx, id, r)
 	}
 }

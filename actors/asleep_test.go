@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -193,4 +194,58 @@ func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestEngine_AsleepRunsOutliveAShutdown: a shutdown that keeps runs
+// (KeepRunsOnShutdown) returns while runs are asleep or falling asleep,
+// and the next engine on the journal has them all back, parked on the
+// same interrupts.
+func TestEngine_AsleepRunsOutliveAShutdown(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	cfg := actors.Config{Journal: j, KeepRunsOnShutdown: true, SleepAfter: -1, InterruptTimeout: time.Hour,
+		Limits: func(messages.TenantID) actors.Limits { return actors.Limits{ConcurrentRuns: -1, RunsPerSecond: -1} }}
+	e, err := actors.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	const runs = 20
+	for range runs {
+		if _, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before []messages.Interrupt
+	for len(before) < runs {
+		if before, _, err = e.PendingInterrupts(ctx, "", "", "", 2*runs); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d runs parked", len(before), runs)
+		}
+	}
+	e.SleepParked(0) // falling asleep, some of them, while the shutdown comes
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with runs falling asleep: %v", err)
+	}
+	e2, err := actors.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Shutdown(context.Background())
+	after, _, err := e2.PendingInterrupts(ctx, "", "", "", 2*runs)
+	if err != nil || len(after) != runs {
+		t.Fatalf("after the restart: %d pending, %v; want %d", len(after), err, runs)
+	}
+	ids := map[string]bool{}
+	for _, in := range before {
+		ids[in.InterruptID] = true
+	}
+	for _, in := range after {
+		if !ids[in.InterruptID] {
+			t.Fatalf("interrupt %s is new after the restart", in.InterruptID)
+		}
+	}
 }

@@ -874,10 +874,33 @@ func (d *Durable) ReadAfter(ctx context.Context, session messages.SessionID, aft
 	if d.closed {
 		return nil, ErrClosed
 	}
-	s, err := d.session(session, false)
-	if s == nil || err != nil || limit <= 0 {
-		return nil, err
+	for try := 0; ; try++ {
+		s, err := d.session(session, false)
+		if s == nil || err != nil || limit <= 0 {
+			return nil, err
+		}
+		out, err := d.readAfter(s, session, after, limit)
+		var ce *CorruptError
+		if err != nil && errors.As(err, &ce) && try < 3 && !d.current(s) {
+			// The session's state left memory during the read, and another
+			// state of it (loaded since) may have trimmed what this one
+			// still counted as kept: read again with the current state.
+			continue
+		}
+		return out, err
 	}
+}
+
+// current reports whether s is the session's state in memory (not one
+// that left memory since it was handed out).
+func (d *Durable) current(s *durSession) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.sessions[s.id] == s
+}
+
+// readAfter is ReadAfter on the session's state s.
+func (d *Durable) readAfter(s *durSession, session messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
 	head := s.head.Load() // before first: Trim raises first before it deletes
 	first := s.first.Load()
 	gaps := *s.gaps.Load()

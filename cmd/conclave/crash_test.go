@@ -69,22 +69,27 @@ func runCrashChild() {
 	if mode != "1" && mode != stdioChildMode {
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(sigCtx, stop)
 	if mode == stdioChildMode { // `conclave` as main runs it
-		code := execute(ctx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
+		code := execute(sigCtx, &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}, os.Args[1:])
 		stop()
 		os.Exit(code)
 	}
 	// The parent holds our stdin; EOF means it is gone (it may have died
 	// without killing us): shut down as on SIGTERM rather than live on.
-	// This goroutine ends with the process.
+	// EOF cancels its own context, not the signals' (stop would unregister
+	// them: a SIGTERM the parent sent just before closing our stdin, still
+	// on its way, would then kill us: "signal: terminated", seen in
+	// TestBenchSoak_Tiny). This goroutine ends with the process.
+	ctx, cancel := context.WithCancel(sigCtx)
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
+		cancel()
 	}()
 	a := &app{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, isTTY: isTerminal, now: time.Now, getenv: os.Getenv}
 	code := execute(ctx, a, os.Args[1:])
+	cancel()
 	stop()
 	os.Exit(code)
 }

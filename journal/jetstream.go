@@ -331,6 +331,38 @@ func (j *JetStream) Append(ctx context.Context, s messages.SessionID, events []*
 	return nil
 }
 
+// Fence makes every process that appended to the session before this call
+// fail its next Append with ErrFenced, and returns the session's head: a
+// new owner calls it before it reads the session to take it over. It
+// appends a message without events (First = head+1, Last = head), which
+// readers skip.
+func (j *JetStream) Fence(ctx context.Context, s messages.SessionID) (uint64, error) {
+	if err := j.check(ctx); err != nil {
+		return 0, err
+	}
+	for range 8 {
+		t, err := j.readTail(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		m := nats.NewMsg(j.evSubject(s))
+		m.Header.Set(hdrFirst, strconv.FormatUint(t.head+1, 10))
+		m.Header.Set(hdrLast, strconv.FormatUint(t.head, 10))
+		m.Header.Set(hdrCrc, "0") // CRC-32C of an empty body
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(t.msgSeq, 10))
+		seq, err := j.publish(ctx, []*nats.Msg{m})
+		if errors.Is(err, ErrFenced) {
+			continue // the old owner wrote meanwhile: fence after that
+		}
+		if err != nil {
+			return 0, err
+		}
+		j.setTail(s, jsTail{msgSeq: seq, head: t.head}, true)
+		return t.head, nil
+	}
+	return 0, fmt.Errorf("journal: jetstream: fence session %s: another process keeps appending", s)
+}
+
 // eventMsgs encodes a batch into messages of at most maxMsg bytes each.
 func (j *JetStream) eventMsgs(s messages.SessionID, events []*messages.Encoded) []*nats.Msg {
 	subj := j.evSubject(s)

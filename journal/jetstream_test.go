@@ -87,6 +87,23 @@ func TestJetStream_FencesAStaleWriter(t *testing.T) {
 	if err != nil || len(evs) != 3 || string(evs[1].JSON) != `{"n":2}` {
 		t.Fatalf("ReadAfter = %v, %v", evs, err)
 	}
+	// A new owner fences before it takes over: b, which appended last,
+	// is refused from then on, and readers skip the fence.
+	if h, err := a.Fence(ctx, "s"); err != nil || h != 3 {
+		t.Fatalf("Fence = %d, %v; want 3", h, err)
+	}
+	if err := b.Append(ctx, "s", ev(4)); !errors.Is(err, journal.ErrFenced) {
+		t.Fatalf("Append after a fence = %v, want ErrFenced", err)
+	}
+	if err := a.Append(ctx, "s", ev(4)); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := b.ReadAfter(ctx, "s", 2, 10); err != nil || len(evs) != 2 || evs[0].Seq != 3 || evs[1].Seq != 4 {
+		t.Fatalf("ReadAfter across the fence = %v, %v", evs, err)
+	}
+	if h, _ := b.Head(ctx, "s"); h != 4 {
+		t.Fatalf("Head = %d, want 4", h)
+	}
 	// Two fresh writers racing for the same empty session: one wins.
 	errs := make(chan error, 2)
 	for _, j := range []*journal.JetStream{a, b} {

@@ -161,16 +161,17 @@ func OpenJetStream(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*
 	return &JetStream{nc: nc, st: st, opts: opts, maxMsg: max, tails: make(map[messages.SessionID]jsTail)}, nil
 }
 
-// token turns an id into a subject token.
-func token(id string) string {
+// SubjectToken turns an id into a NATS subject token (and key-value key
+// part): unpadded base64url, "-" for "".
+func SubjectToken(id string) string {
 	if id == "" {
 		return "-"
 	}
 	return base64.RawURLEncoding.EncodeToString([]byte(id))
 }
 
-// untoken reverses token.
-func untoken(t string) (string, error) {
+// SubjectUntoken reverses SubjectToken.
+func SubjectUntoken(t string) (string, error) {
 	if t == "-" {
 		return "", nil
 	}
@@ -185,7 +186,7 @@ func (j *JetStream) subject(kind string, ids ...string) string {
 	b.WriteString(kind)
 	for _, id := range ids {
 		b.WriteByte('.')
-		b.WriteString(token(id))
+		b.WriteString(SubjectToken(id))
 	}
 	return b.String()
 }
@@ -677,7 +678,7 @@ func (j *JetStream) Sessions(ctx context.Context) ([]messages.SessionID, error) 
 	}
 	out := make([]messages.SessionID, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
-		id, err := untoken(strings.TrimPrefix(subj, prefix))
+		id, err := SubjectUntoken(strings.TrimPrefix(subj, prefix))
 		if err != nil {
 			return nil, fmt.Errorf("journal: jetstream: sessions: subject %q: %w", subj, err)
 		}

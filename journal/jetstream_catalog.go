@@ -123,7 +123,7 @@ func (j *JetStream) each(ctx context.Context, subject string, from uint64, fn fu
 
 // lastToken returns the id in the last token of a subject.
 func lastToken(subject string) (string, error) {
-	return untoken(subject[strings.LastIndexByte(subject, '.')+1:])
+	return SubjectUntoken(subject[strings.LastIndexByte(subject, '.')+1:])
 }
 
 // liveRuns lists the runs whose live markers match filter and which have no end.

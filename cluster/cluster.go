@@ -1,0 +1,466 @@
+// Package cluster runs Conclave on several nodes that share one NATS
+// JetStream engine (`conclave serve --cluster nats://…`).
+//
+// JetStream holds everything the nodes share:
+//
+//   - the journal (journal.JetStream): every session's events and the run
+//     catalogue, replicated by JetStream, readable by every node;
+//   - membership: the key-value bucket <Prefix>_NODES, one key per live node
+//     with a time to live of Lease, renewed every Lease/4 (a node whose key
+//     expired is dead);
+//   - ownership: the bucket <Prefix>_OWNERS, one key per session naming the
+//     node that owns it: the only node that runs the session's hub and runs
+//     and appends to it. Ownership changes only by compare-and-set on the
+//     key's revision, so exactly one node wins a session.
+//
+// A node takes a session over from a dead node (every Lease/2 it sweeps the
+// owners for keys of dead nodes), or claims an unowned one when a run
+// starts in it. Either way it first fences the session in the journal
+// (journal.JetStream.Fence): whatever the old owner still tries to append
+// is refused. It then recovers the session's live runs from the journal,
+// exactly as a single node does after a crash (actors.Engine.Adopt).
+//
+// A node that cannot renew its own key for a whole Lease (it was stopped,
+// or cut off from JetStream) may have been declared dead and its sessions
+// taken: it stops (Lost is closed), fail-stop, and a supervisor restarts it
+// as a new member.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Options configures Join.
+type Options struct {
+	// NodeID names this node among the members; default a new UUID. A
+	// restarted process must not reuse the id of its previous life while
+	// that id may still be alive in the bucket (a UUID never is).
+	NodeID string
+	// Lease is how long a node that stopped renewing its key stays a
+	// member. A dead node's sessions move after at most Lease + Lease/2.
+	// Default 10 s; at least 1 s.
+	Lease time.Duration
+	// Prefix names the buckets (<Prefix>_NODES, <Prefix>_OWNERS). Default
+	// "CONCLAVE".
+	Prefix string
+	// Replicas of the buckets, as the journal's stream. Default 1.
+	Replicas int
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Member is a live node, as its key says.
+type Member struct {
+	ID      string    `json:"id"`
+	Started time.Time `json:"started"`
+}
+
+// ErrNotOwner is matched by the *NotOwnerError Claim returns.
+var ErrNotOwner = errors.New("cluster: another node owns the session")
+
+// NotOwnerError names the live node that owns a session.
+type NotOwnerError struct {
+	Session messages.SessionID
+	Owner   string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("cluster: session %s is owned by node %s", e.Session, e.Owner)
+}
+
+// Is makes errors.Is(err, ErrNotOwner) true.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// ErrLost is returned once this node lost its membership.
+var ErrLost = errors.New("cluster: this node lost its membership (its lease expired)")
+
+// Node is this process's membership of the cluster.
+type Node struct {
+	opts    Options
+	log     *slog.Logger
+	journal *journal.JetStream
+	nodes   jetstream.KeyValue
+	owners  jetstream.KeyValue
+	self    Member
+
+	mu        sync.Mutex
+	owned     map[messages.SessionID]uint64 // session → revision of its owner key
+	adopt     func(context.Context, messages.SessionID) error
+	lastRenew time.Time
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// Join makes this process a member: it registers its key and starts
+// renewing it. The journal must be the cluster's shared journal. Call
+// OnAdopt before the first sweep matters (it runs Lease/2 after Join).
+func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options) (*Node, error) {
+	if opts.NodeID == "" {
+		opts.NodeID = uuid.NewString()
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 10 * time.Second
+	}
+	if opts.Lease < time.Second {
+		return nil, fmt.Errorf("cluster: lease %v is shorter than 1s", opts.Lease)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "CONCLAVE"
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if strings.ContainsAny(opts.NodeID, " .*>") {
+		return nil, fmt.Errorf("cluster: node id %q: no spaces, dots, * or >", opts.NodeID)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nodes, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+		Bucket: opts.Prefix + "_NODES", TTL: opts.Lease, Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: nodes bucket: %w", err)
+	}
+	owners, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+		Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: owners bucket: %w", err)
+	}
+	n := &Node{
+		opts: opts, log: opts.Logger.With("node", opts.NodeID), journal: j, nodes: nodes, owners: owners,
+		self:  Member{ID: opts.NodeID, Started: time.Now().UTC()},
+		owned: map[messages.SessionID]uint64{}, lost: make(chan struct{}), done: make(chan struct{}),
+	}
+	val, _ := json.Marshal(n.self)
+	if _, err := nodes.Create(cctx, n.self.ID, val); err != nil {
+		return nil, fmt.Errorf("cluster: register node %s: %w", n.self.ID, err)
+	}
+	n.lastRenew = time.Now()
+	loopCtx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	go n.loop(loopCtx)
+	return n, nil
+}
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.self.ID }
+
+// Lost is closed when this node lost its membership: it must stop.
+func (n *Node) Lost() <-chan struct{} { return n.lost }
+
+// OnAdopt sets what a takeover runs once the session is fenced: the
+// engine recovers its live runs (actors.Engine.Adopt).
+func (n *Node) OnAdopt(fn func(context.Context, messages.SessionID) error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.adopt = fn
+}
+
+// ownerKey is a session's key in the owners bucket (keys allow a narrower
+// alphabet than session ids).
+func ownerKey(s messages.SessionID) string { return "s." + journal.SubjectToken(string(s)) }
+
+// Claim makes this node the owner of session s if it is not owned by a
+// live node, fencing and adopting it when it was another node's. It
+// returns a *NotOwnerError when a live node owns it.
+func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
+	if n.isLost() {
+		return ErrLost
+	}
+	n.mu.Lock()
+	_, mine := n.owned[s]
+	n.mu.Unlock()
+	if mine {
+		return nil
+	}
+	key := ownerKey(s)
+	for range 8 {
+		e, err := n.owners.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err := n.owners.Create(ctx, key, []byte(n.self.ID))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue // another node created it first: look again
+			}
+			if err != nil {
+				return fmt.Errorf("cluster: claim session %s: %w", s, err)
+			}
+			return n.took(ctx, s, rev, "")
+		case err != nil:
+			return fmt.Errorf("cluster: claim session %s: %w", s, err)
+		}
+		owner := string(e.Value())
+		if owner == n.self.ID {
+			// Ours from before (a claim whose adoption failed): take it again.
+			return n.took(ctx, s, e.Revision(), owner)
+		}
+		alive, err := n.alive(ctx, owner)
+		if err != nil {
+			return err
+		}
+		if alive {
+			return &NotOwnerError{Session: s, Owner: owner}
+		}
+		rev, err := n.owners.Update(ctx, key, []byte(n.self.ID), e.Revision())
+		if err != nil {
+			if isConflict(err) {
+				continue
+			}
+			return fmt.Errorf("cluster: take session %s over: %w", s, err)
+		}
+		return n.took(ctx, s, rev, owner)
+	}
+	return fmt.Errorf("cluster: claim session %s: the owner key keeps changing", s)
+}
+
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// took finishes a claim won at revision rev: fence the session, then
+// adopt it. from is the previous owner ("" for a new session).
+func (n *Node) took(ctx context.Context, s messages.SessionID, rev uint64, from string) error {
+	if _, err := n.journal.Fence(ctx, s); err != nil {
+		return fmt.Errorf("cluster: fence session %s: %w", s, err)
+	}
+	n.mu.Lock()
+	adopt := n.adopt
+	n.mu.Unlock()
+	if from != "" && adopt != nil {
+		if err := adopt(ctx, s); err != nil {
+			return fmt.Errorf("cluster: adopt session %s (from node %s): %w", s, from, err)
+		}
+		n.log.Info("cluster: took a session over", "session", s, "from", from)
+	}
+	n.mu.Lock()
+	n.owned[s] = rev
+	n.mu.Unlock()
+	return nil
+}
+
+// Owner returns the node that owns session s ("" if none does), and
+// whether that node is alive.
+func (n *Node) Owner(ctx context.Context, s messages.SessionID) (string, bool, error) {
+	e, err := n.owners.Get(ctx, ownerKey(s))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("cluster: owner of %s: %w", s, err)
+	}
+	owner := string(e.Value())
+	alive, err := n.alive(ctx, owner)
+	return owner, alive, err
+}
+
+// alive reports whether a node's membership key exists.
+func (n *Node) alive(ctx context.Context, id string) (bool, error) {
+	if id == n.self.ID {
+		return !n.isLost(), nil
+	}
+	_, err := n.nodes.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cluster: membership of %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// Members lists the live nodes.
+func (n *Node) Members(ctx context.Context) ([]Member, error) {
+	keys, err := n.nodes.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: members: %w", err)
+	}
+	var out []Member
+	for _, k := range keys {
+		e, err := n.nodes.Get(ctx, k)
+		if err != nil {
+			continue // expired since it was listed
+		}
+		var m Member
+		if json.Unmarshal(e.Value(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (n *Node) isLost() bool {
+	select {
+	case <-n.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *Node) markLost(why string) {
+	n.lostOnce.Do(func() {
+		n.log.Error("cluster: this node lost its membership and must stop: another node may own its sessions now", "why", why)
+		close(n.lost)
+	})
+}
+
+// loop renews this node's key every Lease/4 and sweeps for sessions of
+// dead nodes every Lease/2.
+func (n *Node) loop(ctx context.Context) {
+	defer close(n.done)
+	renew := time.NewTicker(n.opts.Lease / 4)
+	defer renew.Stop()
+	sweep := time.NewTicker(n.opts.Lease / 2)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			n.renew(ctx)
+		case <-sweep.C:
+			if !n.isLost() {
+				n.sweep(ctx)
+			}
+		}
+	}
+}
+
+// renew puts this node's key again, unless it already expired: then the
+// node is dead to the others and must stop.
+func (n *Node) renew(ctx context.Context) {
+	if n.isLost() {
+		return
+	}
+	if time.Since(n.lastRenew) >= n.opts.Lease {
+		n.markLost(fmt.Sprintf("no renewal for %v", time.Since(n.lastRenew).Round(time.Millisecond)))
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, n.opts.Lease/4)
+	defer cancel()
+	e, err := n.nodes.Get(rctx, n.self.ID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		n.markLost("its membership key expired")
+		return
+	}
+	if err != nil {
+		n.log.Warn("cluster: renew membership", "err", err)
+		return
+	}
+	val, _ := json.Marshal(n.self)
+	if _, err := n.nodes.Update(rctx, n.self.ID, val, e.Revision()); err != nil {
+		n.log.Warn("cluster: renew membership", "err", err)
+		return
+	}
+	n.lastRenew = time.Now()
+}
+
+// sweep takes over the sessions whose owner is dead.
+func (n *Node) sweep(ctx context.Context) {
+	lister, err := n.owners.ListKeys(ctx)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrNoKeysFound) {
+			n.log.Warn("cluster: sweep", "err", err)
+		}
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	dead := map[string]bool{}
+	for _, k := range keys {
+		id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
+		if err != nil {
+			continue
+		}
+		e, err := n.owners.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		owner := string(e.Value())
+		if owner == n.self.ID {
+			continue
+		}
+		isDead, seen := dead[owner]
+		if !seen {
+			alive, err := n.alive(ctx, owner)
+			if err != nil {
+				continue
+			}
+			isDead, dead[owner] = !alive, !alive
+		}
+		if !isDead {
+			continue
+		}
+		if err := n.Claim(ctx, messages.SessionID(id)); err != nil && !errors.Is(err, ErrNotOwner) {
+			n.log.Warn("cluster: take a session over", "session", id, "from", owner, "err", err)
+		}
+	}
+}
+
+// Release gives up this node's ownership of an idle session (no live run,
+// no hub): the next run in it may start on any node.
+func (n *Node) Release(ctx context.Context, s messages.SessionID) error {
+	n.mu.Lock()
+	rev, ok := n.owned[s]
+	delete(n.owned, s)
+	n.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := n.owners.Delete(ctx, ownerKey(s), jetstream.LastRevision(rev))
+	if err != nil && !isConflict(err) {
+		return fmt.Errorf("cluster: release session %s: %w", s, err)
+	}
+	return nil
+}
+
+// Shutdown stops renewing and sweeping and leaves the cluster: this node's
+// key is deleted, so the others take its sessions over at their next sweep
+// instead of after a Lease.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.stop()
+	select {
+	case <-n.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if n.isLost() {
+		return nil
+	}
+	if err := n.nodes.Delete(ctx, n.self.ID); err != nil {
+		return fmt.Errorf("cluster: leave: %w", err)
+	}
+	return nil
+}

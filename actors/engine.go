@@ -139,6 +139,16 @@ type Config struct {
 	// runs still parked on the same interrupts. Use it with a journal that
 	// outlives the process.
 	KeepRunsOnShutdown bool
+	// Placement, when set, makes the engine one node of a cluster
+	// (cluster.Node): it recovers no session at startup (a session comes
+	// to this node by Adopt, when it takes the session over), and
+	// StartRun first claims the run's session, failing with Placement's
+	// error when another live node owns it.
+	Placement Placement
+	// Followers, when set, serves Subscribe (cluster.Followers): a node
+	// follows the sessions its clients watch from the shared journal,
+	// whichever node owns them.
+	Followers Followers
 	// Dispatcher runs every actor of the engine (supervisors, agents,
 	// hubs). Default: protoactor's, a goroutine per busy mailbox. A
 	// deterministic simulation (testkit/sim) runs them all on one goroutine
@@ -400,6 +410,11 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 	if err != nil {
 		return RunRef{}, err
 	}
+	if p := e.cfg.Placement; p != nil {
+		if err := p.Claim(ctx, sessKey{spec.tenant, spec.session}.journalKey()); err != nil {
+			return RunRef{}, err
+		}
+	}
 	return e.start(ctx, spec)
 }
 
@@ -485,6 +500,9 @@ func (e *Engine) runDefaults() messages.RunDefaults {
 // while the engine shuts down is still closed by it (after delivering
 // everything); once the hubs are stopping it fails with ErrShuttingDown.
 func (e *Engine) Subscribe(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
+	if e.cfg.Followers != nil {
+		return e.follow(ctx, cmd)
+	}
 	res, err := e.request(ctx, &subscribeReq{key: sessKey{tenantOr(cmd.Tenant), cmd.SessionID}, after: cmd.After, queue: e.cfg.SubscriberQueue})
 	if err != nil {
 		return nil, err
@@ -777,10 +795,11 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 // Subscription is one consumer of a session's events.
 type Subscription struct {
-	feed   *feed.Subscription
-	hub    *actor.PID
-	root   *actor.RootContext
-	closed atomic.Bool
+	feed     *feed.Subscription
+	hub      *actor.PID
+	root     *actor.RootContext
+	unfollow func() // instead of hub and root in cluster mode (Config.Followers)
+	closed   atomic.Bool
 }
 
 // Next appends to dst[:0] the next events (at most max), waiting for at
@@ -818,6 +837,10 @@ func (s *Subscription) Close() {
 	}
 	// A hub that stopped closed its subscriptions first; telling it would
 	// only make a dead letter.
+	if s.unfollow != nil {
+		s.unfollow()
+		return
+	}
 	if s.feed.Close(nil) {
 		s.root.Send(s.hub, &hubUnsubscribe{sub: s.feed})
 	}

@@ -128,50 +128,9 @@ var _ feed.Source = (*hubShared)(nil)
 // Head implements feed.Source.
 func (h *hubShared) Head() uint64 { return h.head.Load() }
 
-// ReadAfter implements feed.Source. Where the journal no longer holds
-// the events right after the cursor (retention trimmed them, or a repair
-// of a damaged journal lost them: see journal.Journal), it puts a
-// replay_truncated event, meant for this subscriber alone, before the
-// first event it still holds: never a silent gap. A batch is cut at a hole
-// inside it, so the next read starts at the hole.
+// ReadAfter implements feed.Source (feed.Replay).
 func (h *hubShared) ReadAfter(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
-	evs, err := h.journal.ReadAfter(ctx, h.key, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	for i := 1; i < len(evs); i++ {
-		if evs[i].Seq != evs[i-1].Seq+1 {
-			evs = evs[:i]
-			break
-		}
-	}
-	if len(evs) > 0 && evs[0].Seq == after+1 {
-		return evs, nil
-	}
-	first := uint64(0)
-	switch head := h.Head(); {
-	case len(evs) > 0:
-		first = evs[0].Seq
-	case after < head:
-		// Acknowledged events up to head are gone, and nothing follows
-		// them yet (lost in a repair): the next event will be head+1.
-		first = head + 1
-	default:
-		if first, err = h.journal.First(ctx, h.key); err != nil || first <= after+1 {
-			return nil, err // nothing retained is missing: the cursor is simply at the head
-		}
-	}
-	env := &messages.Envelope{ID: h.newID(), Seq: first - 1, Type: messages.ReplayTruncated, Timestamp: h.now().UTC(),
-		SessionID: h.session, Lane: messages.Lane{StreamID: messages.SessionStream},
-		Payload: &messages.ReplayTruncatedPayload{After: after, FirstRetained: first}}
-	enc, err := messages.Encode(env)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) >= limit { // the marker counts: at most limit events in all
-		evs = evs[:max(limit-1, 0)]
-	}
-	return append([]*messages.Encoded{enc}, evs...), nil
+	return feed.Replay{Journal: h.journal, Key: h.key, Session: h.session, NewID: h.newID, Now: h.now}.ReadAfter(ctx, h.Head(), after, limit)
 }
 
 // Messages only the engine sends to a hub.

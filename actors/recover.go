@@ -69,6 +69,9 @@ type restoredRun struct {
 // read (retention never trims those: journal.Journal.Trim). Ended runs
 // stay in the catalogue, not in memory.
 func (a *engineActor) recoverSessions(ctx actor.Context) error {
+	if a.e.cfg.Placement != nil {
+		return nil // a cluster node adopts sessions as it takes them over
+	}
 	bg := context.Background()
 	if err := a.findLegacySessions(bg); err != nil {
 		return err

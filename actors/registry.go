@@ -102,6 +102,12 @@ func (a *engineActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *recoverReq:
 		ctx.Respond(&recoverDone{err: a.recoverSessions(ctx)})
+	case *adoptReq:
+		if err := a.adopt(ctx, m.key); err != nil {
+			ctx.Respond(err)
+			return
+		}
+		ctx.Respond(true)
 	case *startRunReq:
 		if a.shutdown != nil {
 			ctx.Respond(ErrShuttingDown)

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -145,3 +146,5 @@ func TestNode_CrashAndLoss(t *testing.T) {
 		t.Fatalf("Owner = %q, %v, %v", o, alive, err)
 	}
 }
+
+var quiet = slog.New(slog.DiscardHandler)

@@ -97,6 +97,7 @@ const (
 // comment at the top of jetstream.go for its layout and guarantees.
 type JetStream struct {
 	nc     *nats.Conn
+	js     jetstream.JetStream
 	st     jetstream.Stream
 	opts   JetStreamOptions
 	maxMsg int // largest events body
@@ -158,7 +159,7 @@ func OpenJetStream(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*
 	if max < 4096 {
 		return nil, fmt.Errorf("journal: jetstream: the server's max payload (%d bytes) is too small", nc.MaxPayload())
 	}
-	return &JetStream{nc: nc, st: st, opts: opts, maxMsg: max, tails: make(map[messages.SessionID]jsTail)}, nil
+	return &JetStream{nc: nc, js: js, st: st, opts: opts, maxMsg: max, tails: make(map[messages.SessionID]jsTail)}, nil
 }
 
 // SubjectToken turns an id into a NATS subject token (and key-value key
@@ -394,13 +395,13 @@ func (j *JetStream) eventMsgs(s messages.SessionID, events []*messages.Encoded) 
 }
 
 // decodeEvents decodes an events message, verifying its checksum.
-func decodeEvents(m *jetstream.RawStreamMsg, first, last uint64) ([]*messages.Encoded, error) {
-	sum, err := strconv.ParseUint(m.Header.Get(hdrCrc), 16, 32)
-	if err != nil || uint32(sum) != crc32.Checksum(m.Data, castagnoli) {
+func decodeEvents(hdr nats.Header, data []byte, first, last uint64) ([]*messages.Encoded, error) {
+	sum, err := strconv.ParseUint(hdr.Get(hdrCrc), 16, 32)
+	if err != nil || uint32(sum) != crc32.Checksum(data, castagnoli) {
 		return nil, errChecksum
 	}
 	out := make([]*messages.Encoded, 0, last+1-first)
-	body := m.Data
+	body := data
 	for seq := first; seq <= last; seq++ {
 		var typ, run, data []byte
 		var ok bool
@@ -419,6 +420,47 @@ func decodeEvents(m *jetstream.RawStreamMsg, first, last uint64) ([]*messages.En
 		return nil, errBadRecord
 	}
 	return out, nil
+}
+
+// Tail calls fn, from one goroutine at a time, with the events of each
+// message appended to session s after this call, in order (a JetStream
+// ordered consumer: it re-creates itself after a reconnect or a leader
+// change). It returns the session's head at the start: the first events
+// fn gets follow it. A message that fails its checksum is skipped (a
+// reader of the journal then finds its events missing and reports them).
+// stop ends the tail; fn is not called after stop returns.
+func (j *JetStream) Tail(ctx context.Context, s messages.SessionID, fn func([]*messages.Encoded)) (head uint64, stop func(), err error) {
+	if err := j.check(ctx); err != nil {
+		return 0, nil, err
+	}
+	t, err := j.readTail(ctx, s)
+	if err != nil {
+		return 0, nil, err
+	}
+	cctx, cancel := j.ctx(ctx)
+	defer cancel()
+	cons, err := j.js.OrderedConsumer(cctx, j.opts.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{j.evSubject(s)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    t.msgSeq + 1,
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("journal: jetstream: tail %s: %w", s, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		first, err1 := strconv.ParseUint(m.Headers().Get(hdrFirst), 10, 64)
+		last, err2 := strconv.ParseUint(m.Headers().Get(hdrLast), 10, 64)
+		if err1 != nil || err2 != nil || first == 0 || last < first {
+			return // a fence, or damage the readers report
+		}
+		if evs, err := decodeEvents(m.Headers(), m.Data(), first, last); err == nil {
+			fn(evs)
+		}
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("journal: jetstream: tail %s: %w", s, err)
+	}
+	return t.head, func() { cc.Drain(); <-cc.Closed() }, nil
 }
 
 // jsAck is JetStream's reply to a publish.
@@ -558,7 +600,7 @@ func (j *JetStream) ReadAfter(ctx context.Context, s messages.SessionID, after u
 			}
 			return out, j.corrupt(s, from, from-1, fmt.Sprintf("missing up to seq %d", f-1))
 		}
-		evs, err := decodeEvents(m, f, l)
+		evs, err := decodeEvents(m.Header, m.Data, f, l)
 		if err != nil {
 			return out, j.corrupt(s, max(f, from), max(f, from)-1, fmt.Sprintf("stream seq %d: %v", m.Sequence, err))
 		}

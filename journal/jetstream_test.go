@@ -175,3 +175,44 @@ func TestJetStream_LargeBatchAndChecksum(t *testing.T) {
 		t.Fatalf("ReadAfter over a garbled message = %v, want a *CorruptError at seq 21", err)
 	}
 }
+
+// Tail delivers every batch appended after it started, in order, and
+// skips fences.
+func TestJetStream_Tail(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	j := openJetStream(t, natstest.Connect(t, srv), "")
+	w := openJetStream(t, natstest.Connect(t, srv), "")
+	_ = w
+	ev := func(seq uint64) []*messages.Encoded {
+		return []*messages.Encoded{messages.NewEncoded(seq, messages.TextDelta, "r", fmt.Appendf(nil, `{"n":%d}`, seq))}
+	}
+	if err := j.Append(ctx, "s", ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 100)
+	head, stop, err := j.Tail(ctx, "s", func(evs []*messages.Encoded) {
+		for _, e := range evs {
+			got <- e.Seq
+		}
+	})
+	if err != nil || head != 1 {
+		t.Fatalf("Tail = %d, %v", head, err)
+	}
+	if err := j.Append(ctx, "s", ev(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Fence(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(ctx, "s", ev(3)); err != nil {
+		t.Fatal(err)
+	}
+	for want := uint64(2); want <= 3; want++ {
+		if seq := <-got; seq != want {
+			t.Fatalf("tail delivered seq %d, want %d", seq, want)
+		}
+	}
+	stop()
+}

@@ -1,0 +1,101 @@
+package actors
+
+// Cluster mode: the hooks through which package cluster makes an engine
+// one node of several that share a journal (README, Cluster).
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Placement decides which node owns a session (cluster.Node).
+type Placement interface {
+	// Claim makes this node the owner of the session stored under key
+	// (its journal key) unless another live node owns it; the error then
+	// says which (StartRun returns it as is).
+	Claim(ctx context.Context, key messages.SessionID) error
+}
+
+// Followers serves Subscribe from the shared journal (cluster.Followers).
+type Followers interface {
+	// Follow attaches a subscription after cursor `after` to the events
+	// of the session stored under key (session is its id as clients know
+	// it). head is the session's head when it attached; unfollow
+	// detaches the subscription.
+	Follow(ctx context.Context, key, session messages.SessionID, after uint64, queue int) (sub *feed.Subscription, head uint64, unfollow func(), err error)
+}
+
+// adoptReq asks the engine actor to recover one session's live runs.
+type adoptReq struct{ key messages.SessionID }
+
+// Adopt recovers the live runs of the session stored under key (its
+// journal key), exactly as recovery at startup does for every session: a
+// cluster node calls it when it takes the session over from a dead node,
+// after fencing it (journal.JetStream.Fence). A session already in memory
+// is left as it is. It returns once the runs are back in place (parked
+// ones resumable).
+func (e *Engine) Adopt(ctx context.Context, key messages.SessionID) error {
+	res, err := e.request(ctx, &adoptReq{key: key})
+	if err != nil {
+		return err
+	}
+	if err, ok := res.(error); ok {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { e.restoring.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("actors: adopt session %s: runs not back in place: %w", key, ctx.Err())
+	}
+}
+
+func (a *engineActor) adopt(ctx actor.Context, key messages.SessionID) error {
+	k, scoped := sessKeyOf(key)
+	if !scoped {
+		return fmt.Errorf("%w: adopt: %q is not a session key (tenant/session)", ErrInvalidRequest, key)
+	}
+	if s, err := a.session(k); s != nil || err != nil {
+		return err
+	}
+	live, err := a.e.catalog.LiveRuns(context.Background())
+	if err != nil {
+		return fmt.Errorf("actors: adopt session %s: list the live runs: %w", key, err)
+	}
+	var mine []journal.RunInfo
+	for _, r := range live {
+		if r.Session == key {
+			mine = append(mine, r)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	return a.recoverSession(ctx, key, mine)
+}
+
+// follow is Subscribe in cluster mode.
+func (e *Engine) follow(ctx context.Context, cmd messages.Subscribe) (*Subscription, error) {
+	k := sessKey{tenantOr(cmd.Tenant), cmd.SessionID}
+	sub, head, unfollow, err := e.cfg.Followers.Follow(ctx, k.journalKey(), k.id, cmd.After, e.cfg.SubscriberQueue)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case head == 0:
+		unfollow()
+		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, k.id)
+	case cmd.After > head:
+		unfollow()
+		return nil, fmt.Errorf("%w: after=%d, last seq is %d", ErrCursorAhead, cmd.After, head)
+	}
+	return &Subscription{feed: sub, unfollow: unfollow}, nil
+}

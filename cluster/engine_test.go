@@ -1,0 +1,144 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/cluster"
+	"github.com/conclave-ai/conclave/internal/natstest"
+	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/testkit"
+)
+
+// clusterNode is an engine on the shared journal, as `serve --cluster` runs it.
+type clusterNode struct {
+	nc        *nats.Conn
+	node      *cluster.Node
+	followers *cluster.Followers
+	engine    *actors.Engine
+}
+
+func startNode(t *testing.T, nc *nats.Conn, id string) *clusterNode {
+	t.Helper()
+	ctx := context.Background()
+	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cluster.Join(ctx, nc, j, cluster.Options{NodeID: id, Lease: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cluster.NewFollowers(j, nil, time.Now)
+	e, err := actors.New(actors.Config{Journal: j, Placement: n, Followers: f, KeepRunsOnShutdown: true, SleepAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.OnAdopt(e.Adopt)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		_ = f.Shutdown(ctx)
+		_ = n.Shutdown(ctx)
+	})
+	return &clusterNode{nc: nc, node: n, followers: f, engine: e}
+}
+
+// A run starts on node a, parks on two tool approvals, and is watched from
+// node b. a is cut off from JetStream (as good as dead): b takes the
+// session over, the run comes back parked on the same interrupts, is
+// resumed on b and finishes; b's stream, which never reconnected, is one
+// gapless, duplicate-free sequence across the takeover.
+func TestEngines_TakeoverKeepsRunsAndStreams(t *testing.T) {
+	srv := natstest.Start(t)
+	ncA := natstest.Connect(t, srv)
+	a := startNode(t, ncA, "a")
+	b := startNode(t, natstest.Connect(t, srv), "b")
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+
+	ref, err := a.engine.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLTools, SessionID: "s1",
+		Scenario: &messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Approvals: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noe *cluster.NotOwnerError
+	if _, err := b.engine.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s1"}); !errors.As(err, &noe) || noe.Owner != "a" {
+		t.Fatalf("StartRun on b in a's session = %v, want NotOwnerError naming a", err)
+	}
+	probe, err := testkit.NewProbe(ctx, b.engine, "", "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	var ids []string
+	if _, err := probe.Until(ctx, func(env *messages.Envelope) bool {
+		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		switch {
+		case !ok:
+		case pl.Kind == messages.InterruptToolApproval:
+			ids = append(ids, pl.InterruptID)
+		default: // the plan and node gates: approved on the owner
+			if _, err := a.engine.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(ids) == 2
+	}); err != nil {
+		for _, env := range probe.Seen() {
+			t.Logf("seen %d %s", env.Seq, env.Type)
+		}
+		h, _ := a.engine.Head(ctx, "", "s1")
+		t.Fatalf("%v (a's head %d)", err, h)
+	}
+	if _, err := b.engine.Resume(messages.Resume{InterruptID: ids[0], Decision: messages.DecisionApprove}); err == nil {
+		t.Fatal("b resumed an interrupt of a run a owns")
+	}
+
+	ncA.Close() // a dies, as far as the cluster can tell
+
+	var pending []messages.Interrupt
+	until(t, 10*time.Second, "b adopts the parked run", func() bool {
+		pending, _, _ = b.engine.PendingInterrupts(ctx, "", "s1", "", 10)
+		return len(pending) == 2
+	})
+	var got []string
+	for _, in := range pending {
+		got = append(got, in.InterruptID)
+	}
+	slices.Sort(ids)
+	slices.Sort(got)
+	if !slices.Equal(ids, got) {
+		t.Fatalf("interrupts after the takeover %v, want the same as before %v", got, ids)
+	}
+	for _, id := range ids {
+		if _, err := b.engine.Resume(messages.Resume{InterruptID: id, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatalf("resume %s on b: %v", id, err)
+		}
+	}
+	if _, err := probe.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := probe.Seen()
+	for i, env := range events {
+		if env.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: the stream has a gap or a duplicate", i, env.Seq)
+		}
+	}
+	testkit.AssertInvariants(t, events)
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("run ended with %s", last.Type)
+	}
+	// A new run in the session now starts on b.
+	if _, err := b.engine.StartRun(ctx, messages.StartRun{Question: "again", SessionID: "s1"}); err != nil {
+		t.Fatalf("StartRun on the new owner: %v", err)
+	}
+}

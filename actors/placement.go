@@ -5,6 +5,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +14,16 @@ import (
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
+
+// ErrNotOwner is matched by the error of a request that another node of
+// the cluster must serve (Placement.Claim). The error's OwnerNode method,
+// when it has one, names that node.
+var ErrNotOwner = errors.New("actors: another node owns the session")
+
+// ErrUnavailable is matched by the error of a request that failed for a
+// reason that passes (the cluster's JetStream electing a new leader, a
+// node reconnecting): the caller should retry shortly.
+var ErrUnavailable = errors.New("actors: temporarily unavailable")
 
 // Placement decides which node owns a session (cluster.Node).
 type Placement interface {

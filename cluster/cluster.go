@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -69,8 +70,9 @@ type Member struct {
 	Started time.Time `json:"started"`
 }
 
-// ErrNotOwner is matched by the *NotOwnerError Claim returns.
-var ErrNotOwner = errors.New("cluster: another node owns the session")
+// ErrNotOwner is matched by the *NotOwnerError Claim returns (it is
+// actors.ErrNotOwner: the engine hands the error on as is).
+var ErrNotOwner = actors.ErrNotOwner
 
 // NotOwnerError names the live node that owns a session.
 type NotOwnerError struct {
@@ -84,6 +86,14 @@ func (e *NotOwnerError) Error() string {
 
 // Is makes errors.Is(err, ErrNotOwner) true.
 func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// OwnerNode names the owner (for the HTTP layer's Conclave-Owner header).
+func (e *NotOwnerError) OwnerNode() string { return e.Owner }
+
+// ErrUnavailable is matched by the errors of a Claim that failed on
+// JetStream (a server lost, a leader being elected): retry shortly. It is
+// actors.ErrUnavailable (503 with Retry-After in the API).
+var ErrUnavailable = actors.ErrUnavailable
 
 // ErrLost is returned once this node lost its membership.
 var ErrLost = errors.New("cluster: this node lost its membership (its lease expired)")
@@ -189,6 +199,14 @@ func ownerKey(s messages.SessionID) string { return "s." + journal.SubjectToken(
 // live node, fencing and adopting it when it was another node's. It
 // returns a *NotOwnerError when a live node owns it.
 func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
+	err := n.claim(ctx, s)
+	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrLost) && ctx.Err() == nil {
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 	if n.isLost() {
 		return ErrLost
 	}
@@ -423,7 +441,7 @@ func (n *Node) sweep(ctx context.Context) {
 		if !isDead {
 			continue
 		}
-		if err := n.Claim(ctx, messages.SessionID(id)); err != nil && !errors.Is(err, ErrNotOwner) {
+		if err := n.claim(ctx, messages.SessionID(id)); err != nil && !errors.Is(err, ErrNotOwner) {
 			n.log.Warn("cluster: take a session over", "session", id, "from", owner, "err", err)
 		}
 	}

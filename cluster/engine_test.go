@@ -1,9 +1,13 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +144,112 @@ func TestEngines_TakeoverKeepsRunsAndStreams(t *testing.T) {
 	// A new run in the session now starts on b.
 	if _, err := b.engine.StartRun(ctx, messages.StartRun{Question: "again", SessionID: "s1"}); err != nil {
 		t.Fatalf("StartRun on the new owner: %v", err)
+	}
+}
+
+// lockedBuffer collects a node's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A node that lost its membership but still reaches the journal (a long
+// pause, a partition from the membership bucket alone) and goes on writing
+// is refused: its run's next events never reach the session, whose new
+// owner resolves each interrupt exactly once.
+func TestEngines_StaleOwnerIsFenced(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	// a's membership and a's journal on separate connections: only the
+	// membership is cut.
+	ncMember := natstest.Connect(t, srv)
+	j, err := journal.OpenJetStream(ctx, natstest.Connect(t, srv), journal.JetStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cluster.Join(ctx, ncMember, j, cluster.Options{NodeID: "a", Lease: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logA := &lockedBuffer{}
+	fa := cluster.NewFollowers(j, nil, time.Now)
+	ea, err := actors.New(actors.Config{Journal: j, Placement: n, Followers: fa, KeepRunsOnShutdown: true, SleepAfter: -1,
+		Logger: slog.New(slog.NewTextHandler(logA, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ea.Shutdown(context.Background()); _ = fa.Shutdown(context.Background()); _ = n.Shutdown(context.Background()) })
+	b := startNode(t, natstest.Connect(t, srv), "b")
+
+	ref, err := ea.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLTools, SessionID: "s",
+		Scenario: &messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Approvals: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := testkit.NewProbe(ctx, b.engine, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	var ids []string
+	if _, err := probe.Until(ctx, func(env *messages.Envelope) bool {
+		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		switch {
+		case !ok:
+		case pl.Kind == messages.InterruptToolApproval:
+			ids = append(ids, pl.InterruptID)
+		default:
+			if _, err := ea.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(ids) == 2
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ncMember.Close() // a can no longer renew; b takes the session over
+	until(t, 10*time.Second, "b adopts the run", func() bool {
+		pending, _, _ := b.engine.PendingInterrupts(ctx, "", "s", "", 10)
+		return len(pending) == 2
+	})
+	// a still holds the run and answers the interrupt: its agent goes on
+	// and a's hub appends, from its stale view, and is refused.
+	if _, err := ea.Resume(messages.Resume{InterruptID: ids[0], Decision: messages.DecisionReject, Feedback: "stale"}); err != nil {
+		t.Fatalf("resume on the stale node: %v", err)
+	}
+	until(t, 10*time.Second, "a's append is refused", func() bool {
+		return strings.Contains(logA.String(), "written by another owner")
+	})
+	for _, id := range ids {
+		if _, err := b.engine.Resume(messages.Resume{InterruptID: id, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatalf("resume %s on b: %v", id, err)
+		}
+	}
+	if _, err := probe.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := probe.Seen()
+	testkit.AssertInvariants(t, events)
+	for _, env := range events {
+		if pl, ok := env.Payload.(*messages.InterruptResolvedPayload); ok && pl.InterruptID == ids[0] && pl.Decision != messages.DecisionApprove {
+			t.Fatalf("the stale node's decision reached the session: %+v", pl)
+		}
+	}
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("run ended with %s", last.Type)
 	}
 }

@@ -148,6 +148,9 @@ func OpenJetStream(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*
 		AllowRollup:        true,                 // trim marks and summaries
 		AllowAtomicPublish: true,                 // batches that span messages
 		DenyDelete:         true,                 // events are only ever purged by Trim
+		// Message ids are remembered this long: longer than publish
+		// retries for (jsRetryBudget), no longer (each costs memory).
+		Duplicates: 30 * time.Second,
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -319,6 +322,21 @@ func (j *JetStream) Append(ctx context.Context, s messages.SessionID, events []*
 		return err
 	}
 	ack, err := j.publish(ctx, append(msgs, cat...))
+	if errors.Is(err, errDuplicate) {
+		// An earlier attempt stored the batch; nothing can have been
+		// appended after it unless another process took the session.
+		t, err := j.readTail(ctx, s)
+		if err != nil {
+			j.setTail(s, jsTail{}, false)
+			return err
+		}
+		if t.head != events[len(events)-1].Seq {
+			j.setTail(s, jsTail{}, false)
+			return fmt.Errorf("%w (the session's head is %d after this batch, stored once, ended at %d)", ErrFenced, t.head, events[len(events)-1].Seq)
+		}
+		j.setTail(s, t, true)
+		ack, err = t.msgSeq+uint64(len(cat)), nil
+	}
 	if err != nil {
 		j.setTail(s, jsTail{}, false) // the batch may or may not be stored: read again
 		return err
@@ -353,8 +371,8 @@ func (j *JetStream) Fence(ctx context.Context, s messages.SessionID) (uint64, er
 		m.Header.Set(hdrCrc, "0") // CRC-32C of an empty body
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(t.msgSeq, 10))
 		seq, err := j.publish(ctx, []*nats.Msg{m})
-		if errors.Is(err, ErrFenced) {
-			continue // the old owner wrote meanwhile: fence after that
+		if errors.Is(err, ErrFenced) || errors.Is(err, errDuplicate) {
+			continue // the old owner wrote meanwhile (or our retry landed): fence after that
 		}
 		if err != nil {
 			return 0, err
@@ -465,15 +483,55 @@ func (j *JetStream) Tail(ctx context.Context, s messages.SessionID, fn func([]*m
 
 // jsAck is JetStream's reply to a publish.
 type jsAck struct {
-	Seq   uint64 `json:"seq"`
-	Error *struct {
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+	Error     *struct {
+		Code        int    `json:"code"`
 		ErrCode     int    `json:"err_code"`
 		Description string `json:"description"`
 	} `json:"error"`
 }
 
+// JetStream error codes publish tells apart.
+const (
+	jsErrDuplicateInBatch = 10201 // an atomic batch repeats a stored Nats-Msg-Id
+	jsRetryBudget         = 20 * time.Second
+)
+
+// errDuplicate: the publish repeated one JetStream had already stored
+// (its Nats-Msg-Id): an earlier attempt of the same append succeeded.
+var errDuplicate = errors.New("journal: jetstream: already stored")
+
 // publish stores msgs atomically and returns the stream seq of the last.
+// Every attempt carries the same Nats-Msg-Id, so JetStream stores the
+// messages once however often they are sent: a publish whose answer was
+// lost (a timeout, a server going away, a leader being elected) is sent
+// again for up to 20 s, and one that was already stored reports
+// errDuplicate. A refusal (ErrFenced, a message too large) is final.
 func (j *JetStream) publish(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	msgs[0].Header.Set(jetstream.MsgIDHeader, uuid.NewString())
+	deadline := time.Now().Add(jsRetryBudget)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		seq, err, transient := j.publishOnce(ctx, msgs)
+		if !transient || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return seq, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// publishOnce sends msgs once; transient says whether sending them again
+// may succeed.
+func (j *JetStream) publishOnce(ctx context.Context, msgs []*nats.Msg) (seq uint64, err error, transient bool) {
 	if len(msgs) > 1 {
 		id := uuid.NewString()
 		for i, m := range msgs {
@@ -483,7 +541,7 @@ func (j *JetStream) publish(ctx context.Context, msgs []*nats.Msg) (uint64, erro
 		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
 		for _, m := range msgs[:len(msgs)-1] {
 			if err := j.nc.PublishMsg(m); err != nil {
-				return 0, fmt.Errorf("journal: jetstream: append: %w", err)
+				return 0, fmt.Errorf("journal: jetstream: append: %w", err), true
 			}
 		}
 	}
@@ -491,19 +549,24 @@ func (j *JetStream) publish(ctx context.Context, msgs []*nats.Msg) (uint64, erro
 	defer cancel()
 	reply, err := j.nc.RequestMsgWithContext(rctx, msgs[len(msgs)-1])
 	if err != nil {
-		return 0, fmt.Errorf("journal: jetstream: append: %w", err)
+		return 0, fmt.Errorf("journal: jetstream: append: %w", err), true
 	}
 	var ack jsAck
 	if err := json.Unmarshal(reply.Data, &ack); err != nil {
-		return 0, fmt.Errorf("journal: jetstream: append: bad reply %q: %w", reply.Data, err)
+		return 0, fmt.Errorf("journal: jetstream: append: bad reply %q: %w", reply.Data, err), false
 	}
-	if e := ack.Error; e != nil {
-		if c := jetstream.ErrorCode(e.ErrCode); c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
-			return 0, fmt.Errorf("%w (%s)", ErrFenced, e.Description)
-		}
-		return 0, fmt.Errorf("journal: jetstream: append: %s (error %d)", e.Description, e.ErrCode)
+	switch e := ack.Error; {
+	case e == nil && ack.Duplicate:
+		return 0, errDuplicate, false
+	case e == nil:
+		return ack.Seq, nil, false
+	case e.ErrCode == jsErrDuplicateInBatch:
+		return 0, errDuplicate, false
+	case jetstream.ErrorCode(e.ErrCode) == jetstream.JSErrCodeStreamWrongLastSequence || jetstream.ErrorCode(e.ErrCode) == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return 0, fmt.Errorf("%w (%s)", ErrFenced, e.Description), false
+	default:
+		return 0, fmt.Errorf("journal: jetstream: append: %s (error %d)", e.Description, e.ErrCode), e.Code == 503
 	}
-	return ack.Seq, nil
 }
 
 // Head implements Journal.
@@ -689,7 +752,7 @@ func (j *JetStream) Trim(ctx context.Context, s messages.SessionID, before uint6
 	m := nats.NewMsg(j.subject("first", string(s)))
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	m.Data = strconv.AppendUint(nil, before, 10)
-	if _, err := j.publish(ctx, []*nats.Msg{m}); err != nil {
+	if _, err := j.publish(ctx, []*nats.Msg{m}); err != nil && !errors.Is(err, errDuplicate) {
 		return err
 	}
 	// Purge the messages that end before the mark, keeping the last one

@@ -7,6 +7,7 @@ package journal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -235,6 +236,8 @@ func (j *JetStream) PutRunSummary(ctx context.Context, run messages.RunID, summa
 	msg := nats.NewMsg(j.subject("sum", string(run)))
 	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	msg.Data = summary
-	_, err = j.publish(ctx, []*nats.Msg{msg})
+	if _, err = j.publish(ctx, []*nats.Msg{msg}); errors.Is(err, errDuplicate) {
+		return nil // an earlier attempt stored it
+	}
 	return err
 }

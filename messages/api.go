@@ -120,3 +120,13 @@ type SteerAccepted struct {
 	SteeringID string `json:"steering_id"`
 	RunID      RunID  `json:"run_id"`
 }
+
+// HTTP headers of cluster mode (package cluster, docs/cluster.md).
+const (
+	// OwnerHeader names the cluster node that owns a request's session,
+	// on a 421 not_owner answer.
+	OwnerHeader = "Conclave-Owner"
+	// ForwardedHeader marks a request one node forwarded to another (its
+	// value is the forwarding node's id): it is never forwarded again.
+	ForwardedHeader = "Conclave-Forwarded"
+)

@@ -120,6 +120,10 @@ type Config struct {
 	// (web.Handler). Paths under /api/ that name no endpoint are always the
 	// API's JSON 404. Nil: every unclaimed path is that 404.
 	Dashboard http.Handler
+	// Wrap, when set, wraps the server's handler (everything but CORS,
+	// which stays outermost): cluster mode forwards the calls another node
+	// must serve (cluster.Forwarder.Handler).
+	Wrap func(http.Handler) http.Handler
 }
 
 func (c Config) withDefaults() Config {
@@ -257,7 +261,17 @@ func New(cfg Config) (*Server, error) {
 // for instance, an SSE stream holds its request until it ends, and
 // Shutdown ends it: call Shutdown before that server's own Shutdown (or
 // from its RegisterOnShutdown hook), which waits for such requests.
-func (s *Server) Handler() http.Handler { return s.cors(readDeadlineDone(s.mux)) }
+func (s *Server) Handler() http.Handler {
+	var h http.Handler = s.mux
+	if s.cfg.Wrap != nil {
+		h = s.cfg.Wrap(h)
+	}
+	return s.cors(readDeadlineDone(h))
+}
+
+// Inner is the server's handler without Config.Wrap and CORS: what a
+// cluster node serves the calls forwarded to it with.
+func (s *Server) Inner() http.Handler { return s.mux }
 
 func (s *Server) routes() {
 	s.apiRoutes(s.mux, s.authed)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/audit"
+	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/transport"
@@ -46,6 +47,7 @@ type serveCmd struct {
 	// memory (journal.Options.IdleAfter).
 	journalIdleAfter time.Duration
 	model            modelFlags
+	cluster          clusterFlags
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -83,6 +85,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.retainTick, "retention-interval", time.Minute, "how often retention trims the sessions")
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
+	c.cluster.register(fs)
 	c.limits.flags(fs)
 	c.quotas.flags(fs)
 	c.model.register(fs)
@@ -146,7 +149,19 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}
 	// What SIGTERM does to live runs depends on the journal.
 	stopping := "shutting down: ending live runs with run_error interrupted (the in-memory journal keeps nothing), closing streams"
-	if !c.memory {
+	var member *clusterMember
+	switch {
+	case c.cluster.enabled():
+		if member, err = c.cluster.join(ctx, logger); err != nil {
+			return failure(err)
+		}
+		defer member.close(logger, &err) // after the journal's Close (defers run in reverse)
+		// Runs outlive the node: Shutdown freezes them, and the node
+		// leaves, so another one takes its sessions over at once.
+		ecfg.Journal, ecfg.KeepRunsOnShutdown = member.journal, true
+		ecfg.Placement, ecfg.Followers = member.node, member.followers
+		stopping = "shutting down: freezing live runs in the journal and leaving the cluster (another node takes them over), closing streams"
+	case !c.memory:
 		dir := filepath.Join(c.dataDir, "journal")
 		durable, err := journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter})
 		switch {
@@ -160,7 +175,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		ecfg.Journal, ecfg.KeepRunsOnShutdown = durable, true
 		stopping = "shutting down: freezing live runs in the journal (the next start resumes them), closing streams"
 		logger.Info("durable journal", "dir", dir)
-	} else {
+	default:
 		ecfg.Journal = journal.NewMemory()
 		logger.Warn("in-memory journal: events and runs do not survive a restart")
 	}
@@ -182,10 +197,14 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}()
 	// Before any hub runs: the decisions journaled by a process that died
 	// before its audit log's fsync are recorded now (audit.Log.CatchUp).
-	if n, err := auditLog.CatchUp(ctx, ecfg.Journal); err != nil {
-		return failure(fmt.Errorf("audit log: catch up with the journal: %w", err))
-	} else if n > 0 {
-		logger.Warn("audit log caught up with the journal after an unclean stop", "sessions", n)
+	// Not in a cluster: a node's audit log records what it journaled, and
+	// the shared journal holds every node's sessions.
+	if member == nil {
+		if n, err := auditLog.CatchUp(ctx, ecfg.Journal); err != nil {
+			return failure(fmt.Errorf("audit log: catch up with the journal: %w", err))
+		} else if n > 0 {
+			logger.Warn("audit log caught up with the journal after an unclean stop", "sessions", n)
+		}
 	}
 	ecfg.Audit = auditLog
 	engine, err := actors.New(ecfg)
@@ -199,10 +218,20 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams
+	if member != nil {
+		member.node.OnAdopt(engine.Adopt)
+		tcfg.Wrap = member.forwarder.Handler
+	}
 	srv, err := transport.New(tcfg)
 	if err != nil {
 		_ = engine.Shutdown(context.Background())
 		return failure(err)
+	}
+	if member != nil {
+		if err := member.forwarder.Serve(srv.Inner()); err != nil {
+			_ = engine.Shutdown(context.Background())
+			return failure(err)
+		}
 	}
 	l, err := srv.Listen(c.addr)
 	if err != nil {
@@ -232,6 +261,17 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		_ = engine.Shutdown(context.Background())
 		_ = srv.Shutdown(context.Background())
 		return failure(fmt.Errorf("serve: %w", err))
+	case <-member.lost():
+		// Fail-stop: other nodes may own this node's sessions now. Freeze
+		// everything (nothing more is written) and exit non-zero, so a
+		// supervisor starts a new member.
+		sctx, cancel := context.WithTimeout(context.Background(), serveShutdownGrace)
+		defer cancel()
+		_ = engine.Shutdown(sctx)
+		_ = member.followers.Shutdown(sctx)
+		_ = member.forwarder.Shutdown(sctx)
+		_ = srv.Shutdown(sctx)
+		return failure(cluster.ErrLost)
 	case <-ctx.Done():
 	}
 
@@ -242,6 +282,12 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	// run_error{code:"interrupted"} (memory), and every stream delivers
 	// what was journaled before its final frame.
 	eerr := engine.Shutdown(sctx)
+	if member != nil {
+		// The streams follow the journal, not the engine: they end now,
+		// once they delivered what was journaled. Forwarded calls finish,
+		// and the node leaves last (member.close).
+		eerr = errors.Join(eerr, member.followers.Shutdown(sctx), member.forwarder.Shutdown(sctx))
+	}
 	serr := srv.Shutdown(sctx)
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) && serr == nil {
 		serr = err

@@ -45,6 +45,11 @@ const (
 	CodeRateLimited      = string(actors.QuotaRateLimited)
 	CodeScenarioTooLarge = string(actors.QuotaScenarioTooLarge)
 	CodeInternal         = "internal"
+	// CodeNotOwner: another node of the cluster owns the session (421,
+	// with its id in the Conclave-Owner header). A node's own API
+	// forwards such a request to the owner (package cluster); a client
+	// sees it only when that failed.
+	CodeNotOwner = "not_owner"
 	// CodeHTTPVersionNotSupported: the endpoint needs another HTTP version
 	// (505; the WebSocket endpoint needs HTTP/1.1).
 	CodeHTTPVersionNotSupported = "http_version_not_supported"
@@ -58,6 +63,9 @@ type Error struct {
 	// RetryAfter, when positive, is sent as a Retry-After header (whole
 	// seconds, rounded up).
 	RetryAfter time.Duration
+	// Owner, when set, is sent as a Conclave-Owner header: the cluster
+	// node that owns the request's session (421, CodeNotOwner).
+	Owner string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -71,6 +79,9 @@ func NewError(status int, code, message string) *Error {
 func WriteError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	}
+	if e.Owner != "" {
+		w.Header().Set(messages.OwnerHeader, e.Owner)
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
@@ -109,6 +120,17 @@ func EngineError(err error) *Error {
 		return NewError(http.StatusConflict, CodeConflict, err.Error())
 	case errors.Is(err, actors.ErrCursorAhead):
 		return NewError(http.StatusBadRequest, CodeCursorAhead, err.Error())
+	case errors.Is(err, actors.ErrNotOwner):
+		e := NewError(http.StatusMisdirectedRequest, CodeNotOwner, err.Error())
+		var o interface{ OwnerNode() string }
+		if errors.As(err, &o) {
+			e.Owner = o.OwnerNode()
+		}
+		return e
+	case errors.Is(err, actors.ErrUnavailable):
+		e := NewError(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		e.RetryAfter = time.Second
+		return e
 	case errors.Is(err, actors.ErrShuttingDown):
 		return NewError(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
 	default:

@@ -1,0 +1,307 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Forwarder lets any node answer any call of the runs and interrupts API:
+// a call the node cannot serve itself, because another node owns the
+// session (421 not_owner) or because the run or interrupt lives on another
+// node (404 here), is sent to the owner, or to each other live member in
+// turn, over NATS request-reply, and the first answer that is not a 404
+// is the client's. Each node serves the calls forwarded to it on
+// <Prefix>_http.<node id> through its own handler, authentication
+// included (the caller's headers travel with the call); a forwarded call
+// is never forwarded again.
+//
+// Streams (SSE, WebSocket, AG-UI, A2A) are not forwarded: every node
+// serves them from the shared journal (Followers).
+type Forwarder struct {
+	nc      *nats.Conn
+	node    *Node
+	log     *slog.Logger
+	subject func(node string) string
+	timeout time.Duration
+	maxBody int64
+
+	mu   sync.Mutex
+	sub  *nats.Subscription
+	wg   sync.WaitGroup
+	sem  chan struct{} // bounds the forwarded calls served at once
+	shut bool
+}
+
+// ForwardOptions configures NewForwarder.
+type ForwardOptions struct {
+	// Prefix of the subjects; default "conclave".
+	Prefix string
+	// Timeout of a forwarded call; default 15 s (the API's own engine
+	// timeout is 10 s).
+	Timeout time.Duration
+	// MaxBody caps a forwarded request body (the API's own cap); it
+	// must fit the server's max payload with the headers. Default 1 MB
+	// less 64 KB.
+	MaxBody int64
+	// Parallel bounds the forwarded calls this node serves at once;
+	// default 64. Calls beyond wait in NATS.
+	Parallel int
+	Logger   *slog.Logger
+}
+
+// NewForwarder returns the forwarder of node.
+func NewForwarder(nc *nats.Conn, node *Node, opts ForwardOptions) *Forwarder {
+	if opts.Prefix == "" {
+		opts.Prefix = "conclave"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 15 * time.Second
+	}
+	if limit := nc.MaxPayload() - 64<<10; opts.MaxBody <= 0 || opts.MaxBody > limit {
+		opts.MaxBody = limit
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	prefix := opts.Prefix
+	return &Forwarder{
+		nc: nc, node: node, log: opts.Logger, timeout: opts.Timeout, maxBody: opts.MaxBody,
+		// Not under prefix+".": the journal's stream captures those.
+		subject: func(id string) string { return prefix + "_http." + id },
+		sem:     make(chan struct{}, opts.Parallel),
+	}
+}
+
+// forwardedCall is a call on the wire.
+type forwardedCall struct {
+	Method string      `json:"method"`
+	Host   string      `json:"host"`
+	URI    string      `json:"uri"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// forwardedAnswer is its answer.
+type forwardedAnswer struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// forwardable reports whether a call is one the forwarder may send on:
+// the runs and interrupts API, which answers with one JSON body.
+func forwardable(r *http.Request) bool {
+	if r.Header.Get(messages.ForwardedHeader) != "" {
+		return false
+	}
+	p := r.URL.Path
+	return p == "/api/v1/runs" || strings.HasPrefix(p, "/api/v1/runs/") ||
+		strings.HasPrefix(p, "/api/v1/interrupts/") || strings.HasPrefix(p, "/api/v1/events/resume/")
+}
+
+// Handler serves a call with next and, when next could not serve it here,
+// forwards it (see Forwarder).
+func (f *Forwarder) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !forwardable(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBody+1))
+		if err != nil || int64(len(body)) > f.maxBody {
+			// Too large to forward (or unreadable): served here only.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := newRecorder()
+		next.ServeHTTP(rec, r)
+		var targets []string
+		switch rec.status {
+		case http.StatusMisdirectedRequest:
+			if owner := rec.header.Get(messages.OwnerHeader); owner != "" && owner != f.node.ID() {
+				targets = []string{owner}
+			}
+		case http.StatusNotFound:
+			targets = f.others(r.Context())
+		}
+		if len(targets) > 0 {
+			call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
+			call.Header.Set(messages.ForwardedHeader, f.node.ID())
+			for _, node := range targets {
+				ans, err := f.call(r.Context(), node, call)
+				if err != nil {
+					f.log.Warn("cluster: forward a call", "to", node, "uri", call.URI, "err", err)
+					continue
+				}
+				if ans.Status == http.StatusNotFound && len(targets) > 1 {
+					continue // not there either
+				}
+				write(w, ans.Status, ans.Header, ans.Body)
+				return
+			}
+		}
+		write(w, rec.status, rec.header, rec.body.Bytes())
+	})
+}
+
+// others lists the live members but this node.
+func (f *Forwarder) others(ctx context.Context) []string {
+	members, err := f.node.Members(ctx)
+	if err != nil {
+		f.log.Warn("cluster: list members to forward a call", "err", err)
+		return nil
+	}
+	var out []string
+	for _, m := range members {
+		if m.ID != f.node.ID() {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// call sends one call to node and waits for its answer.
+func (f *Forwarder) call(ctx context.Context, node string, call forwardedCall) (forwardedAnswer, error) {
+	data, err := json.Marshal(call)
+	if err != nil {
+		return forwardedAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	msg, err := f.nc.RequestWithContext(ctx, f.subject(node), data)
+	if err != nil {
+		return forwardedAnswer{}, err
+	}
+	var ans forwardedAnswer
+	if err := json.Unmarshal(msg.Data, &ans); err != nil {
+		return forwardedAnswer{}, fmt.Errorf("bad answer: %w", err)
+	}
+	return ans, nil
+}
+
+func write(w http.ResponseWriter, status int, header http.Header, body []byte) {
+	if status == 0 {
+		status = http.StatusOK // a handler that wrote nothing
+	}
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Serve answers the calls forwarded to this node with h, until Shutdown.
+func (f *Forwarder) Serve(h http.Handler) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shut {
+		return ErrClosed
+	}
+	sub, err := f.nc.Subscribe(f.subject(f.node.ID()), func(m *nats.Msg) {
+		f.mu.Lock()
+		if f.shut {
+			f.mu.Unlock()
+			return
+		}
+		f.wg.Add(1)
+		f.mu.Unlock()
+		f.sem <- struct{}{}
+		go func() {
+			defer func() { <-f.sem; f.wg.Done() }()
+			f.serveOne(h, m)
+		}()
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: serve forwarded calls: %w", err)
+	}
+	f.sub = sub
+	// Once the server has the subscription, calls forwarded here arrive.
+	if err := f.nc.Flush(); err != nil {
+		return fmt.Errorf("cluster: serve forwarded calls: %w", err)
+	}
+	return nil
+}
+
+func (f *Forwarder) serveOne(h http.Handler, m *nats.Msg) {
+	var call forwardedCall
+	ans := forwardedAnswer{Status: http.StatusBadRequest}
+	if err := json.Unmarshal(m.Data, &call); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, call.Method, call.URI, bytes.NewReader(call.Body))
+		if err == nil {
+			req.Header, req.Host = call.Header, call.Host // links in answers name the node the client called
+			req.RemoteAddr = "cluster:" + call.Header.Get(messages.ForwardedHeader)
+			rec := newRecorder()
+			h.ServeHTTP(rec, req)
+			ans = forwardedAnswer{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+		}
+	}
+	data, _ := json.Marshal(ans)
+	if err := m.Respond(data); err != nil {
+		f.log.Warn("cluster: answer a forwarded call", "uri", call.URI, "err", err)
+	}
+}
+
+// Shutdown stops serving forwarded calls and waits for those in progress.
+func (f *Forwarder) Shutdown(ctx context.Context) error {
+	f.mu.Lock()
+	f.shut = true
+	sub := f.sub
+	f.mu.Unlock()
+	var err error
+	if sub != nil {
+		err = sub.Unsubscribe()
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			err = nil
+		}
+	}
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// recorder is an http.ResponseWriter that keeps the answer in memory.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}

@@ -1,0 +1,62 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/cluster"
+	"github.com/conclave-ai/conclave/internal/natstest"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// A call to the wrong node is answered by the right one: on a 421 with
+// the owner's id, to the owner; on a 404, by whichever other node has it.
+func TestForwarder_RoutesToTheNodeThatHasIt(t *testing.T) {
+	srv := natstest.Start(t)
+	a := join(t, natstest.Connect(t, srv), "a", time.Second)
+	bConn := natstest.Connect(t, srv)
+	b := join(t, bConn, "b", time.Second)
+	aConn := natstest.Connect(t, srv)
+	fa := cluster.NewForwarder(aConn, a.node, cluster.ForwardOptions{Logger: quiet})
+	fb := cluster.NewForwarder(bConn, b.node, cluster.ForwardOptions{Logger: quiet})
+	t.Cleanup(func() { _ = fa.Shutdown(context.Background()); _ = fb.Shutdown(context.Background()) })
+	// a knows nothing: it says b owns the session, or that it has no such interrupt.
+	aAPI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/runs" {
+			w.Header().Set(messages.OwnerHeader, "b")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	// b echoes what it got.
+	bAPI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]string{"path": r.URL.Path, "body": string(body), "from": r.Header.Get(messages.ForwardedHeader), "auth": r.Header.Get("Authorization")})
+	})
+	if err := fb.Serve(bAPI); err != nil {
+		t.Fatal(err)
+	}
+	h := fa.Handler(aAPI)
+	for _, path := range []string{"/api/v1/runs", "/api/v1/interrupts/x/resume"} {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(`{"q":1}`)))
+		req.Header.Set("Authorization", "Bearer t")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var got map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusCreated || err != nil {
+			t.Fatalf("%s: %d %q", path, rec.Code, rec.Body.String())
+		}
+		if got["path"] != path || got["body"] != `{"q":1}` || got["from"] != "a" || got["auth"] != "Bearer t" {
+			t.Fatalf("%s: b got %v", path, got)
+		}
+	}
+}

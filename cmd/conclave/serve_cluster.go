@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/conclave-ai/conclave/cluster"
+	"github.com/conclave-ai/conclave/journal"
+)
+
+// clusterFlags are serve's cluster mode (docs/cluster.md): --cluster
+// names the NATS JetStream servers that hold the shared journal and the
+// membership.
+type clusterFlags struct {
+	urls     string
+	nodeID   string
+	lease    time.Duration
+	replicas int
+	prefix   string
+}
+
+func (f *clusterFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.urls, "cluster", "", "run as one node of a cluster: the NATS JetStream `urls` (comma-separated) of the shared journal and membership; --data keeps only the audit log and the server key (docs/cluster.md)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in the cluster (default: a new UUID each start)")
+	fs.DurationVar(&f.lease, "cluster-lease", 10*time.Second, "how long a node that stopped renewing its membership stays a member; its sessions move within 1.5 leases")
+	fs.IntVar(&f.replicas, "cluster-replicas", 1, "JetStream replicas of the journal and the buckets (3 on a 3-server JetStream cluster)")
+	fs.StringVar(&f.prefix, "cluster-prefix", "conclave", "prefix of the cluster's subjects, stream and buckets (clusters sharing one JetStream need different prefixes)")
+}
+
+func (f *clusterFlags) enabled() bool { return f.urls != "" }
+
+// clusterMember is this node's part of the cluster.
+type clusterMember struct {
+	nc        *nats.Conn
+	journal   *journal.JetStream
+	node      *cluster.Node
+	followers *cluster.Followers
+	forwarder *cluster.Forwarder
+}
+
+// join connects to JetStream, opens the shared journal and joins.
+func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterMember, error) {
+	if f.lease < time.Second {
+		return nil, usageError(fmt.Errorf("--cluster-lease must be at least 1s, got %v", f.lease))
+	}
+	id := f.nodeID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	nc, err := nats.Connect(f.urls, nats.Name("conclave "+id), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.Timeout(5*time.Second), nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { logger.Warn("cluster: disconnected from NATS", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("cluster: reconnected to NATS", "url", nc.ConnectedUrl()) }))
+	if err != nil {
+		return nil, fmt.Errorf("--cluster %s: %w", f.urls, err)
+	}
+	upper := upperPrefix(f.prefix)
+	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{Stream: upper, Prefix: f.prefix, Replicas: f.replicas})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	node, err := cluster.Join(ctx, nc, j, cluster.Options{NodeID: id, Lease: f.lease, Prefix: upper, Replicas: f.replicas, Logger: logger})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	logger.Info("cluster: joined", "node", id, "nats", nc.ConnectedUrl(), "lease", f.lease, "replicas", f.replicas)
+	return &clusterMember{
+		nc: nc, journal: j, node: node,
+		followers: cluster.NewFollowers(j, uuid.New, time.Now),
+		forwarder: cluster.NewForwarder(nc, node, cluster.ForwardOptions{Prefix: f.prefix, Logger: logger}),
+	}, nil
+}
+
+// upperPrefix is the stream and bucket name of a subject prefix
+// ("conclave" → "CONCLAVE"; dots and dashes become underscores).
+func upperPrefix(p string) string {
+	b := []byte(p)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c == '.' || c == '-':
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// lost is closed when the node lost its membership (nil member: never).
+func (m *clusterMember) lost() <-chan struct{} {
+	if m == nil {
+		return nil
+	}
+	return m.node.Lost()
+}
+
+// close leaves the cluster and closes the connection.
+func (m *clusterMember) close(logger *slog.Logger, err *error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if lerr := m.node.Shutdown(ctx); lerr != nil && !errors.Is(lerr, nats.ErrConnectionClosed) {
+		logger.Error("cluster: leave", "err", lerr)
+		if *err == nil {
+			*err = failure(fmt.Errorf("leave the cluster: %w", lerr))
+		}
+	}
+	m.nc.Close()
+}

@@ -191,7 +191,11 @@ func TestEngines_StaleOwnerIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ea.Shutdown(context.Background()); _ = fa.Shutdown(context.Background()); _ = n.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		_ = ea.Shutdown(context.Background())
+		_ = fa.Shutdown(context.Background())
+		_ = n.Shutdown(context.Background())
+	})
 	b := startNode(t, natstest.Connect(t, srv), "b")
 
 	ref, err := ea.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLTools, SessionID: "s",

@@ -2,8 +2,10 @@
 // session hub is the only writer of a session; any number of subscribers
 // read concurrently by cursor.
 //
-// Two implementations: [Memory] (tests and `conclave run`) and [Durable]
-// (`conclave serve`; an embedded Pebble store with group commit).
+// Three implementations: [Memory] (tests and `conclave run`), [Durable]
+// (`conclave serve`; an embedded Pebble store with group commit) and
+// [JetStream] (`conclave serve --cluster`; a NATS JetStream stream shared by
+// every node, fenced per session: see jetstream.go).
 //
 // # Acknowledgement
 //

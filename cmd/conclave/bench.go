@@ -52,6 +52,7 @@ type benchFanoutCmd struct {
 	drain      time.Duration
 	settle     time.Duration
 	inProcess  bool
+	cluster    int
 	cpuProfile string
 	serverProf string
 }
@@ -85,7 +86,8 @@ test: the exit status is 0 whenever the measurement completed.`,
   conclave bench fanout --transport ws --rate 1200
   conclave bench fanout --clients 1000 --rate 1 --duration 1s   # idle memory
   conclave bench fanout --flush-delay 10ms --baseline=false --json
-  conclave bench fanout --workload council --nodes 200 --tokens 100 --concurrency 16 --token-delay 10ms`,
+  conclave bench fanout --workload council --nodes 200 --tokens 100 --concurrency 16 --token-delay 10ms
+  conclave bench fanout --cluster-nodes 3 --baseline=false   # 3 cluster nodes on JetStream, clients spread over them`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -112,6 +114,7 @@ test: the exit status is 0 whenever the measurement completed.`,
 	fs.DurationVar(&c.drain, "drain", 0, "how long to wait for events in flight after publishing stops or the council's run ends (default 2s; council 30s)")
 	fs.DurationVar(&c.settle, "settle", 1500*time.Millisecond, "wait between connecting and measuring idle memory")
 	fs.BoolVar(&c.inProcess, "in-process", false, "run the servers in this process (their figures then include the clients')")
+	fs.IntVar(&c.cluster, "cluster-nodes", 0, "measure cluster mode: this many `conclave serve --cluster` nodes on one JetStream server (run in this process), node 0 publishing, the clients spread over the nodes (synthetic workload, no baseline)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this (the clients') process to `file`")
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVar(&c.serverProf, "server-cpuprofile", "", "write a CPU profile of the Conclave server from the start of publishing (or of the council run) to its shutdown to `file`")
@@ -162,6 +165,15 @@ func (c *benchFanoutCmd) run(cmd *cobra.Command) error {
 		Modes:            []fanout.Mode{fanout.ModeConclave},
 		Logger:           slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Now:              c.app.now,
+	}
+	if c.cluster != 0 {
+		if wl != fanout.WorkloadSynthetic || (flags.Changed("baseline") && c.baseline) {
+			return usageError(errors.New("--cluster-nodes measures Conclave alone (--baseline=false) on the synthetic workload"))
+		}
+		if c.cluster < 1 || c.cluster > 5 {
+			return usageError(fmt.Errorf("--cluster-nodes must be 1 to 5, got %d", c.cluster))
+		}
+		c.baseline, opts.ClusterNodes = false, c.cluster
 	}
 	if c.baseline {
 		opts.Modes = append(opts.Modes, fanout.ModeNaive)

@@ -80,11 +80,12 @@ type clientTotals struct {
 	hist                            benchkit.Histogram
 }
 
-// connectClients opens n streams of kind tr to the server described by r.
+// connectClients opens n streams of kind tr, to the servers described by
+// rs in turn (one, or a cluster's nodes).
 // Every client expects the events after r.After, and finds each event's
 // send time (unix ns) in its envelope with stampOf. On error, the streams
 // opened so far are closed.
-func connectClients(ctx context.Context, n int, tr Transport, r Ready, now func() time.Time,
+func connectClients(ctx context.Context, n int, tr Transport, rs []Ready, now func() time.Time,
 	stampOf func([]byte) (int64, bool)) (*clientPool, error) {
 	p := &clientPool{clients: make([]*streamClient, n), stampOf: stampOf}
 	var (
@@ -100,6 +101,7 @@ func connectClients(ctx context.Context, n int, tr Transport, r Ready, now func(
 				if i >= n || ctx.Err() != nil {
 					return
 				}
+				r := rs[i%len(rs)] // spread over the cluster's nodes
 				c := &streamClient{last: r.After}
 				p.clients[i] = c
 				if err := p.open(ctx, c, tr, r, now); err != nil {

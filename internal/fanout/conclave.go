@@ -19,7 +19,8 @@ import (
 // with Engine.Publish; the session hub journals them and offers them to
 // every subscription, and transport.Server writes them to the streams.
 type conclaveTarget struct {
-	engine *actors.Engine
+	engine  *actors.Engine
+	cluster *clusterParts // cluster mode (ServerConfig.Cluster)
 	srv    *transport.Server
 	reg    *prometheus.Registry
 	lis    net.Listener
@@ -33,17 +34,35 @@ var _ target = (*conclaveTarget)(nil)
 // a run started in it), waits until that run ended so its events are not
 // mixed with the measured ones, and starts serving.
 func startConclave(ctx context.Context, cfg ServerConfig) (_ *conclaveTarget, err error) {
-	engine, err := actors.New(actors.Config{Logger: cfg.Logger, Now: cfg.Now, SubscriberQueue: cfg.Queue})
+	ecfg := actors.Config{Logger: cfg.Logger, Now: cfg.Now, SubscriberQueue: cfg.Queue}
+	var parts *clusterParts
+	if cfg.Cluster != "" {
+		if parts, err = joinCluster(ctx, cfg, &ecfg); err != nil {
+			return nil, err
+		}
+	}
+	engine, err := actors.New(ecfg)
 	if err != nil {
+		if parts != nil {
+			_ = parts.shutdown(ctx)
+		}
 		return nil, err
 	}
-	t := &conclaveTarget{engine: engine, reg: prometheus.NewRegistry()}
+	t := &conclaveTarget{engine: engine, cluster: parts, reg: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			_ = t.shutdown(context.Background())
 		}
 	}()
-	if t.after, err = runToEnd(ctx, engine); err != nil {
+	if parts != nil {
+		parts.node.OnAdopt(engine.Adopt)
+	}
+	if cfg.Follower {
+		t.after, err = followerAfter(ctx, ecfg.Journal)
+	} else {
+		t.after, err = runToEnd(ctx, engine)
+	}
+	if err != nil {
 		return nil, err
 	}
 	t.srv, err = transport.New(transport.Config{Engine: engine, Logger: cfg.Logger, Now: cfg.Now,
@@ -126,6 +145,11 @@ func (t *conclaveTarget) counts() targetCounts {
 // published, then the transport (transport.Server.Shutdown's contract).
 func (t *conclaveTarget) shutdown(ctx context.Context) error {
 	err := t.engine.Shutdown(ctx)
+	if t.cluster != nil { // its streams follow the journal, not the engine
+		if cerr := t.cluster.shutdown(ctx); err == nil {
+			err = cerr
+		}
+	}
 	if t.srv != nil {
 		if serr := t.srv.Shutdown(ctx); err == nil && !errors.Is(serr, transport.ErrServerClosed) {
 			err = serr

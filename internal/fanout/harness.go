@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/benchkit"
@@ -53,6 +54,12 @@ type Options struct {
 	// council run) to its shutdown; the naive server's goes to the same
 	// name with ".naive" appended.
 	ServerCPUProfile string
+	// ClusterNodes, when positive, measures Conclave's cluster mode: that
+	// many nodes on one JetStream server (run in this process), node 0
+	// owning the session and publishing, the clients spread over the nodes
+	// (synthetic workload, conclave mode only). The servers' figures are
+	// the nodes' sums.
+	ClusterNodes int
 	// Logger receives progress. Default: discard.
 	Logger *slog.Logger
 	// Now is the clients' clock, and must be the server's: latency is the
@@ -113,6 +120,14 @@ func (o Options) validate() error {
 			return fmt.Errorf("fanout: the council workload runs on Conclave only, not on mode %s", m)
 		}
 	}
+	if o.ClusterNodes != 0 {
+		if o.ClusterNodes < 0 || o.ClusterNodes > 5 {
+			return fmt.Errorf("fanout: cluster nodes must be 1 to 5, got %d", o.ClusterNodes)
+		}
+		if o.Workload != WorkloadSynthetic || slices.ContainsFunc(o.Modes, func(m Mode) bool { return m != ModeConclave }) {
+			return errors.New("fanout: cluster mode measures Conclave (no baseline) on the synthetic workload")
+		}
+	}
 	switch {
 	case o.Launch == nil:
 		return errors.New("fanout: Options.Launch is required")
@@ -156,6 +171,8 @@ type Result struct {
 // ModeResult is what one server mode achieved.
 type ModeResult struct {
 	Mode Mode `json:"mode"`
+	// Nodes is the number of cluster nodes (0: one server, not clustered).
+	Nodes int `json:"nodes,omitempty"`
 	// Published events; each client should receive all of them.
 	Published int64 `json:"published"`
 	// PublishRate is Published over the server's publishing time (the
@@ -279,6 +296,14 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 	if cfg.CPUProfile = o.ServerCPUProfile; cfg.CPUProfile != "" && mode != ModeConclave {
 		cfg.CPUProfile += "." + string(mode)
 	}
+	var js *jetStream
+	if o.ClusterNodes > 0 {
+		if js, err = startJetStream(); err != nil {
+			return nil, false, err
+		}
+		defer js.close() // after the nodes (deferred below, run first)
+		cfg.Cluster = js.url()
+	}
 	srv, err := o.Launch(ctx, cfg)
 	if err != nil {
 		return nil, false, err
@@ -291,15 +316,35 @@ func runMode(ctx context.Context, o Options, mode Mode) (_ *ModeResult, shared b
 			err = cerr
 		}
 	}()
+	readys := []Ready{srv.Ready}
 	ctl := newControl(srv.Ready)
 	defer ctl.close()
-	mr := &ModeResult{Mode: mode}
+	for range max(o.ClusterNodes-1, 0) {
+		fcfg := cfg
+		fcfg.Follower, fcfg.CPUProfile = true, ""
+		f, lerr := o.Launch(ctx, fcfg)
+		if lerr != nil {
+			return nil, false, lerr
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			defer cancel()
+			if cerr := f.Close(cctx); err == nil {
+				err = cerr
+			}
+		}()
+		readys = append(readys, f.Ready)
+		fc := newControl(f.Ready)
+		defer fc.close()
+		ctl.others = append(ctl.others, fc)
+	}
+	mr := &ModeResult{Mode: mode, Nodes: o.ClusterNodes}
 
 	if mr.Before, err = ctl.stats(ctx, true); err != nil {
 		return nil, false, err
 	}
-	log.Info("connecting clients", "clients", o.Clients, "transport", o.Transport, "server", srv.Ready.Stream, "control", srv.Ready.Control, "pid", srv.Ready.PID)
-	pool, err := connectClients(ctx, o.Clients, o.Transport, srv.Ready, o.Now, o.Workload.stampOf())
+	log.Info("connecting clients", "clients", o.Clients, "transport", o.Transport, "server", srv.Ready.Stream, "control", srv.Ready.Control, "pid", srv.Ready.PID, "nodes", len(readys))
+	pool, err := connectClients(ctx, o.Clients, o.Transport, readys, o.Now, o.Workload.stampOf())
 	if err != nil {
 		return nil, false, err
 	}
@@ -477,11 +522,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// control is a client of a server's /bench endpoints.
+// control is a client of a server's /bench endpoints. In cluster mode it
+// is node 0's, and others are the other nodes': stats are then the sums
+// over the nodes, and start and stop go to node 0 (its answer carries the
+// sums too).
 type control struct {
-	base  string
-	after uint64 // the server's Ready.After
-	hc    *http.Client
+	base   string
+	after  uint64 // the server's Ready.After
+	hc     *http.Client
+	others []*control
 }
 
 func newControl(r Ready) *control {
@@ -495,11 +544,38 @@ func (c *control) stats(ctx context.Context, gc bool) (Stats, error) {
 	if gc {
 		path += "?gc=1"
 	}
-	return c.do(ctx, http.MethodGet, path)
+	st, err := c.do(ctx, http.MethodGet, path)
+	if err != nil {
+		return st, err
+	}
+	return c.addOthers(ctx, st, path)
 }
 
 func (c *control) post(ctx context.Context, path string) (Stats, error) {
-	return c.do(ctx, http.MethodPost, path)
+	st, err := c.do(ctx, http.MethodPost, path)
+	if err != nil {
+		return st, err
+	}
+	return c.addOthers(ctx, st, "/bench/stats")
+}
+
+// addOthers adds the other nodes' process and stream figures to st.
+func (c *control) addOthers(ctx context.Context, st Stats, path string) (Stats, error) {
+	for _, o := range c.others {
+		ost, err := o.do(ctx, http.MethodGet, path)
+		if err != nil {
+			return st, err
+		}
+		st.CPUSeconds += ost.CPUSeconds
+		st.RSSBytes += ost.RSSBytes
+		st.HeapInuse += ost.HeapInuse
+		st.StackInuse += ost.StackInuse
+		st.Goroutines += ost.Goroutines
+		st.Writes += ost.Writes
+		st.CatchupEvents += ost.CatchupEvents
+		st.Clients += ost.Clients
+	}
+	return st, nil
 }
 
 func (c *control) do(ctx context.Context, method, path string) (Stats, error) {

@@ -94,7 +94,12 @@ func WriteTable(w io.Writer, res *Result) error {
 	f := func(prec int, v func(ModeResult) float64) func(ModeResult) string {
 		return func(m ModeResult) string { return strconv.FormatFloat(v(m), 'f', prec, 64) }
 	}
-	row("", func(m ModeResult) string { return string(m.Mode) })
+	row("", func(m ModeResult) string {
+		if m.Nodes > 0 {
+			return fmt.Sprintf("%s, %d cluster node(s)", m.Mode, m.Nodes)
+		}
+		return string(m.Mode)
+	})
 	if synthetic(res) {
 		row("delivered/s (steady state)", func(m ModeResult) string { return benchkit.Group(m.DeliveredPerSec, 0) })
 	} else {

@@ -94,6 +94,12 @@ type ServerConfig struct {
 	// itself to, from Start (publishing or the council's start) to
 	// Shutdown: the measured span and the drain.
 	CPUProfile string
+	// Cluster, when set, makes the server a cluster node on the JetStream
+	// server at this URL (conclave mode, synthetic workload).
+	Cluster string
+	// Follower marks a cluster node that only serves streams: node 0
+	// owns the session and publishes.
+	Follower bool
 	// Logger receives the server's warnings. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock of the payload timestamps. Default: time.Now.
@@ -137,6 +143,9 @@ func (c ServerConfig) validate() error {
 	} else if !(c.Rate > 0) {
 		return fmt.Errorf("fanout: rate must be > 0 events/s, got %v", c.Rate)
 	}
+	if c.Cluster != "" && (c.Mode != ModeConclave || c.Workload != WorkloadSynthetic) {
+		return errors.New("fanout: cluster mode measures Conclave on the synthetic workload")
+	}
 	if c.FlushDelay < 0 || c.Queue < 0 {
 		return errors.New("fanout: flush delay and queue must not be negative")
 	}
@@ -154,6 +163,8 @@ func (c *ServerConfig) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Payload, "payload", DefaultPayload, "payload bytes per event")
 	fs.DurationVar(&c.FlushDelay, "flush-delay", DefaultFlushDelay, "transport flush delay (conclave mode)")
 	fs.IntVar(&c.Queue, "queue", DefaultQueue, "per-subscriber queue bound")
+	fs.StringVar(&c.Cluster, "cluster", "", "be a cluster node on this JetStream server")
+	fs.BoolVar(&c.Follower, "follower", false, "cluster node that only serves streams")
 }
 
 // Args is the command line that BindFlags parses back into c.
@@ -166,6 +177,8 @@ func (c ServerConfig) Args() []string {
 		"--flush-delay", c.FlushDelay.String(),
 		"--queue", strconv.Itoa(c.Queue),
 		"--cpuprofile", c.CPUProfile,
+		"--cluster", c.Cluster,
+		"--follower=" + strconv.FormatBool(c.Follower),
 	}, c.Council.args()...)
 }
 

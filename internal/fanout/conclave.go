@@ -21,11 +21,11 @@ import (
 type conclaveTarget struct {
 	engine  *actors.Engine
 	cluster *clusterParts // cluster mode (ServerConfig.Cluster)
-	srv    *transport.Server
-	reg    *prometheus.Registry
-	lis    net.Listener
-	after  uint64
-	serve  routine.Group
+	srv     *transport.Server
+	reg     *prometheus.Registry
+	lis     net.Listener
+	after   uint64
+	serve   routine.Group
 }
 
 var _ target = (*conclaveTarget)(nil)

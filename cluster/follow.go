@@ -41,6 +41,7 @@ func NewFollowers(j *journal.JetStream, newID func() uuid.UUID, now func() time.
 // follower is one followed session: the feed.Source of its subscriptions.
 type follower struct {
 	replay feed.Replay
+	recent *tail // the latest events: catch-up reads from memory
 	head   atomic.Uint64
 	ready  chan struct{} // closed once the tail started (or failed: err)
 	err    error
@@ -53,8 +54,12 @@ type follower struct {
 // Head implements feed.Source.
 func (f *follower) Head() uint64 { return f.head.Load() }
 
-// ReadAfter implements feed.Source.
+// ReadAfter implements feed.Source: from the latest events when it has
+// them, from the journal otherwise.
 func (f *follower) ReadAfter(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
+	if evs, ok := f.recent.readAfter(after, limit); ok {
+		return evs, nil
+	}
 	return f.replay.ReadAfter(ctx, f.Head(), after, limit)
 }
 
@@ -64,6 +69,7 @@ func (f *follower) deliver(evs []*messages.Encoded) {
 	if len(evs) == 0 {
 		return
 	}
+	f.recent.add(evs)
 	if last := evs[len(evs)-1].Seq; last > f.head.Load() {
 		f.head.Store(last)
 	}
@@ -87,7 +93,7 @@ func (fs *Followers) Follow(ctx context.Context, key, session messages.SessionID
 	if !ok {
 		f = &follower{
 			replay: feed.Replay{Journal: fs.journal, Key: key, Session: session, NewID: fs.newID, Now: fs.now},
-			ready:  make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
+			recent: newTail(tailSize), ready: make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
 		}
 		fs.sessions[key] = f
 	}

@@ -45,6 +45,17 @@ func (e *Engine) Run(tenant messages.TenantID, run messages.RunID) (messages.Run
 	if s, ok := e.index.Get(tenant, run); ok { // registered since: it is live after all
 		return s, nil
 	}
+	if info.LastSeq == 0 && e.cfg.Placement != nil {
+		// Live, but not here: another node owns its session (the error
+		// names it, and the API forwards the call there), or its owner
+		// died and this node takes the session over now.
+		if err := e.cfg.Placement.Claim(ctx, info.Session); err != nil {
+			return messages.RunSummary{}, err
+		}
+		if s, ok := e.index.Get(tenant, run); ok {
+			return s, nil
+		}
+	}
 	return e.storedSummary(ctx, info)
 }
 

@@ -27,7 +27,8 @@ import (
 // TestCluster_FailoverOnLoopback is issue 16's acceptance on loopback: a
 // 3-server JetStream cluster and 3 `conclave serve --cluster` processes.
 //
-//   - Runs start on node A; clients follow them on B and C (and on A).
+//   - Runs start on node A; clients follow them on B and C (and on A). A
+//     run's status, a steering note and an abort sent to B or C reach A.
 //   - kill -9 A mid-run: the streaming run finishes on B or C, the parked
 //     run stays parked and is resumed through C; every client's stream,
 //     concatenated across reconnects, is gapless, without duplicates, and
@@ -68,6 +69,22 @@ func TestCluster_FailoverOnLoopback(t *testing.T) {
 		}
 		return gate != ""
 	})
+
+	// Calls about a's runs, made to other nodes, reach a.
+	if code, body := h.get(c, "/api/v1/runs/"+string(parked)); code != http.StatusOK || !strings.Contains(string(body), `"run_id"`) {
+		t.Fatalf("GET a's run through C: %d %s", code, body)
+	}
+	if code, body := h.post(b, "/api/v1/runs/"+string(parked)+"/steer", `{"note":"keep it short"}`); code != http.StatusAccepted {
+		t.Fatalf("steer a's run through B: %d %s", code, body)
+	}
+	doomed := h.startRun(a, "S5", `{"question":"aborted elsewhere","session_id":"S5","hitl":"plan","scenario":{"nodes":2,"waves":1,"tokens":5}}`)
+	s5 := h.follow("S5", b, c)
+	if code, body := h.post(c, "/api/v1/runs/"+string(doomed)+"/abort", `{"reason":"through C"}`); code != http.StatusAccepted {
+		t.Fatalf("abort a's run through C: %d %s", code, body)
+	}
+	s5.until(t, "the run aborted through C ends", func(evs []*messages.Envelope) bool { return terminal(evs, doomed) != nil })
+	s5.check(t, map[messages.RunID]messages.EventType{doomed: messages.RunError})
+	s5.stop()
 
 	h.kill(a)
 	s1.until(t, "the streaming run finishes on B or C", func(evs []*messages.Envelope) bool { return terminal(evs, streaming) != nil })
@@ -180,11 +197,21 @@ func (h *clusterTest) kill(c *crashChild) {
 }
 
 func (h *clusterTest) post(c *crashChild, path, body string) (int, []byte) {
-	req, err := http.NewRequestWithContext(h.ctx, http.MethodPost, c.base+path, strings.NewReader(body))
+	return h.do(c, http.MethodPost, path, body)
+}
+
+func (h *clusterTest) get(c *crashChild, path string) (int, []byte) {
+	return h.do(c, http.MethodGet, path, "")
+}
+
+func (h *clusterTest) do(c *crashChild, method, path, body string) (int, []byte) {
+	req, err := http.NewRequestWithContext(h.ctx, method, c.base+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())

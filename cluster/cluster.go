@@ -107,8 +107,12 @@ type Node struct {
 	owners  jetstream.KeyValue
 	self    Member
 
-	mu        sync.Mutex
-	owned     map[messages.SessionID]uint64 // session → revision of its owner key
+	mu    sync.Mutex
+	owned map[messages.SessionID]uint64 // session → revision of its owner key
+	// view is every owner key's value, kept by a watch of the bucket
+	// (the loop goroutine writes it): the sweep reads no key it does not
+	// act on.
+	view      map[string]string
 	adopt     func(context.Context, messages.SessionID) error
 	lastRenew time.Time
 
@@ -164,7 +168,7 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	n := &Node{
 		opts: opts, log: opts.Logger.With("node", opts.NodeID), journal: j, nodes: nodes, owners: owners,
 		self:  Member{ID: opts.NodeID, Started: time.Now().UTC()},
-		owned: map[messages.SessionID]uint64{}, lost: make(chan struct{}), done: make(chan struct{}),
+		owned: map[messages.SessionID]uint64{}, view: map[string]string{}, lost: make(chan struct{}), done: make(chan struct{}),
 	}
 	val, _ := json.Marshal(n.self)
 	if _, err := nodes.Create(cctx, n.self.ID, val); err != nil {
@@ -172,8 +176,14 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	}
 	n.lastRenew = time.Now()
 	loopCtx, stop := context.WithCancel(context.Background())
+	watch, err := owners.WatchAll(loopCtx)
+	if err != nil {
+		stop()
+		_ = nodes.Delete(cctx, n.self.ID)
+		return nil, fmt.Errorf("cluster: watch the owners: %w", err)
+	}
 	n.stop = stop
-	go n.loop(loopCtx)
+	go n.loop(loopCtx, watch)
 	return n, nil
 }
 
@@ -352,18 +362,34 @@ func (n *Node) markLost(why string) {
 	})
 }
 
-// loop renews this node's key every Lease/4 and sweeps for sessions of
-// dead nodes every Lease/2.
-func (n *Node) loop(ctx context.Context) {
+// loop renews this node's key every Lease/4, keeps the view of the owners
+// and sweeps for sessions of dead nodes every Lease/2.
+func (n *Node) loop(ctx context.Context, watch jetstream.KeyWatcher) {
 	defer close(n.done)
+	defer func() { _ = watch.Stop() }()
 	renew := time.NewTicker(n.opts.Lease / 4)
 	defer renew.Stop()
 	sweep := time.NewTicker(n.opts.Lease / 2)
 	defer sweep.Stop()
+	updates := watch.Updates()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case e, ok := <-updates:
+			switch {
+			case !ok:
+				updates = nil // the watch ended (the connection closed)
+			case e == nil: // the initial values are in
+			case e.Operation() == jetstream.KeyValuePut:
+				n.mu.Lock()
+				n.view[e.Key()] = string(e.Value())
+				n.mu.Unlock()
+			default:
+				n.mu.Lock()
+				delete(n.view, e.Key())
+				n.mu.Unlock()
+			}
 		case <-renew.C:
 			n.renew(ctx)
 		case <-sweep.C:
@@ -403,65 +429,39 @@ func (n *Node) renew(ctx context.Context) {
 	n.lastRenew = time.Now()
 }
 
-// sweep takes over the sessions whose owner is dead.
+// sweep takes over the sessions whose owner is dead: it reads the
+// membership of each owner once, and only the keys it acts on.
 func (n *Node) sweep(ctx context.Context) {
-	lister, err := n.owners.ListKeys(ctx)
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrNoKeysFound) {
-			n.log.Warn("cluster: sweep", "err", err)
+	n.mu.Lock()
+	view := make(map[string]string, len(n.view))
+	for k, owner := range n.view {
+		if owner != n.self.ID {
+			view[k] = owner
 		}
-		return
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
+	n.mu.Unlock()
 	dead := map[string]bool{}
-	for _, k := range keys {
-		id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
-		if err != nil {
-			continue
-		}
-		e, err := n.owners.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		owner := string(e.Value())
-		if owner == n.self.ID {
-			continue
-		}
+	for k, owner := range view {
 		isDead, seen := dead[owner]
 		if !seen {
 			alive, err := n.alive(ctx, owner)
 			if err != nil {
-				continue
+				n.log.Warn("cluster: sweep", "err", err)
+				return
 			}
 			isDead, dead[owner] = !alive, !alive
 		}
 		if !isDead {
 			continue
 		}
+		id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
+		if err != nil {
+			continue
+		}
 		if err := n.claim(ctx, messages.SessionID(id)); err != nil && !errors.Is(err, ErrNotOwner) {
 			n.log.Warn("cluster: take a session over", "session", id, "from", owner, "err", err)
 		}
 	}
-}
-
-// Release gives up this node's ownership of an idle session (no live run,
-// no hub): the next run in it may start on any node.
-func (n *Node) Release(ctx context.Context, s messages.SessionID) error {
-	n.mu.Lock()
-	rev, ok := n.owned[s]
-	delete(n.owned, s)
-	n.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	err := n.owners.Delete(ctx, ownerKey(s), jetstream.LastRevision(rev))
-	if err != nil && !isConflict(err) {
-		return fmt.Errorf("cluster: release session %s: %w", s, err)
-	}
-	return nil
 }
 
 // Shutdown stops renewing and sweeping and leaves the cluster: this node's

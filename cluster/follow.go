@@ -35,6 +35,12 @@ type Followers struct {
 // NewFollowers returns the followers of j. newID and now make the
 // replay_truncated events of readers that fell behind retention.
 func NewFollowers(j *journal.JetStream, newID func() uuid.UUID, now func() time.Time) *Followers {
+	if newID == nil {
+		newID = uuid.New
+	}
+	if now == nil {
+		now = time.Now
+	}
 	return &Followers{journal: j, newID: newID, now: now, sessions: map[messages.SessionID]*follower{}}
 }
 

@@ -40,7 +40,7 @@ func TestTail(t *testing.T) {
 	}
 	check(0, 10, 1, 2, 3)
 	check(1, 1, 2)
-	check(3, 10) // nothing after the last: not ok (the caller asks the journal, which has nothing either)
+	check(3, 10)       // nothing after the last: not ok (the caller asks the journal, which has nothing either)
 	tl.add(seqs(4, 6)) // wraps: keeps 3..6
 	check(1, 10)
 	check(2, 10, 3, 4, 5, 6)

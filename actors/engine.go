@@ -835,12 +835,12 @@ func (s *Subscription) Close() {
 	if !s.closed.CompareAndSwap(false, true) {
 		return
 	}
-	// A hub that stopped closed its subscriptions first; telling it would
-	// only make a dead letter.
 	if s.unfollow != nil {
 		s.unfollow()
 		return
 	}
+	// A hub that stopped closed its subscriptions first; telling it would
+	// only make a dead letter.
 	if s.feed.Close(nil) {
 		s.root.Send(s.hub, &hubUnsubscribe{sub: s.feed})
 	}

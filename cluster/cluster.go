@@ -107,8 +107,9 @@ type Node struct {
 	owners  jetstream.KeyValue
 	self    Member
 
-	mu    sync.Mutex
-	owned map[messages.SessionID]uint64 // session → revision of its owner key
+	mu       sync.Mutex
+	owned    map[messages.SessionID]uint64        // session → revision of its owner key
+	claiming map[messages.SessionID]chan struct{} // claims running, closed when done
 	// view is every owner key's value, kept by a watch of the bucket
 	// (the loop goroutine writes it): the sweep reads no key it does not
 	// act on.
@@ -168,7 +169,7 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	n := &Node{
 		opts: opts, log: opts.Logger.With("node", opts.NodeID), journal: j, nodes: nodes, owners: owners,
 		self:  Member{ID: opts.NodeID, Started: time.Now().UTC()},
-		owned: map[messages.SessionID]uint64{}, view: map[string]string{}, lost: make(chan struct{}), done: make(chan struct{}),
+		owned: map[messages.SessionID]uint64{}, claiming: map[messages.SessionID]chan struct{}{}, view: map[string]string{}, lost: make(chan struct{}), done: make(chan struct{}),
 	}
 	val, _ := json.Marshal(n.self)
 	if _, err := nodes.Create(cctx, n.self.ID, val); err != nil {
@@ -216,10 +217,18 @@ func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
 	return err
 }
 
+// claim is Claim, one at a time per session: a claim fences the session,
+// and a second one running meanwhile in this process would fence the
+// first one's appends.
 func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 	if n.isLost() {
 		return ErrLost
 	}
+	unlock, err := n.lockSession(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	n.mu.Lock()
 	_, mine := n.owned[s]
 	n.mu.Unlock()
@@ -264,6 +273,31 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 		return n.took(ctx, s, rev, owner)
 	}
 	return fmt.Errorf("cluster: claim session %s: the owner key keeps changing", s)
+}
+
+// lockSession waits until no other claim of s runs in this process.
+func (n *Node) lockSession(ctx context.Context, s messages.SessionID) (unlock func(), err error) {
+	for {
+		n.mu.Lock()
+		busy, ok := n.claiming[s]
+		if !ok {
+			done := make(chan struct{})
+			n.claiming[s] = done
+			n.mu.Unlock()
+			return func() {
+				n.mu.Lock()
+				delete(n.claiming, s)
+				n.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		n.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func isConflict(err error) bool {
@@ -435,13 +469,20 @@ func (n *Node) sweep(ctx context.Context) {
 	n.mu.Lock()
 	view := make(map[string]string, len(n.view))
 	for k, owner := range n.view {
-		if owner != n.self.ID {
-			view[k] = owner
-		}
+		view[k] = owner
 	}
 	n.mu.Unlock()
-	dead := map[string]bool{}
+	dead := map[string]bool{n.self.ID: true} // keys naming this node that it does not hold: a former life's (same --node-id)
 	for k, owner := range view {
+		if owner == n.self.ID {
+			id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
+			n.mu.Lock()
+			_, held := n.owned[messages.SessionID(id)]
+			n.mu.Unlock()
+			if err != nil || held {
+				continue
+			}
+		}
 		isDead, seen := dead[owner]
 		if !seen {
 			alive, err := n.alive(ctx, owner)

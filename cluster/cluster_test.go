@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/conclave-ai/conclave/cluster"
@@ -148,3 +150,42 @@ func TestNode_CrashAndLoss(t *testing.T) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// A node that comes back under the same id (a fixed --node-id) after its
+// membership lapsed adopts the sessions its former life owned.
+func TestNode_SameIDAdoptsItsFormerSessions(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	nc := natstest.Connect(t, srv)
+	first := join(t, nc, "a", time.Second)
+	if err := first.node.Claim(ctx, "t/s"); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // dies without leaving
+	until(t, 5*time.Second, "the first life is lost", func() bool {
+		select {
+		case <-first.node.Lost():
+			return true
+		default:
+			return false
+		}
+	})
+	// Its key expires on the server's clock: until then the id is taken.
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := js.KeyValue(ctx, "CONCLAVE_NODES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, 5*time.Second, "the first life's key expires", func() bool {
+		_, err := nodes.Get(ctx, "a")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	again := join(t, natstest.Connect(t, srv), "a", time.Second)
+	until(t, 5*time.Second, "the second life adopts t/s", func() bool { return slices.Contains(again.adoptedSessions(), "t/s") })
+	if err := again.node.Claim(ctx, "t/s"); err != nil {
+		t.Fatalf("Claim after adoption: %v", err)
+	}
+}

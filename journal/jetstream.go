@@ -514,6 +514,9 @@ func (j *JetStream) publish(ctx context.Context, msgs []*nats.Msg) (uint64, erro
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		seq, err, transient := j.publishOnce(ctx, msgs)
+		if transient && (j.nc.IsClosed() || j.closed.Load()) {
+			transient = false // nothing will come back: the connection or the journal is closed
+		}
 		if !transient || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)

@@ -83,26 +83,7 @@ func TestEngines_TakeoverKeepsRunsAndStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer probe.Close()
-	var ids []string
-	if _, err := probe.Until(ctx, func(env *messages.Envelope) bool {
-		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
-		switch {
-		case !ok:
-		case pl.Kind == messages.InterruptToolApproval:
-			ids = append(ids, pl.InterruptID)
-		default: // the plan and node gates: approved on the owner
-			if _, err := a.engine.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return len(ids) == 2
-	}); err != nil {
-		for _, env := range probe.Seen() {
-			t.Logf("seen %d %s", env.Seq, env.Type)
-		}
-		h, _ := a.engine.Head(ctx, "", "s1")
-		t.Fatalf("%v (a's head %d)", err, h)
-	}
+	ids := toolApprovals(ctx, t, probe, a.engine, 2)
 	if _, err := b.engine.Resume(messages.Resume{InterruptID: ids[0], Decision: messages.DecisionApprove}); err == nil {
 		t.Fatal("b resumed an interrupt of a run a owns")
 	}
@@ -208,22 +189,7 @@ func TestEngines_StaleOwnerIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer probe.Close()
-	var ids []string
-	if _, err := probe.Until(ctx, func(env *messages.Envelope) bool {
-		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
-		switch {
-		case !ok:
-		case pl.Kind == messages.InterruptToolApproval:
-			ids = append(ids, pl.InterruptID)
-		default:
-			if _, err := ea.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return len(ids) == 2
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ids := toolApprovals(ctx, t, probe, ea, 2)
 
 	ncMember.Close() // a can no longer renew; b takes the session over
 	until(t, 10*time.Second, "b adopts the run", func() bool {
@@ -256,4 +222,30 @@ func TestEngines_StaleOwnerIsFenced(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.RunFinished {
 		t.Fatalf("run ended with %s", last.Type)
 	}
+}
+
+// toolApprovals follows probe until the run has raised n tool approvals,
+// approving its plan and node gates on owner, and returns their ids.
+func toolApprovals(ctx context.Context, t *testing.T, probe *testkit.Probe, owner *actors.Engine, n int) []string {
+	t.Helper()
+	var ids []string
+	if _, err := probe.Until(ctx, func(env *messages.Envelope) bool {
+		pl, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		switch {
+		case !ok:
+		case pl.Kind == messages.InterruptToolApproval:
+			ids = append(ids, pl.InterruptID)
+		default: // the plan and node gates
+			if _, err := owner.Resume(messages.Resume{InterruptID: pl.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(ids) == n
+	}); err != nil {
+		for _, env := range probe.Seen() {
+			t.Logf("seen %d %s", env.Seq, env.Type)
+		}
+		t.Fatal(err)
+	}
+	return ids
 }

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -283,7 +280,10 @@ func (h *clusterTest) follow(session messages.SessionID, first, other *crashChil
 		defer close(f.done)
 		nodes := []*crashChild{first, other}
 		for i := 0; ctx.Err() == nil; i++ {
-			err := h.stream(ctx, nodes[min(i, 1)].base, session, f.cursor(), f.add)
+			err := readSessionSSE(ctx, h.client, nodes[min(i, 1)].base, session, f.cursor(), func(fr crashFrame) bool {
+				f.add(fr.seq, fr.env)
+				return true
+			})
 			if ctx.Err() != nil {
 				return
 			}
@@ -366,50 +366,6 @@ func (f *clusterFollower) check(t *testing.T, want map[messages.RunID]messages.E
 		if env := terminal(evs, run); env == nil || env.Type != typ {
 			t.Errorf("%s: run %s ended with %v, want %s", f.session, run, env, typ)
 		}
-	}
-}
-
-// stream reads one SSE connection after cursor `after`.
-func (h *clusterTest) stream(ctx context.Context, base string, s messages.SessionID, after uint64, fn func(uint64, *messages.Envelope)) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/events/stream?session_id="+url.QueryEscape(string(s)), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Last-Event-ID", strconv.FormatUint(after, 10))
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return fmt.Errorf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
-	body, err := skipSSERetry(resp.Body)
-	if err != nil {
-		return err
-	}
-	r := testkit.NewSSEReader(body)
-	for {
-		fr, err := r.Next()
-		if err != nil {
-			return err
-		}
-		if fr.Event == "" && fr.Data == "" {
-			continue // a heartbeat
-		}
-		if fr.Event == "stream_closed" {
-			return fmt.Errorf("stream_closed: %s", fr.Data)
-		}
-		seq, err := strconv.ParseUint(fr.ID, 10, 64)
-		if err != nil {
-			return fmt.Errorf("frame id %q: %w", fr.ID, err)
-		}
-		env := new(messages.Envelope)
-		if err := json.Unmarshal([]byte(fr.Data), env); err != nil {
-			return fmt.Errorf("seq %d: %w", seq, err)
-		}
-		fn(seq, env)
 	}
 }
 

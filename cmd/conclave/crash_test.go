@@ -633,12 +633,18 @@ func (h *crashTest) listInterrupts(s messages.SessionID) []messages.Interrupt {
 // Last-Event-ID) and calls fn for every event until fn returns false (then
 // it returns nil) or the stream fails.
 func (h *crashTest) stream(ctx context.Context, base string, s messages.SessionID, after uint64, fn func(crashFrame) bool) error {
+	return readSessionSSE(ctx, h.client, base, s, after, fn)
+}
+
+// readSessionSSE is crashTest.stream for any client: the cluster test's
+// followers read their streams with it too.
+func readSessionSSE(ctx context.Context, client *http.Client, base string, s messages.SessionID, after uint64, fn func(crashFrame) bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/events/stream?session_id="+url.QueryEscape(string(s)), nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Last-Event-ID", strconv.FormatUint(after, 10))
-	resp, err := h.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

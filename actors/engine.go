@@ -142,8 +142,8 @@ type Config struct {
 	// Placement, when set, makes the engine one node of a cluster
 	// (cluster.Node): it recovers no session at startup (a session comes
 	// to this node by Adopt, when it takes the session over), and
-	// StartRun first claims the run's session, failing with Placement's
-	// error when another live node owns it.
+	// StartRun and Rewind first claim the new run's session, failing with
+	// Placement's error when another live node owns it.
 	Placement Placement
 	// Followers, when set, serves Subscribe (cluster.Followers): a node
 	// follows the sessions its clients watch from the shared journal,
@@ -410,17 +410,17 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 	if err != nil {
 		return RunRef{}, err
 	}
-	if p := e.cfg.Placement; p != nil {
-		if err := p.Claim(ctx, sessKey{spec.tenant, spec.session}.journalKey()); err != nil {
-			return RunRef{}, err
-		}
-	}
 	return e.start(ctx, spec)
 }
 
 // start spawns a prepared run and returns once its run_started is
 // acknowledged by the journal (durable), so an accepted run is never lost.
 func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
+	if p := e.cfg.Placement; p != nil { // a cluster node: only the session's owner starts runs in it
+		if err := p.Claim(ctx, sessKey{spec.tenant, spec.session}.journalKey()); err != nil {
+			return RunRef{}, err
+		}
+	}
 	res, err := e.request(ctx, &startRunReq{spec: spec})
 	if err != nil {
 		return RunRef{}, err

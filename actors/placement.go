@@ -110,3 +110,15 @@ func (e *Engine) follow(ctx context.Context, cmd messages.Subscribe) (*Subscript
 	}
 	return &Subscription{feed: sub, unfollow: unfollow}, nil
 }
+
+// Own makes sure this node may serve a session's runs: in cluster mode it
+// claims the session (Placement.Claim), which fails with the owner's
+// error when another live node owns it; otherwise it does nothing. The
+// AG-UI and A2A endpoints call it first, so that a thread's requests are
+// all served by its owner (the cluster forwards the whole request there).
+func (e *Engine) Own(ctx context.Context, tenant messages.TenantID, session messages.SessionID) error {
+	if e.cfg.Placement == nil {
+		return nil
+	}
+	return e.cfg.Placement.Claim(ctx, sessKey{tenantOr(tenant), session}.journalKey())
+}

@@ -68,6 +68,9 @@ type Options struct {
 type Member struct {
 	ID      string    `json:"id"`
 	Started time.Time `json:"started"`
+	// URL is the base URL of the node's HTTP API, as the other nodes
+	// reach it (SetURL): where a streamed request is proxied.
+	URL string `json:"url,omitempty"`
 }
 
 // ErrNotOwner is matched by the *NotOwnerError Claim returns (it is
@@ -186,6 +189,39 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	n.stop = stop
 	go n.loop(loopCtx, watch)
 	return n, nil
+}
+
+// SetURL publishes the base URL at which the other nodes reach this node's
+// HTTP API (known once it listens).
+func (n *Node) SetURL(ctx context.Context, url string) error {
+	n.mu.Lock()
+	n.self.URL = url
+	val, _ := json.Marshal(n.self)
+	n.mu.Unlock()
+	e, err := n.nodes.Get(ctx, n.self.ID)
+	if err != nil {
+		return fmt.Errorf("cluster: publish this node's URL: %w", err)
+	}
+	if _, err := n.nodes.Update(ctx, n.self.ID, val, e.Revision()); err != nil {
+		return fmt.Errorf("cluster: publish this node's URL: %w", err)
+	}
+	return nil
+}
+
+// member returns the live member id (nil if it is not one).
+func (n *Node) member(ctx context.Context, id string) (*Member, error) {
+	e, err := n.nodes.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: membership of %s: %w", id, err)
+	}
+	var m Member
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return nil, fmt.Errorf("cluster: membership of %s: %w", id, err)
+	}
+	return &m, nil
 }
 
 // ID is this node's id.
@@ -455,7 +491,9 @@ func (n *Node) renew(ctx context.Context) {
 		n.log.Warn("cluster: renew membership", "err", err)
 		return
 	}
+	n.mu.Lock()
 	val, _ := json.Marshal(n.self)
+	n.mu.Unlock()
 	if _, err := n.nodes.Update(rctx, n.self.ID, val, e.Revision()); err != nil {
 		n.log.Warn("cluster: renew membership", "err", err)
 		return

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -115,10 +117,24 @@ func forwardable(r *http.Request) bool {
 		strings.HasPrefix(p, "/api/v1/interrupts/") || strings.HasPrefix(p, "/api/v1/events/resume/")
 }
 
+// streamed reports whether a call's answer is a stream that must be
+// proxied whole, not forwarded as one message: AG-UI runs and A2A calls,
+// served by the owner of their thread's session.
+func streamed(r *http.Request) bool {
+	if r.Header.Get(messages.ForwardedHeader) != "" {
+		return false
+	}
+	return r.URL.Path == "/api/v1/agui" || r.URL.Path == "/a2a"
+}
+
 // Handler serves a call with next and, when next could not serve it here,
 // forwards it (see Forwarder).
 func (f *Forwarder) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if streamed(r) {
+			f.proxyIfMisdirected(next, w, r)
+			return
+		}
 		if !forwardable(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -305,3 +321,99 @@ func (r *recorder) Write(b []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
 	return r.body.Write(b)
 }
+
+// proxyIfMisdirected serves a streamed call with next unless next answers
+// 421 not_owner before writing anything else: the call is then proxied
+// whole to the owner's HTTP API (its URL from its membership key), and
+// the owner's answer, stream included, is the client's.
+func (f *Forwarder) proxyIfMisdirected(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBody+1))
+	if err != nil || int64(len(body)) > f.maxBody {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		next.ServeHTTP(w, r)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sw := &sniffWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	if !sw.misdirected {
+		return
+	}
+	owner := sw.owner
+	for k := range w.Header() {
+		delete(w.Header(), k) // the local 421's headers
+	}
+	m, err := f.node.member(r.Context(), owner)
+	if err != nil || m == nil || m.URL == "" {
+		f.log.Warn("cluster: proxy a streamed call: the owner has no URL", "owner", owner, "err", err)
+		w.Header().Set(messages.OwnerHeader, owner)
+		write(w, sw.status, sw.header, sw.body.Bytes())
+		return
+	}
+	target, err := url.Parse(m.URL)
+	if err != nil {
+		write(w, sw.status, sw.header, sw.body.Bytes())
+		return
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set(messages.ForwardedHeader, f.node.ID())
+		},
+		FlushInterval: -1, // a stream: every write at once
+		ErrorLog:      slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	proxy.ServeHTTP(w, r)
+}
+
+// sniffWriter passes an answer through, except a 421 naming an owner,
+// which it keeps (the call is then proxied).
+type sniffWriter struct {
+	http.ResponseWriter
+	decided     bool
+	misdirected bool
+	owner       string
+	status      int
+	header      http.Header
+	body        bytes.Buffer
+}
+
+func (s *sniffWriter) WriteHeader(status int) {
+	if s.decided {
+		if !s.misdirected {
+			s.ResponseWriter.WriteHeader(status)
+		}
+		return
+	}
+	s.decided = true
+	if owner := s.Header().Get(messages.OwnerHeader); status == http.StatusMisdirectedRequest && owner != "" {
+		s.misdirected, s.owner, s.status, s.header = true, owner, status, s.Header().Clone()
+		return
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *sniffWriter) Write(b []byte) (int, error) {
+	if !s.decided {
+		s.WriteHeader(http.StatusOK)
+	}
+	if s.misdirected {
+		return s.body.Write(b)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes of a stream through.
+func (s *sniffWriter) Flush() {
+	if !s.misdirected {
+		if f, ok := s.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *sniffWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

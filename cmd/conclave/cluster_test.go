@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,7 +42,7 @@ func TestCluster_FailoverOnLoopback(t *testing.T) {
 		t.Skip("needs SIGKILL, SIGSTOP and SIGCONT")
 	}
 	js := natstest.StartCluster(t, 3)
-	h := &clusterTest{t: t, urls: natstest.URLs(js), client: &http.Client{Transport: &http.Transport{}}}
+	h := &clusterTest{t: t, urls: natstest.URLs(js), replicas: 3, client: &http.Client{Transport: &http.Transport{}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h.ctx = ctx
@@ -157,10 +158,11 @@ func TestCluster_FailoverOnLoopback(t *testing.T) {
 }
 
 type clusterTest struct {
-	t      *testing.T
-	ctx    context.Context
-	urls   string
-	client *http.Client
+	t        *testing.T
+	ctx      context.Context
+	urls     string
+	replicas int // of the journal and buckets: 3 on the 3-server cluster
+	client   *http.Client
 }
 
 // start runs `conclave serve --cluster` as node id.
@@ -171,7 +173,7 @@ func (h *clusterTest) start(id string) *crashChild {
 		h.t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "serve", "--addr", "127.0.0.1:0", "--data", h.t.TempDir(), "--log-level", "info",
-		"--cluster", h.urls, "--node-id", id, "--cluster-replicas", "3", "--cluster-lease", "2s")
+		"--cluster", h.urls, "--node-id", id, "--cluster-replicas", strconv.Itoa(max(h.replicas, 1)), "--cluster-lease", "2s")
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
 	c := startChild(h.t, cmd, "node "+id+": ")
 	c.base = "http://" + c.base
@@ -381,4 +383,55 @@ func count(evs []*messages.Envelope, typ messages.EventType) int {
 
 func terminal(evs []*messages.Envelope, run messages.RunID) *messages.Envelope {
 	return testkit.Terminal(evs, run)
+}
+
+// AG-UI and A2A calls about a session another node owns are proxied
+// whole to the owner (their answers are streams), whichever node the
+// client reached.
+func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t)
+	h := &clusterTest{t: t, urls: js.ClientURL(), client: &http.Client{Transport: &http.Transport{}}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h.ctx = ctx
+	defer h.client.CloseIdleConnections()
+	a, b := h.start("A"), h.start("B")
+	first := h.startRun(a, "T1", `{"question":"first","session_id":"T1","scenario":{"nodes":1,"tokens":2}}`)
+
+	// AG-UI on B, in A's thread: the run streams from A through B.
+	code, body := h.post(b, "/api/v1/agui", `{"threadId":"T1","runId":"agui-1","messages":[{"id":"m1","role":"user","content":"why"}],"state":{},"tools":[],"context":[],"forwardedProps":{"scenario":{"nodes":1,"tokens":2}}}`)
+	if code != http.StatusOK || !strings.Contains(string(body), `"type":"RUN_STARTED"`) || !strings.Contains(string(body), `"type":"RUN_FINISHED"`) {
+		t.Fatalf("AG-UI run on B in A's thread: %d\n%s", code, body)
+	}
+	// A2A on B: a message in A's context, and A's task.
+	send := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","contextId":"T1","parts":[{"text":"why"}]}}}`
+	if code, body := h.a2a(b, send); code != http.StatusOK || !strings.Contains(string(body), `"TASK_STATE_COMPLETED"`) {
+		t.Fatalf("A2A SendMessage on B in A's context: %d\n%s", code, body)
+	}
+	get := `{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"` + string(first) + `"}}`
+	if code, body := h.a2a(b, get); code != http.StatusOK || !strings.Contains(string(body), `"id":"`+string(first)+`"`) {
+		t.Fatalf("A2A GetTask on B for A's run: %d\n%s", code, body)
+	}
+	if !a.logged(`msg="conclave listening"`, 0) || b.logged("proxy a streamed call", 0) {
+		t.Fatalf("B could not proxy to A\n%s", b.log.tail(4<<10))
+	}
+	a.terminate()
+	b.terminate()
+}
+
+func (h *clusterTest) a2a(c *crashChild, body string) (int, []byte) {
+	req, err := http.NewRequestWithContext(h.ctx, http.MethodPost, c.base+"/a2a", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
 }

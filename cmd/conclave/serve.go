@@ -247,6 +247,13 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	} else {
 		logger.Info("bearer-token authentication on", "tokens", tokens.Len())
 	}
+	if member != nil {
+		if err := member.publishURL(ctx, c.cluster.advertise, l.Addr()); err != nil {
+			_ = engine.Shutdown(context.Background())
+			_ = srv.Shutdown(context.Background())
+			return failure(fmt.Errorf("cluster: %w", err))
+		}
+	}
 	logger.Info("conclave listening", "addr", l.Addr().String(), "url", "http://"+l.Addr().String())
 	if c.ready != nil {
 		c.ready(l.Addr().String())

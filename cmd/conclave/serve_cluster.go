@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,7 +21,8 @@ import (
 // names the NATS JetStream servers that hold the shared journal and the
 // membership.
 type clusterFlags struct {
-	urls     string
+	urls      string
+	advertise string
 	nodeID   string
 	lease    time.Duration
 	replicas int
@@ -31,6 +34,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id in the cluster (default: a new UUID each start)")
 	fs.DurationVar(&f.lease, "cluster-lease", 10*time.Second, "how long a node that stopped renewing its membership stays a member; its sessions move within 1.5 leases")
 	fs.IntVar(&f.replicas, "cluster-replicas", 1, "JetStream replicas of the journal and the buckets (3 on a 3-server JetStream cluster)")
+	fs.StringVar(&f.advertise, "cluster-advertise", "", "the base `url` at which the other nodes reach this node's API, for AG-UI and A2A requests they proxy here (default: http:// and the listen address, with this host's name when it listens on every interface)")
 	fs.StringVar(&f.prefix, "cluster-prefix", "conclave", "prefix of the cluster's subjects, stream and buckets (clusters sharing one JetStream need different prefixes)")
 }
 
@@ -78,6 +82,30 @@ func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterM
 		followers: cluster.NewFollowers(j, uuid.New, time.Now),
 		forwarder: cluster.NewForwarder(nc, node, cluster.ForwardOptions{Prefix: f.prefix, Logger: logger}),
 	}, nil
+}
+
+// publishURL tells the other nodes where this node's API listens.
+func (m *clusterMember) publishURL(ctx context.Context, advertise string, l net.Addr) error {
+	u := advertise
+	if u == "" {
+		host, port, err := net.SplitHostPort(l.String())
+		if err != nil {
+			return err
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			if host, err = os.Hostname(); err != nil {
+				return fmt.Errorf("--cluster-advertise: this host's name: %w", err)
+			}
+		}
+		u = "http://" + net.JoinHostPort(host, port)
+	}
+	var err error
+	for range 5 { // a renewal may update the key at the same moment
+		if err = m.node.SetURL(ctx, u); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // upperPrefix is the stream and bucket name of a subject prefix

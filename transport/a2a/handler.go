@@ -325,6 +325,8 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case c.streaming:
 		// The stream wrote its own frames, and its error if it had one.
+	case c.misdirected != nil:
+		httpjson.WriteError(w, httpjson.EngineError(c.misdirected)) // 421, Conclave-Owner
 	case rerr != nil:
 		if errors.Is(context.Cause(ctx), errShutdown) && rerr.Code == CodeInternal {
 			writeJSON(w, http.StatusServiceUnavailable, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: rerr})

@@ -34,6 +34,10 @@ type call struct {
 	// streaming is set once the SSE response has begun: from then on
 	// errors travel in-band.
 	streaming bool
+	// misdirected is the engine's error when another cluster node owns
+	// the call's session: the call is answered 421 not_owner instead of a
+	// JSON-RPC error, and the node's forwarder proxies it to the owner.
+	misdirected error
 }
 
 // task finds a task of the caller. Unknown ids, malformed ids and other
@@ -45,9 +49,17 @@ func (c *call) task(id string) (messages.RunSummary, *RPCError) {
 	}
 	sum, err := c.h.engine.Run(c.tenant, run)
 	if err != nil {
+		c.notOwner(err)
 		return messages.RunSummary{}, rpcErrorf(CodeTaskNotFound, "task %q not found", id)
 	}
 	return sum, nil
+}
+
+// notOwner records err if it says another cluster node owns the session.
+func (c *call) notOwner(err error) {
+	if errors.Is(err, actors.ErrNotOwner) {
+		c.misdirected = err
+	}
 }
 
 // decodeSend decodes and checks SendMessage / SendStreamingMessage params.
@@ -85,6 +97,7 @@ func (c *call) start(msg *Message) (*follower, *RPCError) {
 		}
 	}
 	ref, err := c.h.engine.StartRun(c.ctx, cmd)
+	c.notOwner(err)
 	switch {
 	case errors.Is(err, actors.ErrSessionNotFound):
 		return nil, rpcErrorf(CodeInvalidParams, "message.contextId %q names another caller's context", cmd.SessionID)

@@ -184,6 +184,13 @@ func (h *Handler) ServeTenant(w http.ResponseWriter, r *http.Request, tenant mes
 		tenant = messages.LocalTenant
 	}
 	session := messages.SessionID(in.ThreadID)
+	// In a cluster, a thread is served by its session's owner: 421 with
+	// the owner's id otherwise, which the node's forwarder turns into a
+	// proxied request (cluster.Forwarder).
+	if err := h.engine.Own(r.Context(), tenant, session); err != nil {
+		writeError(w, engineError(err))
+		return
+	}
 	if len(in.Resume) > 0 {
 		h.resume(w, r, tenant, session, in)
 		return

@@ -23,10 +23,10 @@ import (
 type clusterFlags struct {
 	urls      string
 	advertise string
-	nodeID   string
-	lease    time.Duration
-	replicas int
-	prefix   string
+	nodeID    string
+	lease     time.Duration
+	replicas  int
+	prefix    string
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {

@@ -77,15 +77,9 @@ func (a *engineActor) adopt(ctx actor.Context, key messages.SessionID) error {
 	if s, err := a.session(k); s != nil || err != nil {
 		return err
 	}
-	live, err := a.e.catalog.LiveRuns(context.Background())
+	mine, err := a.e.sessionLiveRuns(context.Background(), key)
 	if err != nil {
-		return fmt.Errorf("actors: adopt session %s: list the live runs: %w", key, err)
-	}
-	var mine []journal.RunInfo
-	for _, r := range live {
-		if r.Session == key {
-			mine = append(mine, r)
-		}
+		return fmt.Errorf("actors: adopt session %s: list its live runs: %w", key, err)
 	}
 	if len(mine) == 0 {
 		return nil
@@ -121,4 +115,27 @@ func (e *Engine) Own(ctx context.Context, tenant messages.TenantID, session mess
 		return nil
 	}
 	return e.cfg.Placement.Claim(ctx, sessKey{tenantOr(tenant), session}.journalKey())
+}
+
+// sessionLiveRuns lists the live runs of the session stored under key: from
+// the journal's per-session index when it has one (journal.JetStream: a
+// takeover then reads one session's markers, not every live run of the
+// cluster), from LiveRuns otherwise.
+func (e *Engine) sessionLiveRuns(ctx context.Context, key messages.SessionID) ([]journal.RunInfo, error) {
+	if j, ok := e.cfg.Journal.(interface {
+		SessionLiveRuns(context.Context, messages.SessionID) ([]journal.RunInfo, error)
+	}); ok {
+		return j.SessionLiveRuns(ctx, key)
+	}
+	live, err := e.catalog.LiveRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var mine []journal.RunInfo
+	for _, r := range live {
+		if r.Session == key {
+			mine = append(mine, r)
+		}
+	}
+	return mine, nil
 }

@@ -155,6 +155,16 @@ func (j *JetStream) LiveRuns(ctx context.Context) ([]RunInfo, error) {
 	return j.liveRuns(ctx, j.opts.Prefix+".live.*.*")
 }
 
+// SessionLiveRuns lists the live runs of one session, reading only that
+// session's live markers (LiveRuns reads every session's). A cluster node
+// taking a session over recovers them (actors.Engine.Adopt).
+func (j *JetStream) SessionLiveRuns(ctx context.Context, s messages.SessionID) ([]RunInfo, error) {
+	if err := j.check(ctx); err != nil {
+		return nil, err
+	}
+	return j.liveRuns(ctx, j.subject("live", string(s))+".*")
+}
+
 // Run implements Catalog.
 func (j *JetStream) Run(ctx context.Context, run messages.RunID) (RunInfo, bool, error) {
 	if err := j.check(ctx); err != nil {

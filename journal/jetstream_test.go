@@ -216,3 +216,29 @@ func TestJetStream_Tail(t *testing.T) {
 	}
 	stop()
 }
+
+// SessionLiveRuns reads one session's live runs, as LiveRuns lists them.
+func TestJetStream_SessionLiveRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := openJetStream(t, natstest.Connect(t, natstest.Start(t)), "")
+	start := func(s messages.SessionID, seq uint64, run messages.RunID) {
+		t.Helper()
+		if err := j.Append(ctx, s, []*messages.Encoded{messages.NewEncoded(seq, messages.RunStarted, run, []byte(`{}`))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("t/a", 1, "a1")
+	start("t/b", 1, "b1")
+	start("t/a", 2, "a2")
+	if err := j.Append(ctx, "t/a", []*messages.Encoded{messages.NewEncoded(3, messages.RunFinished, "a1", []byte(`{}`))}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := j.SessionLiveRuns(ctx, "t/a")
+	if err != nil || len(runs) != 1 || runs[0].Run != "a2" || runs[0].FirstSeq != 2 {
+		t.Fatalf("SessionLiveRuns(t/a) = %+v, %v; want a2 from seq 2", runs, err)
+	}
+	if all, err := j.LiveRuns(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("LiveRuns = %+v, %v; want a2 and b1", all, err)
+	}
+}

@@ -65,8 +65,16 @@ type sleepState struct {
 	// wake: something needs the run; it wakes as soon as it has settled.
 	wake bool
 	// then runs once the run is awake again: requests that came while it
-	// was falling asleep.
-	then []func(ctx actor.Context)
+	// was falling asleep, or while it slept.
+	then []awaiting
+}
+
+// awaiting is what waits for a run to wake: then once it is awake, or
+// fail if it cannot wake (its events cannot be read, its supervisor cannot
+// start), so that no request waits for its deadline in vain.
+type awaiting struct {
+	then func(ctx actor.Context)
+	fail func(ctx actor.Context, err error)
 }
 
 // sweepParkedRuns puts to sleep the live runs that have been parked and
@@ -153,9 +161,10 @@ func (a *engineActor) wakeUp(ctx actor.Context, id messages.RunID) {
 	a.wake(ctx, id, r)
 }
 
-// whenAwake runs then once run r is awake, waking it if it sleeps.
-func (a *engineActor) whenAwake(ctx actor.Context, id messages.RunID, r *runEntry, then func(ctx actor.Context)) {
-	r.sleep.then = append(r.sleep.then, then)
+// whenAwake runs w.then once run r is awake, waking it if it sleeps (or
+// w.fail if it cannot wake).
+func (a *engineActor) whenAwake(ctx actor.Context, id messages.RunID, r *runEntry, w awaiting) {
+	r.sleep.then = append(r.sleep.then, w)
 	r.sleep.wake = true
 	if r.sleep.settled {
 		a.wake(ctx, id, r)
@@ -175,17 +184,17 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 		a.sessions[r.key].wakes = append(a.sessions[r.key].wakes, id)
 		return
 	case err != nil:
-		a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+		a.cannotWake(ctx, id, r, err)
 		return
 	case s == nil:
 		if s, err = a.newHub(ctx, r.key); err != nil {
-			a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+			a.cannotWake(ctx, id, r, err)
 			return
 		}
 	}
 	st, outline, err := a.e.foldAsleep(id)
 	if err != nil {
-		a.e.cfg.Logger.Error("run asleep cannot wake: its events cannot be read", "run", id, "err", err)
+		a.cannotWake(ctx, id, r, fmt.Errorf("its events cannot be read: %w", err))
 		return
 	}
 	a.e.index.Wake(id, outline)
@@ -196,8 +205,22 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 	if err := a.resumeRun(ctx, s, r.key, &restoredRun{Run: st}); err != nil {
 		a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
 	}
-	for _, f := range then {
-		f(ctx)
+	for _, w := range then {
+		w.then(ctx)
+	}
+}
+
+// cannotWake leaves run r asleep after a failed wake (the next trigger
+// tries again) and answers what was waiting for it with the error.
+func (a *engineActor) cannotWake(ctx actor.Context, id messages.RunID, r *runEntry, err error) {
+	a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+	waiting := r.sleep.then
+	r.sleep.then, r.sleep.wake = nil, false
+	err = fmt.Errorf("actors: run %s is asleep and cannot wake: %w", id, err)
+	for _, w := range waiting {
+		if w.fail != nil {
+			w.fail(ctx, err)
+		}
 	}
 }
 

@@ -2,6 +2,10 @@ package actors_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -248,4 +252,69 @@ func TestEngine_AsleepRunsOutliveAShutdown(t *testing.T) {
 			t.Fatalf("interrupt %s is new after the restart", in.InterruptID)
 		}
 	}
+}
+
+// unreadable is a memory journal whose reads fail while failing is set.
+type unreadable struct {
+	*journal.Memory
+	failing atomic.Bool
+}
+
+func (u *unreadable) ReadAfter(ctx context.Context, s messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
+	if u.failing.Load() {
+		return nil, errors.New("the disk is on fire")
+	}
+	return u.Memory.ReadAfter(ctx, s, after, limit)
+}
+
+// TestEngine_AsleepRunThatCannotWake: a request for a run asleep whose
+// events cannot be read is answered with that error at once (it waited
+// for its own deadline before); the run stays asleep, and the same
+// request works once the journal reads again.
+func TestEngine_AsleepRunThatCannotWake(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		j := &unreadable{Memory: journal.NewMemory()}
+		e := testkit.NewEngine(t, actors.Config{Journal: j, SleepAfter: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		ctx := context.Background()
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if s := e.Stats(); s.AsleepRuns != 1 {
+			t.Fatalf("parked for 2 minutes: %+v, want it asleep", s)
+		}
+
+		j.failing.Store(true)
+		start := time.Now()
+		err = e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "now"})
+		if err == nil || !strings.Contains(err.Error(), "cannot wake") || !strings.Contains(err.Error(), "the disk is on fire") {
+			t.Fatalf("Abort of a run that cannot wake = %v", err)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Fatalf("the abort was answered after %v", waited)
+		}
+		if s := e.Stats(); s.AsleepRuns != 1 {
+			t.Fatalf("after a failed wake: %+v, want it still asleep", s)
+		}
+
+		j.failing.Store(false)
+		if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "now"}); err != nil {
+			t.Fatalf("Abort once the journal reads again: %v", err)
+		}
+		events := untilEnd(t, p, ref)
+		if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeAborted {
+			t.Fatalf("terminal %+v", c)
+		}
+	})
 }

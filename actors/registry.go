@@ -144,7 +144,10 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		case ok && r.sleep != nil:
 			// Asleep, or falling asleep: asked again once it is awake.
 			sender := ctx.Sender()
-			a.whenAwake(ctx, m.runID, r, func(ctx actor.Context) { ctx.RequestWithCustomSender(ctx.Self(), m, sender) })
+			a.whenAwake(ctx, m.runID, r, awaiting{
+				then: func(ctx actor.Context) { ctx.RequestWithCustomSender(ctx.Self(), m, sender) },
+				fail: func(ctx actor.Context, err error) { ctx.Send(sender, err) },
+			})
 		case ok:
 			if stop, isStop := m.msg.(*messages.StopRun); isStop && !regress.AbortWithoutOutcome.Load() {
 				// The run's end is decided here, once: a stop that comes
@@ -197,10 +200,21 @@ func (a *engineActor) Receive(ctx actor.Context) {
 			}
 			for id, r := range a.runs {
 				if r.sleep != nil { // it ends as a live run does, once awake
-					a.whenAwake(ctx, id, r, func(ctx actor.Context) {
-						if r := a.runs[id]; r != nil && r.sleep == nil {
-							stop(ctx, id, r)
-						}
+					a.whenAwake(ctx, id, r, awaiting{
+						then: func(ctx actor.Context) {
+							if r := a.runs[id]; r != nil && r.sleep == nil {
+								stop(ctx, id, r)
+							}
+						},
+						// It cannot end now: it stays in the journal, live,
+						// and the next start resumes it, rather than hold
+						// the shutdown back.
+						fail: func(ctx actor.Context, _ error) {
+							if r := a.runs[id]; r != nil && r.sleep != nil {
+								a.forgetAsleep(id)
+								a.maybeStopHubs(ctx)
+							}
+						},
 					})
 					continue
 				}

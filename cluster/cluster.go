@@ -247,8 +247,8 @@ func ownerKey(s messages.SessionID) string { return "s." + journal.SubjectToken(
 // returns a *NotOwnerError when a live node owns it.
 func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
 	err := n.claim(ctx, s)
-	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrLost) && ctx.Err() == nil {
-		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrLost) && !errors.Is(ctx.Err(), context.Canceled) {
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err) // JetStream did not answer in time, or failed: retry
 	}
 	return err
 }
@@ -273,10 +273,10 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 	}
 	key := ownerKey(s)
 	for range 8 {
-		e, err := n.owners.Get(ctx, key)
+		e, err := kvDo(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return n.owners.Get(ctx, key) })
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, err := n.owners.Create(ctx, key, []byte(n.self.ID))
+			rev, err := kvDo(ctx, func(ctx context.Context) (uint64, error) { return n.owners.Create(ctx, key, []byte(n.self.ID)) })
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue // another node created it first: look again
 			}
@@ -299,7 +299,9 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 		if alive {
 			return &NotOwnerError{Session: s, Owner: owner}
 		}
-		rev, err := n.owners.Update(ctx, key, []byte(n.self.ID), e.Revision())
+		rev, err := kvDo(ctx, func(ctx context.Context) (uint64, error) {
+			return n.owners.Update(ctx, key, []byte(n.self.ID), e.Revision())
+		})
 		if err != nil {
 			if isConflict(err) {
 				continue
@@ -336,6 +338,22 @@ func (n *Node) lockSession(ctx context.Context, s messages.SessionID) (unlock fu
 	}
 }
 
+// kvTimeout bounds one key-value operation of a claim: while JetStream
+// elects a leader (a server lost) an operation waits, and a claim that
+// fails fast is retried by its caller (503) instead of using up the
+// request's whole deadline.
+const kvTimeout = 3 * time.Second
+
+// fenceTimeout bounds a claim's fence the same way (a claim whose fence
+// failed is not held: the next claim of the session fences it again).
+const fenceTimeout = 5 * time.Second
+
+func kvDo[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, kvTimeout)
+	defer cancel()
+	return op(ctx)
+}
+
 func isConflict(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.Is(err, jetstream.ErrKeyExists) ||
@@ -345,7 +363,9 @@ func isConflict(err error) bool {
 // took finishes a claim won at revision rev: fence the session, then
 // adopt it. from is the previous owner ("" for a new session).
 func (n *Node) took(ctx context.Context, s messages.SessionID, rev uint64, from string) error {
-	if _, err := n.journal.Fence(ctx, s); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
+	if _, err := n.journal.Fence(fctx, s); err != nil {
 		return fmt.Errorf("cluster: fence session %s: %w", s, err)
 	}
 	n.mu.Lock()
@@ -383,7 +403,7 @@ func (n *Node) alive(ctx context.Context, id string) (bool, error) {
 	if id == n.self.ID {
 		return !n.isLost(), nil
 	}
-	_, err := n.nodes.Get(ctx, id)
+	_, err := kvDo(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return n.nodes.Get(ctx, id) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}

@@ -220,10 +220,11 @@ func (h *clusterTest) do(c *crashChild, method, path, body string) (int, []byte)
 	return resp.StatusCode, b
 }
 
-// retry calls fn until it answers want (a takeover takes up to 1.5 leases).
+// retry calls fn until it answers want (a takeover takes up to 1.5
+// leases, a JetStream leader election after a lost server a few seconds).
 func (h *clusterTest) retry(what string, fn func() (int, []byte), want int) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(40 * time.Second)
 	for {
 		code, body := fn()
 		if code == want {

@@ -186,8 +186,17 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 		_ = nodes.Delete(cctx, n.self.ID)
 		return nil, fmt.Errorf("cluster: watch the owners: %w", err)
 	}
+	// A node that leaves deletes its key: the others sweep at once. (A key
+	// that expires makes no event: a dead node is found by the sweep.)
+	leaves, err := nodes.WatchAll(loopCtx, jetstream.UpdatesOnly())
+	if err != nil {
+		stop()
+		_ = watch.Stop()
+		_ = nodes.Delete(cctx, n.self.ID)
+		return nil, fmt.Errorf("cluster: watch the members: %w", err)
+	}
 	n.stop = stop
-	go n.loop(loopCtx, watch)
+	go n.loop(loopCtx, watch, leaves)
 	return n, nil
 }
 
@@ -452,11 +461,25 @@ func (n *Node) markLost(why string) {
 	})
 }
 
-// loop renews this node's key every Lease/4, keeps the view of the owners
-// and sweeps for sessions of dead nodes every Lease/2.
-func (n *Node) loop(ctx context.Context, watch jetstream.KeyWatcher) {
+// loop renews this node's key every Lease/4 and keeps the view of the
+// owners; it asks the sweeper to sweep every Lease/2, and at once when a
+// member leaves. Sweeps run on their own goroutine: adopting a big session
+// takes a while, and must never hold back the renewal (a node that misses
+// it for a Lease stops).
+func (n *Node) loop(ctx context.Context, watch, leaves jetstream.KeyWatcher) {
 	defer close(n.done)
-	defer func() { _ = watch.Stop() }()
+	sweepNow := make(chan struct{}, 1)
+	sweeperDone := make(chan struct{})
+	go n.sweeper(ctx, sweepNow, sweeperDone)
+	defer func() { <-sweeperDone }() // runs after ctx ended: the sweeper returns too
+	defer func() { _ = watch.Stop(); _ = leaves.Stop() }()
+	askSweep := func() {
+		select {
+		case sweepNow <- struct{}{}:
+		default: // one is already asked for
+		}
+	}
+	left := leaves.Updates()
 	renew := time.NewTicker(n.opts.Lease / 4)
 	defer renew.Stop()
 	sweep := time.NewTicker(n.opts.Lease / 2)
@@ -466,6 +489,13 @@ func (n *Node) loop(ctx context.Context, watch jetstream.KeyWatcher) {
 		select {
 		case <-ctx.Done():
 			return
+		case e, ok := <-left:
+			switch {
+			case !ok:
+				left = nil
+			case e != nil && e.Operation() != jetstream.KeyValuePut:
+				askSweep() // a member left: take its sessions over now
+			}
 		case e, ok := <-updates:
 			switch {
 			case !ok:
@@ -483,6 +513,19 @@ func (n *Node) loop(ctx context.Context, watch jetstream.KeyWatcher) {
 		case <-renew.C:
 			n.renew(ctx)
 		case <-sweep.C:
+			askSweep()
+		}
+	}
+}
+
+// sweeper sweeps when asked, until ctx ends.
+func (n *Node) sweeper(ctx context.Context, asked <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-asked:
 			if !n.isLost() {
 				n.sweep(ctx)
 			}
@@ -564,8 +607,8 @@ func (n *Node) sweep(ctx context.Context) {
 }
 
 // Shutdown stops renewing and sweeping and leaves the cluster: this node's
-// key is deleted, so the others take its sessions over at their next sweep
-// instead of after a Lease.
+// key is deleted, so the others take its sessions over at once (they watch
+// the members) instead of after a Lease.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.stop()
 	select {

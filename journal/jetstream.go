@@ -446,7 +446,8 @@ func decodeEvents(hdr nats.Header, data []byte, first, last uint64) ([]*messages
 // change). It returns the session's head at the start: the first events
 // fn gets follow it. A message that fails its checksum is skipped (a
 // reader of the journal then finds its events missing and reports them).
-// stop ends the tail; fn is not called after stop returns.
+// stop ends the tail; fn is not called after stop returns (unless the
+// connection closed and the drain gave up after the journal's Timeout).
 func (j *JetStream) Tail(ctx context.Context, s messages.SessionID, fn func([]*messages.Encoded)) (head uint64, stop func(), err error) {
 	if err := j.check(ctx); err != nil {
 		return 0, nil, err
@@ -478,7 +479,14 @@ func (j *JetStream) Tail(ctx context.Context, s messages.SessionID, fn func([]*m
 	if err != nil {
 		return 0, nil, fmt.Errorf("journal: jetstream: tail %s: %w", s, err)
 	}
-	return t.head, func() { cc.Drain(); <-cc.Closed() }, nil
+	return t.head, func() {
+		cc.Drain()
+		select { // a closed connection may never finish the drain
+		case <-cc.Closed():
+		case <-time.After(j.opts.Timeout):
+			cc.Stop()
+		}
+	}, nil
 }
 
 // jsAck is JetStream's reply to a publish.

@@ -90,29 +90,7 @@ func untilEnd(t *testing.T, p *testkit.Probe, ref actors.RunRef) []*messages.Env
 // shutdown that ends runs.
 func TestEngine_AsleepRunsExpireAbortAndStop(t *testing.T) {
 	t.Parallel()
-	start := func(t *testing.T, e *actors.Engine, timeout int) (actors.RunRef, *testkit.Probe) {
-		t.Helper()
-		ctx := context.Background()
-		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2, Tokens: 2},
-			ApprovalTimeoutSeconds: timeout, ApprovalTimeoutAction: messages.DecisionApprove})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Minute)
-		synctest.Wait()
-		if s := e.Stats(); s.AsleepRuns != 1 {
-			t.Fatalf("parked for 2 minutes: %+v, want it asleep", s)
-		}
-		return ref, p
-	}
+	start := startAsleep
 	t.Run("expiry", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
@@ -277,27 +255,11 @@ func TestEngine_AsleepRunThatCannotWake(t *testing.T) {
 		j := &unreadable{Memory: journal.NewMemory()}
 		e := testkit.NewEngine(t, actors.Config{Journal: j, SleepAfter: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 		ctx := context.Background()
-		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Minute)
-		synctest.Wait()
-		if s := e.Stats(); s.AsleepRuns != 1 {
-			t.Fatalf("parked for 2 minutes: %+v, want it asleep", s)
-		}
+		ref, p := startAsleep(t, e, 0)
 
 		j.failing.Store(true)
 		start := time.Now()
-		err = e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "now"})
+		err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "now"})
 		if err == nil || !strings.Contains(err.Error(), "cannot wake") || !strings.Contains(err.Error(), "the disk is on fire") {
 			t.Fatalf("Abort of a run that cannot wake = %v", err)
 		}
@@ -317,4 +279,31 @@ func TestEngine_AsleepRunThatCannotWake(t *testing.T) {
 			t.Fatalf("terminal %+v", c)
 		}
 	})
+}
+
+// startAsleep starts a run parked on its plan gate (its interrupt timing
+// out after timeout seconds, 0 for the default) and lets it fall asleep
+// (SleepAfter one minute; inside a synctest bubble).
+func startAsleep(t *testing.T, e *actors.Engine, timeout int) (actors.RunRef, *testkit.Probe) {
+	t.Helper()
+	ctx := context.Background()
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 2, Tokens: 2},
+		ApprovalTimeoutSeconds: timeout, ApprovalTimeoutAction: messages.DecisionApprove})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Minute)
+	synctest.Wait()
+	if s := e.Stats(); s.AsleepRuns != 1 {
+		t.Fatalf("parked for 2 minutes: %+v, want it asleep", s)
+	}
+	return ref, p
 }

@@ -196,20 +196,27 @@ func (h *clusterTest) kill(c *crashChild) {
 }
 
 func (h *clusterTest) post(c *crashChild, path, body string) (int, []byte) {
-	return h.do(c, http.MethodPost, path, body)
+	return h.do(c, http.MethodPost, path, body, nil)
 }
 
 func (h *clusterTest) get(c *crashChild, path string) (int, []byte) {
-	return h.do(c, http.MethodGet, path, "")
+	return h.do(c, http.MethodGet, path, "", nil)
 }
 
-func (h *clusterTest) do(c *crashChild, method, path, body string) (int, []byte) {
+func (h *clusterTest) a2a(c *crashChild, body string) (int, []byte) {
+	return h.do(c, http.MethodPost, "/a2a", body, http.Header{"A2A-Version": {"1.0"}})
+}
+
+func (h *clusterTest) do(c *crashChild, method, path, body string, header http.Header) (int, []byte) {
 	req, err := http.NewRequestWithContext(h.ctx, method, c.base+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -419,20 +426,4 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 	}
 	a.terminate()
 	b.terminate()
-}
-
-func (h *clusterTest) a2a(c *crashChild, body string) (int, []byte) {
-	req, err := http.NewRequestWithContext(h.ctx, http.MethodPost, c.base+"/a2a", strings.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, []byte(err.Error())
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b
 }

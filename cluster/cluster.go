@@ -120,6 +120,7 @@ type Node struct {
 	adopt     func(context.Context, messages.SessionID) error
 	lastRenew time.Time
 
+	counts   counters
 	lost     chan struct{}
 	lostOnce sync.Once
 	stop     context.CancelFunc
@@ -385,6 +386,7 @@ func (n *Node) took(ctx context.Context, s messages.SessionID, rev uint64, from 
 			return fmt.Errorf("cluster: adopt session %s (from node %s): %w", s, from, err)
 		}
 		n.log.Info("cluster: took a session over", "session", s, "from", from)
+		n.counts.takeovers.Add(1)
 	}
 	n.mu.Lock()
 	n.owned[s] = rev

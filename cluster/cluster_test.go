@@ -117,6 +117,12 @@ func TestNode_ClaimOwnerAndTakeover(t *testing.T) {
 	if err := loser.journal.Append(ctx, "t/s1", ev(2)); err != nil {
 		t.Fatalf("new owner's Append: %v", err)
 	}
+	if n := metric(t, loser.node.Collector(nil), "conclave_cluster_takeovers_total", ""); n != 1 {
+		t.Fatalf("conclave_cluster_takeovers_total = %v, want 1", n)
+	}
+	if n := metric(t, loser.node.Collector(nil), "conclave_cluster_sessions_owned", ""); n != 1 {
+		t.Fatalf("conclave_cluster_sessions_owned = %v, want 1", n)
+	}
 }
 
 // A node that cannot renew its key for a whole lease is lost: Lost closes,

@@ -40,11 +40,12 @@ type Forwarder struct {
 	timeout time.Duration
 	maxBody int64
 
-	mu   sync.Mutex
-	sub  *nats.Subscription
-	wg   sync.WaitGroup
-	sem  chan struct{} // bounds the forwarded calls served at once
-	shut bool
+	counts counters
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	wg     sync.WaitGroup
+	sem    chan struct{} // bounds the forwarded calls served at once
+	shut   bool
 }
 
 // ForwardOptions configures NewForwarder.
@@ -162,6 +163,7 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
 			call.Header.Set(messages.ForwardedHeader, f.node.ID())
 			for _, node := range targets {
+				f.counts.forwarded.Add(1)
 				ans, err := f.call(r.Context(), node, call)
 				if err != nil {
 					f.log.Warn("cluster: forward a call", "to", node, "uri", call.URI, "err", err)
@@ -366,6 +368,7 @@ func (f *Forwarder) proxyIfMisdirected(next http.Handler, w http.ResponseWriter,
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	f.counts.proxied.Add(1)
 	proxy.ServeHTTP(w, r)
 }
 

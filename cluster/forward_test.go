@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/internal/natstest"
 	"github.com/conclave-ai/conclave/messages"
@@ -59,4 +61,30 @@ func TestForwarder_RoutesToTheNodeThatHasIt(t *testing.T) {
 			t.Fatalf("%s: b got %v", path, got)
 		}
 	}
+	if n := metric(t, a.node.Collector(fa), "conclave_cluster_forwarded_total", "call"); n != 2 {
+		t.Fatalf("conclave_cluster_forwarded_total{kind=call} = %v, want 2", n)
+	}
+}
+
+// metric reads one sample of a collector.
+func metric(t *testing.T, c prometheus.Collector, name, kind string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if kind == "" || len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == kind {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s{kind=%q}", name, kind)
+	return 0
 }

@@ -424,6 +424,12 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 	if !a.logged(`msg="conclave listening"`, 0) || b.logged("proxy a streamed call", 0) {
 		t.Fatalf("B could not proxy to A\n%s", b.log.tail(4<<10))
 	}
+	if code, body := h.get(a, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), "conclave_cluster_sessions_owned 1") {
+		t.Fatalf("A's /metrics: %d, want conclave_cluster_sessions_owned 1", code)
+	}
+	if code, body := h.get(b, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), `conclave_cluster_forwarded_total{kind="proxy"} 2`) {
+		t.Fatalf("B's /metrics: %d, want 2 proxied calls\n%s", code, body)
+	}
 	a.terminate()
 	b.terminate()
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -221,6 +222,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)
 		tcfg.Wrap = member.forwarder.Handler
+		reg := prometheus.NewRegistry() // the server's metrics and the cluster's, on one /metrics
+		reg.MustRegister(member.node.Collector(member.forwarder))
+		tcfg.Registry = reg
 	}
 	srv, err := transport.New(tcfg)
 	if err != nil {

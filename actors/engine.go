@@ -621,6 +621,9 @@ func (e *Engine) PendingInterrupts(ctx context.Context, tenant messages.TenantID
 	if _, err := e.request(ctx, &sessionReq{key: sessKey{tenantOr(tenant), session}}); err != nil {
 		return nil, "", err
 	}
+	if err := e.Own(ctx, tenant, session); err != nil {
+		return nil, "", err // cluster mode: its owner holds its interrupts
+	}
 	list, next := e.interrupts.Pending(tenantOr(tenant), session, after, limit)
 	return list, next, nil
 }

@@ -114,7 +114,7 @@ func forwardable(r *http.Request) bool {
 		return false
 	}
 	p := r.URL.Path
-	return p == "/api/v1/runs" || strings.HasPrefix(p, "/api/v1/runs/") ||
+	return p == "/api/v1/runs" || strings.HasPrefix(p, "/api/v1/runs/") || p == "/api/v1/interrupts" ||
 		strings.HasPrefix(p, "/api/v1/interrupts/") || strings.HasPrefix(p, "/api/v1/events/resume/")
 }
 

@@ -424,8 +424,17 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 	if !a.logged(`msg="conclave listening"`, 0) || b.logged("proxy a streamed call", 0) {
 		t.Fatalf("B could not proxy to A\n%s", b.log.tail(4<<10))
 	}
-	if code, body := h.get(a, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), "conclave_cluster_sessions_owned 1") {
-		t.Fatalf("A's /metrics: %d, want conclave_cluster_sessions_owned 1", code)
+	// A session's pending interrupts, listed through B, are A's.
+	h.startRun(a, "T2", `{"question":"parked","session_id":"T2","hitl":"plan","scenario":{"nodes":1,"tokens":2}}`)
+	h.retry("list A's pending interrupts through B", func() (int, []byte) {
+		code, body := h.get(b, "/api/v1/interrupts?session_id=T2")
+		if code == http.StatusOK && !strings.Contains(string(body), `"interrupt_id"`) {
+			code = http.StatusNoContent // not raised yet: ask again
+		}
+		return code, body
+	}, http.StatusOK)
+	if code, body := h.get(a, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), "conclave_cluster_sessions_owned 2") {
+		t.Fatalf("A's /metrics: %d, want conclave_cluster_sessions_owned 2", code)
 	}
 	if code, body := h.get(b, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), `conclave_cluster_forwarded_total{kind="proxy"} 2`) {
 		t.Fatalf("B's /metrics: %d, want 2 proxied calls\n%s", code, body)

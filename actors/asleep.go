@@ -67,6 +67,18 @@ type sleepState struct {
 	// then runs once the run is awake again: requests that came while it
 	// was falling asleep, or while it slept.
 	then []awaiting
+	// retry wakes the run again after a failed wake (cannotWake), after a
+	// delay that doubles with each failure (failures) up to a minute.
+	retry    *time.Timer
+	failures int
+}
+
+// stopRetry stops a pending retry of a failed wake.
+func (st *sleepState) stopRetry() {
+	if st.retry != nil {
+		st.retry.Stop()
+		st.retry = nil
+	}
 }
 
 // awaiting is what waits for a run to wake: then once it is awake, or
@@ -198,6 +210,7 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 		return
 	}
 	a.e.index.Wake(id, outline)
+	r.sleep.stopRetry()
 	then := r.sleep.then
 	delete(a.runs, id)
 	a.e.runCount.Add(-1) // spawnRun counts it again
@@ -210,10 +223,18 @@ func (a *engineActor) wake(ctx actor.Context, id messages.RunID, r *runEntry) {
 	}
 }
 
-// cannotWake leaves run r asleep after a failed wake (the next trigger
-// tries again) and answers what was waiting for it with the error.
+// cannotWake leaves run r asleep after a failed wake and answers what was
+// waiting for it with the error. Something needed the run (an answer, a
+// timeout): it tries again after 1 s, 2 s, 4 s... up to a minute, so that a
+// passing failure (a journal that cannot be read for a while) does not
+// leave it asleep with an outcome nobody applies.
 func (a *engineActor) cannotWake(ctx actor.Context, id messages.RunID, r *runEntry, err error) {
-	a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "err", err)
+	delay := min(time.Second<<min(r.sleep.failures, 6), time.Minute)
+	r.sleep.failures++
+	a.e.cfg.Logger.Error("run asleep cannot wake", "run", id, "retry_in", delay, "err", err)
+	root, self := a.e.system.Root, ctx.Self()
+	r.sleep.stopRetry()
+	r.sleep.retry = time.AfterFunc(delay, func() { root.Send(self, &wakeRun{id: id}) })
 	waiting := r.sleep.then
 	r.sleep.then, r.sleep.wake = nil, false
 	err = fmt.Errorf("actors: run %s is asleep and cannot wake: %w", id, err)
@@ -243,6 +264,9 @@ func (e *Engine) foldAsleep(id messages.RunID) (st, outline *runstate.Run, err e
 // forgetAsleep drops a run asleep from memory at a shutdown that keeps
 // runs: the next engine on the journal rebuilds it as any live run.
 func (a *engineActor) forgetAsleep(id messages.RunID) {
+	if r := a.runs[id]; r != nil && r.sleep != nil {
+		r.sleep.stopRetry()
+	}
 	delete(a.runs, id)
 	a.e.runCount.Add(-1)
 	a.e.asleepCount.Add(-1)

@@ -247,8 +247,9 @@ func (u *unreadable) ReadAfter(ctx context.Context, s messages.SessionID, after 
 
 // TestEngine_AsleepRunThatCannotWake: a request for a run asleep whose
 // events cannot be read is answered with that error at once (it waited
-// for its own deadline before); the run stays asleep, and the same
-// request works once the journal reads again.
+// for its own deadline before), and the run stays asleep; an answer to its
+// interrupt is applied by a retried wake once the journal reads again (it
+// stayed asleep with its outcome unapplied before).
 func TestEngine_AsleepRunThatCannotWake(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -270,14 +271,23 @@ func TestEngine_AsleepRunThatCannotWake(t *testing.T) {
 			t.Fatalf("after a failed wake: %+v, want it still asleep", s)
 		}
 
+		// An answer while it still cannot wake is taken (the registry
+		// decides), and applied by a retry once the journal reads again.
+		pending, _, err := e.PendingInterrupts(ctx, "", ref.SessionID, "", 10)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("pending = %+v, %v", pending, err)
+		}
+		if _, err := e.Resume(messages.Resume{InterruptID: pending[0].InterruptID, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatalf("Resume while the run cannot wake: %v", err)
+		}
+		time.Sleep(3 * time.Second) // two retries fail (after 1 s and 2 s)
+		synctest.Wait()
+		if s := e.Stats(); s.AsleepRuns != 1 {
+			t.Fatalf("while the journal still cannot be read: %+v, want it asleep", s)
+		}
 		j.failing.Store(false)
-		if err := e.Abort(ctx, messages.AbortRun{RunID: ref.RunID, Reason: "now"}); err != nil {
-			t.Fatalf("Abort once the journal reads again: %v", err)
-		}
-		events := untilEnd(t, p, ref)
-		if c := terminal[*messages.RunErrorPayload](t, events, ref.RunID); c.Code != messages.ErrCodeAborted {
-			t.Fatalf("terminal %+v", c)
-		}
+		events := untilEnd(t, p, ref) // the next retry (4 s later) wakes it, and it goes on
+		terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
 	})
 }
 

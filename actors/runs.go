@@ -148,7 +148,11 @@ func (e *Engine) storedSummary(ctx context.Context, info journal.RunInfo) (messa
 	if err != nil {
 		return messages.RunSummary{}, err
 	}
-	if complete { // never store what a trimmed journal left of the run
+	// Never store what a trimmed journal left of the run, nor the summary
+	// of a run that has not ended: in cluster mode another node may fold a
+	// live run it does not hold, and its store could land after the
+	// owner's final one.
+	if complete && info.LastSeq != 0 {
 		if b, err := encodeStoredRun(s); err == nil {
 			if err := e.catalog.PutRunSummary(ctx, info.Run, b); err != nil {
 				e.cfg.Logger.Warn("store a refolded run summary", "run", info.Run, "err", err)

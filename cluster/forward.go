@@ -56,8 +56,8 @@ type ForwardOptions struct {
 	// timeout is 10 s).
 	Timeout time.Duration
 	// MaxBody caps a forwarded request body (the API's own cap); it
-	// must fit the server's max payload with the headers. Default 1 MB
-	// less 64 KB.
+	// must fit the server's max payload in base64 with the headers.
+	// Default and most: three quarters of (max payload less 64 KB).
 	MaxBody int64
 	// Parallel bounds the forwarded calls this node serves at once;
 	// default 64. Calls beyond wait in NATS.
@@ -73,7 +73,8 @@ func NewForwarder(nc *nats.Conn, node *Node, opts ForwardOptions) *Forwarder {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 15 * time.Second
 	}
-	if limit := nc.MaxPayload() - 64<<10; opts.MaxBody <= 0 || opts.MaxBody > limit {
+	// A call travels as JSON, its body in base64 (4 bytes for 3).
+	if limit := (nc.MaxPayload() - 64<<10) / 4 * 3; opts.MaxBody <= 0 || opts.MaxBody > limit {
 		opts.MaxBody = limit
 	}
 	if opts.Parallel <= 0 {
@@ -274,6 +275,12 @@ func (f *Forwarder) serveOne(h http.Handler, m *nats.Msg) {
 		}
 	}
 	data, _ := json.Marshal(ans)
+	if int64(len(data)) > f.nc.MaxPayload() {
+		// Too large for one NATS message: say so at once rather than
+		// leave the caller to its timeout.
+		msg := fmt.Sprintf(`{"error":{"code":"internal","message":"the answer of node %s (%d bytes) is too large to forward; call that node directly"}}`, f.node.ID(), len(ans.Body))
+		data, _ = json.Marshal(forwardedAnswer{Status: http.StatusBadGateway, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(msg)})
+	}
 	if err := m.Respond(data); err != nil {
 		f.log.Warn("cluster: answer a forwarded call", "uri", call.URI, "err", err)
 	}

@@ -66,6 +66,35 @@ func TestForwarder_RoutesToTheNodeThatHasIt(t *testing.T) {
 	}
 }
 
+// An answer too large for one NATS message is a prompt 502, not a call
+// left to its timeout.
+func TestForwarder_AnswerTooLarge(t *testing.T) {
+	srv := natstest.Start(t)
+	a := join(t, natstest.Connect(t, srv), "a", time.Second)
+	bConn := natstest.Connect(t, srv)
+	b := join(t, bConn, "b", time.Second)
+	fa := cluster.NewForwarder(natstest.Connect(t, srv), a.node, cluster.ForwardOptions{Logger: quiet, Timeout: 10 * time.Second})
+	fb := cluster.NewForwarder(bConn, b.node, cluster.ForwardOptions{Logger: quiet})
+	t.Cleanup(func() { _ = fa.Shutdown(context.Background()); _ = fb.Shutdown(context.Background()) })
+	big := bytes.Repeat([]byte("x"), 2<<20)
+	if err := fb.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) })); err != nil {
+		t.Fatal(err)
+	}
+	h := fa.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(messages.OwnerHeader, "b")
+		w.WriteHeader(http.StatusMisdirectedRequest)
+	}))
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/runs/r1", nil))
+	if rec.Code != http.StatusBadGateway || !bytes.Contains(rec.Body.Bytes(), []byte("too large to forward")) {
+		t.Fatalf("answer = %d %.200s", rec.Code, rec.Body.String())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answered after %v", d)
+	}
+}
+
 // metric reads one sample of a collector.
 func metric(t *testing.T, c prometheus.Collector, name, kind string) float64 {
 	t.Helper()

@@ -21,7 +21,10 @@ import (
 	"github.com/conclave-ai/conclave/model/scripted"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	warmEncoders() // warm_test.go: before any synctest bubble exists
+	goleak.VerifyTestMain(m)
+}
 
 // newModel is a Model on srv over TCP, with its own transport (closed at
 // cleanup, so no connection outlives the test).

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -149,6 +151,10 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if tenantWide(r) {
+			f.gatherInterrupts(next, w, r)
+			return
+		}
 		rec := newRecorder()
 		next.ServeHTTP(rec, r)
 		var targets []string
@@ -179,6 +185,86 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 		}
 		write(w, rec.status, rec.header, rec.body.Bytes())
 	})
+}
+
+// tenantWide reports whether a call lists the open interrupts of every
+// session of the caller's tenant (GET /api/v1/interrupts without
+// session_id). Each node holds those of the sessions it owns, so the
+// answer is every live member's page, merged (gatherInterrupts).
+func tenantWide(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Path == "/api/v1/interrupts" && !r.URL.Query().Has("session_id")
+}
+
+// gatherInterrupts answers a tenant-wide interrupts list with the page
+// one node holding every session would give: this node's page and every
+// other live member's, asked for the same cursor and limit, merged
+// (interrupts.MergePages). A member that does not answer makes the call
+// 503 unavailable, Retry-After 1: a list that silently lacked a node's
+// interrupts would look complete. (A dead member answers at once, "no
+// responders", until its lease lapses and its sessions move.)
+func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	rec := newRecorder()
+	next.ServeHTTP(rec, r)
+	if rec.status != http.StatusOK {
+		write(w, rec.status, rec.header, rec.body.Bytes()) // a bad cursor or limit, or no credentials: as this node says
+		return
+	}
+	limit := messages.DefaultPageLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		limit, _ = strconv.Atoi(v) // this node took it: valid
+	}
+	var local messages.InterruptList
+	if err := json.Unmarshal(rec.body.Bytes(), &local); err != nil {
+		writeAPIError(w, http.StatusInternalServerError, "internal", "listing interrupts: "+err.Error())
+		return
+	}
+	others := f.others(r.Context())
+	pages := make([]messages.InterruptList, len(others))
+	errs := make([]error, len(others))
+	call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone()}
+	call.Header.Set(messages.ForwardedHeader, f.node.ID())
+	var wg sync.WaitGroup
+	for i, node := range others {
+		f.counts.forwarded.Add(1)
+		wg.Go(func() {
+			ans, err := f.call(r.Context(), node, call)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case ans.Status != http.StatusOK:
+				errs[i] = fmt.Errorf("HTTP %d: %.200s", ans.Status, ans.Body)
+			default:
+				errs[i] = json.Unmarshal(ans.Body, &pages[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			f.log.Warn("cluster: list a member's interrupts", "node", others[i], "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeAPIError(w, http.StatusServiceUnavailable, "unavailable",
+				fmt.Sprintf("node %s did not list its interrupts (%v); try again", others[i], err))
+			return
+		}
+	}
+	merged := interrupts.MergePages(limit, append(pages, local)...)
+	if merged.Interrupts == nil {
+		merged.Interrupts = []messages.Interrupt{}
+	}
+	body, err := json.Marshal(merged)
+	if err != nil {
+		writeAPIError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	write(w, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, body)
+}
+
+// writeAPIError writes the API's error body (messages.ErrorBody); code is
+// one of the API's error codes (docs/api.md).
+func writeAPIError(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(messages.ErrorBody{Error: messages.APIError{Code: code, Message: message}})
+	write(w, status, http.Header{"Content-Type": {"application/json"}}, body)
 }
 
 // others lists the live members but this node.
@@ -278,8 +364,9 @@ func (f *Forwarder) serveOne(h http.Handler, m *nats.Msg) {
 	if int64(len(data)) > f.nc.MaxPayload() {
 		// Too large for one NATS message: say so at once rather than
 		// leave the caller to its timeout.
-		msg := fmt.Sprintf(`{"error":{"code":"internal","message":"the answer of node %s (%d bytes) is too large to forward; call that node directly"}}`, f.node.ID(), len(ans.Body))
-		data, _ = json.Marshal(forwardedAnswer{Status: http.StatusBadGateway, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(msg)})
+		msg, _ := json.Marshal(messages.ErrorBody{Error: messages.APIError{Code: "internal",
+			Message: fmt.Sprintf("the answer of node %s (%d bytes) is too large to forward; call that node directly", f.node.ID(), len(ans.Body))}})
+		data, _ = json.Marshal(forwardedAnswer{Status: http.StatusBadGateway, Header: http.Header{"Content-Type": {"application/json"}}, Body: msg})
 	}
 	if err := m.Respond(data); err != nil {
 		f.log.Warn("cluster: answer a forwarded call", "uri", call.URI, "err", err)

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/internal/natstest"
 	"github.com/conclave-ai/conclave/messages"
@@ -116,4 +120,81 @@ func metric(t *testing.T, c prometheus.Collector, name, kind string) float64 {
 	}
 	t.Fatalf("no metric %s{kind=%q}", name, kind)
 	return 0
+}
+
+// GET /api/v1/interrupts without session_id lists the open interrupts of
+// every session of the tenant, whichever node owns each: page by page, in
+// the order one node holding them all would list them. A member that does
+// not answer makes the list 503, not a list without its interrupts.
+func TestForwarder_GathersTenantWideInterrupts(t *testing.T) {
+	srv := natstest.Start(t)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var (
+		fwd  []*cluster.Forwarder
+		apis []http.Handler
+		want []string
+	)
+	regs := make([]*interrupts.Registry, 3)
+	for i, id := range []string{"a", "b", "c"} {
+		nc := natstest.Connect(t, srv)
+		m := join(t, nc, id, 10*time.Second)
+		f := cluster.NewForwarder(nc, m.node, cluster.ForwardOptions{Logger: quiet})
+		t.Cleanup(func() { _ = f.Shutdown(context.Background()) })
+		reg := interrupts.New(func() time.Time { return at })
+		regs[i] = reg
+		// The node's own API: its registry's page, as transport serves it.
+		api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+			list, next, err := reg.PendingAll("t1", r.URL.Query().Get("cursor"), limit)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(messages.InterruptList{Interrupts: list, NextCursor: next})
+		})
+		if err := f.Serve(api); err != nil {
+			t.Fatal(err)
+		}
+		fwd, apis = append(fwd, f), append(apis, api)
+	}
+	for i, node := range []int{2, 0, 1, 1, 2, 0, 2} {
+		id := fmt.Sprintf("i%d", i)
+		in := messages.Interrupt{InterruptRaisedPayload: &messages.InterruptRaisedPayload{InterruptID: id, Kind: messages.InterruptNodeApproval},
+			SessionID: messages.SessionID(fmt.Sprintf("s%d", node)), RunID: "r", AgentID: "n001", Seq: 1}
+		created := at.Add(time.Duration(i) * time.Second)
+		regs[node].RaiseAt("t1", in, created, created.Add(time.Hour), messages.DecisionReject, func(*messages.Resolution) {}, nil)
+		want = append(want, id)
+	}
+	list := func(h http.Handler, cursor string) (int, messages.InterruptList, http.Header) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/interrupts?limit=3&cursor="+cursor, nil))
+		var l messages.InterruptList
+		_ = json.Unmarshal(rec.Body.Bytes(), &l)
+		return rec.Code, l, rec.Header()
+	}
+	// Through b: pages of 3, every node's interrupts, oldest first.
+	var got []string
+	for cursor, pages := "", 0; ; pages++ {
+		code, page, _ := list(fwd[1].Handler(apis[1]), cursor)
+		if code != http.StatusOK || pages > 5 {
+			t.Fatalf("page %d: %d %+v", pages, code, page)
+		}
+		for _, in := range page.Interrupts {
+			got = append(got, in.InterruptID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	// c stops answering while its membership lasts.
+	if err := fwd[2].Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, _, header := list(fwd[0].Handler(apis[0]), "")
+	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" {
+		t.Fatalf("with c silent: %d, Retry-After %q; want 503 and a Retry-After", code, header.Get("Retry-After"))
+	}
 }

@@ -13,6 +13,13 @@ type RunCreated struct {
 	WSURL     string    `json:"ws_url"`
 }
 
+// Page sizes of the list endpoints (GET /api/v1/runs, /api/v1/interrupts):
+// ?limit= is 1..MaxPageLimit, DefaultPageLimit when not given.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
+)
+
 // RunList answers GET /api/v1/runs.
 type RunList struct {
 	Runs []RunSummary `json:"runs"`

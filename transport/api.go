@@ -13,10 +13,10 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// Page sizes of GET /api/v1/runs.
+// Page sizes of the list endpoints (GET /api/v1/runs, /api/v1/interrupts).
 const (
-	defaultPage = 50
-	maxPage     = 200
+	defaultPage = messages.DefaultPageLimit
+	maxPage     = messages.MaxPageLimit
 )
 
 // engineTimeout bounds one call into the engine from a request.

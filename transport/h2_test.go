@@ -346,23 +346,32 @@ func TestSSE_HTTP2SlowReaderDelaysNoOne(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	h := newServedHarness(t, transport.Config{Registry: reg}, served{h2: true, client: smallH2Window})
-	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 200, Tokens: 60}})
+	// The run waits at its plan gate until the slow stream follows it live,
+	// so that its events are offered to that stream's queue, not read from
+	// the journal by a stream that attached after the run ended.
+	rc := h.startRun(messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 200, Tokens: 60}})
 	slowResp, slow := h.sse(context.Background(), "session_id="+string(rc.SessionID))
 	defer slowResp.Body.Close()
 	if slowResp.ProtoMajor != 2 {
 		t.Fatalf("proto %s", slowResp.Proto)
 	}
-	first := readUntil(t, slow, func(*messages.Envelope) bool { return true }) // then stall
-	for range 3 {                                                              // on the same connection
+	first := readUntil(t, slow, func(e *messages.Envelope) bool { return e.Type == messages.InterruptRaised }) // then stall
+	gate := first[len(first)-1].Payload.(*messages.InterruptRaisedPayload).InterruptID
+	if resp, body := h.do("POST", "/api/v1/interrupts/"+gate+"/resume", messages.Resume{Decision: messages.DecisionApprove}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approve the plan: %d %s", resp.StatusCode, body)
+	}
+	for range 3 { // on the same connection
 		resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
 		events := readUntil(t, r, terminalOf(rc.RunID))
 		resp.Body.Close()
 		testkit.AssertInvariants(t, events)
 	}
+	rest := readUntil(t, slow, terminalOf(rc.RunID))
+	// Counted once the stalled stream polls again (after its blocked write),
+	// which it did before it wrote the events just read.
 	if c := metricValue(t, reg, "conclave_stream_catchup_events_total", "", ""); c == 0 {
 		t.Fatal("the stalled stream never fell behind to the journal: the test did not stall it")
 	}
-	rest := readUntil(t, slow, terminalOf(rc.RunID))
 	all := append(first, rest...)
 	assertGapless(t, all, 1)
 	testkit.AssertInvariants(t, all)

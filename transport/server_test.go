@@ -550,7 +550,13 @@ func TestServer_HealthzAndMetrics(t *testing.T) {
 	if resp, body := h.do("GET", "/healthz", nil); resp.StatusCode != 200 || !strings.Contains(string(body), "ok") {
 		t.Fatalf("healthz = %d %s", resp.StatusCode, body)
 	}
-	_, body := h.do("GET", "/metrics", nil)
+	// A write is counted delivered once it returned, which can be after
+	// the client read it.
+	var body []byte
+	testkit.Eventually(t, func() bool {
+		_, body = h.do("GET", "/metrics", nil)
+		return strings.Contains(string(body), `conclave_events_delivered_total{transport="sse"}`)
+	})
 	for _, want := range []string{
 		`conclave_stream_connections{transport="sse"} 1`,
 		`conclave_events_published_total`, `conclave_events_delivered_total{transport="sse"}`,

@@ -547,18 +547,51 @@ func (r *Registry) PendingAll(tenant messages.TenantID, cursor string, limit int
 		}
 	}
 	r.mu.Unlock()
-	slices.SortFunc(open, func(a, b messages.Interrupt) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.InterruptID, b.InterruptID)
-	})
+	slices.SortFunc(open, compareOpen)
 	if len(open) <= limit {
 		return open, "", nil
 	}
 	open = open[:limit]
-	last := open[limit-1]
-	return open, strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "." + last.InterruptID, nil
+	return open, pageCursor(open[limit-1]), nil
+}
+
+// compareOpen is PendingAll's order: creation time, then id.
+func compareOpen(a, b messages.Interrupt) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.InterruptID, b.InterruptID)
+}
+
+// pageCursor is PendingAll's cursor that goes on after in.
+func pageCursor(in messages.Interrupt) string {
+	return strconv.FormatInt(in.CreatedAt.UnixNano(), 10) + "." + in.InterruptID
+}
+
+// MergePages merges pages of PendingAll that several registries (the
+// nodes of a cluster, each holding some sessions) gave for the same
+// tenant, cursor and limit into the page one registry holding all of
+// their interrupts would have given: the first limit of them in
+// PendingAll's order, and the cursor of the next page ("" when no page
+// had more). An interrupt listed twice (a session changing owner while
+// the pages were taken) is listed once.
+func MergePages(limit int, pages ...messages.InterruptList) messages.InterruptList {
+	var all []messages.Interrupt
+	more := false
+	for _, p := range pages {
+		all = append(all, p.Interrupts...)
+		more = more || p.NextCursor != ""
+	}
+	slices.SortFunc(all, compareOpen)
+	all = slices.CompactFunc(all, func(a, b messages.Interrupt) bool { return a.InterruptID == b.InterruptID })
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	out := messages.InterruptList{Interrupts: all}
+	if more && len(all) > 0 {
+		out.NextCursor = pageCursor(all[len(all)-1])
+	}
+	return out
 }
 
 // Journaled records that the interrupt_raised events among envs are in

@@ -3,6 +3,8 @@ package interrupts_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -298,6 +300,62 @@ func TestRegistry_RaisedAfterCancelRun(t *testing.T) {
 // TestRegistry_PendingAll: a tenant's open interrupts across its sessions,
 // oldest first, paged; another tenant's are not listed; a page goes on
 // after an interrupt resolved since; a malformed cursor is refused.
+// TestMergePages: pages of three registries (cluster nodes), each with
+// some sessions, merged page by page, list what one registry holding every
+// session lists, page for page; an interrupt two registries list (a session
+// changing owner) is listed once.
+func TestMergePages(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var rec recorder
+	now := func() time.Time { return at }
+	nodes := []*interrupts.Registry{interrupts.New(now), interrupts.New(now), interrupts.New(now)}
+	var want []string // in raise order: as one registry would list them
+	for i, node := range []int{0, 1, 1, 2, 0, 0, 2, 1, 2, 0} {
+		in := raised(fmt.Sprintf("i%02d", i), messages.InterruptNodeApproval)
+		in.SessionID = messages.SessionID(fmt.Sprintf("s%d", node))
+		created := at.Add(time.Duration(i/2) * time.Second) // pairs share a time: ordered by id
+		nodes[node].RaiseAt("t1", in, created, created.Add(time.Hour), messages.DecisionReject, rec.deliver, nil)
+		if i == 4 { // also still on node 2, its former owner
+			nodes[2].RaiseAt("t1", in, created, created.Add(time.Hour), messages.DecisionReject, rec.deliver, nil)
+		}
+		want = append(want, in.InterruptID)
+	}
+
+	var got []string
+	cursor := ""
+	for page := 0; ; page++ {
+		var pages []messages.InterruptList
+		for _, n := range nodes {
+			list, next, err := n.PendingAll("t1", cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, messages.InterruptList{Interrupts: list, NextCursor: next})
+		}
+		merged := interrupts.MergePages(3, pages...)
+		if len(merged.Interrupts) > 3 {
+			t.Fatalf("page %d: %d interrupts, limit 3", page, len(merged.Interrupts))
+		}
+		for _, in := range merged.Interrupts {
+			got = append(got, in.InterruptID)
+		}
+		if merged.NextCursor == "" {
+			break
+		}
+		if page > 10 {
+			t.Fatal("no last page")
+		}
+		cursor = merged.NextCursor
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("merged pages list %v, want %v", got, want)
+	}
+	if m := interrupts.MergePages(3); len(m.Interrupts) != 0 || m.NextCursor != "" {
+		t.Fatalf("no pages: %+v", m)
+	}
+}
+
 func TestRegistry_PendingAll(t *testing.T) {
 	t.Parallel()
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -433,6 +433,10 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 		}
 		return code, body
 	}, http.StatusOK)
+	// And so are they listed through B for the whole tenant (B owns none).
+	if code, body := h.get(b, "/api/v1/interrupts"); code != http.StatusOK || !strings.Contains(string(body), `"session_id":"T2"`) {
+		t.Fatalf("tenant-wide interrupts through B: %d\n%s", code, body)
+	}
 	if code, body := h.get(a, "/metrics"); code != http.StatusOK || !strings.Contains(string(body), "conclave_cluster_sessions_owned 2") {
 		t.Fatalf("A's /metrics: %d, want conclave_cluster_sessions_owned 2", code)
 	}

@@ -416,12 +416,23 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 // start spawns a prepared run and returns once its run_started is
 // acknowledged by the journal (durable), so an accepted run is never lost.
 func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
-	if p := e.cfg.Placement; p != nil { // a cluster node: only the session's owner starts runs in it
-		if err := p.Claim(ctx, sessKey{spec.tenant, spec.session}.journalKey()); err != nil {
-			return RunRef{}, err
+	var (
+		res any
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		if p := e.cfg.Placement; p != nil { // a cluster node: only the session's owner starts runs in it
+			if err := p.Claim(ctx, sessKey{spec.tenant, spec.session}.journalKey()); err != nil {
+				return RunRef{}, err
+			}
 		}
+		res, err = e.request(ctx, &startRunReq{spec: spec})
+		if !errors.Is(err, errNotHeld) || attempt == 3 {
+			break
+		}
+		// The session went idle and was given up between the claim and
+		// the start: claim it again.
 	}
-	res, err := e.request(ctx, &startRunReq{spec: spec})
 	if err != nil {
 		return RunRef{}, err
 	}

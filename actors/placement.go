@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -31,6 +32,64 @@ type Placement interface {
 	// (its journal key) unless another live node owns it; the error then
 	// says which (StartRun returns it as is).
 	Claim(ctx context.Context, key messages.SessionID) error
+	// Holds reports whether this node owns the session now: a Claim
+	// succeeded and no Release followed.
+	Holds(key messages.SessionID) bool
+	// Release gives the session up. The engine calls it once the session
+	// went idle (its hub stopped, no run live or asleep), so that an idle
+	// session is nobody's and the next run in it may start on any node.
+	Release(ctx context.Context, key messages.SessionID) error
+}
+
+// Giving idle sessions up. In cluster mode a session whose hub stopped for
+// idleness (sessions.go) and that has no run, live or asleep, is released:
+// its entry stays, idle, so that every request for it waits
+// (errHubStopping), until Placement.Release returned (sessionReleased).
+// A run that starts then finds the session no longer held (errNotHeld)
+// and claims it again, which fences it; so a run never starts in a
+// session this node gave up, and a claim on another node never takes a
+// session from under a run here.
+
+// releaseTimeout bounds giving one session up.
+const releaseTimeout = 10 * time.Second
+
+// errNotHeld answers a start in a session this node no longer holds (it
+// was given up while idle): start claims it again.
+var errNotHeld = fmt.Errorf("%w: this node gave the session up while idle; claim it again", ErrUnavailable)
+
+// sessionReleased tells the engine actor that releaseSession is done.
+type sessionReleased struct{ s *sessionEntry }
+
+// release starts giving up the session of an idle hub that stopped, in
+// cluster mode, unless a run of its is asleep. It reports whether it did:
+// the session is then forgotten on sessionReleased.
+func (a *engineActor) release(ctx actor.Context, s *sessionEntry) bool {
+	if a.e.cfg.Placement == nil || a.closing || len(s.wakes) > 0 {
+		return false
+	}
+	self, key := ctx.Self(), a.e.journalKeyOf(s.key)
+	return a.e.background.Go(func() {
+		a.e.releaseSession(key)
+		a.e.system.Root.Send(self, &sessionReleased{s: s})
+	})
+}
+
+// releaseSession gives up an idle session, unless the run catalogue lists
+// a live run of it (a run asleep: the session stays this node's). Runs
+// off the engine actor: it waits on JetStream.
+func (e *Engine) releaseSession(key messages.SessionID) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	live, err := e.sessionLiveRuns(ctx, key)
+	if err == nil && len(live) > 0 {
+		return
+	}
+	if err == nil {
+		err = e.cfg.Placement.Release(ctx, key)
+	}
+	if err != nil {
+		e.cfg.Logger.Warn("cluster: give up an idle session", "session", key, "err", err)
+	}
 }
 
 // Followers serves Subscribe from the shared journal (cluster.Followers).

@@ -130,6 +130,8 @@ func (a *engineActor) Receive(ctx actor.Context) {
 		if s := a.hubs[ctx.Sender().Id]; s != nil {
 			a.hubStayed(s)
 		}
+	case *sessionReleased:
+		a.forgetSession(ctx, m.s)
 	case *subscribeReq:
 		ctx.Respond(a.subscribe(ctx, m))
 	case *stopRunReq:
@@ -234,9 +236,13 @@ func (a *engineActor) Receive(ctx actor.Context) {
 }
 
 func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
+	k := sessKey{spec.tenant, spec.session}
+	if p := a.e.cfg.Placement; p != nil && !p.Holds(a.e.journalKeyOf(k)) {
+		return errNotHeld // given up since start claimed it
+	}
 	// The session first: a start that must wait for a stopping hub is
 	// asked again, and must not spend a rate token each time.
-	s, err := a.openSession(ctx, sessKey{spec.tenant, spec.session})
+	s, err := a.openSession(ctx, k)
 	if err != nil {
 		return err
 	}

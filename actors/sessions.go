@@ -205,10 +205,20 @@ type (
 	hubStayedMsg struct{}
 )
 
-// hubTerminated forgets a hub that stopped.
+// hubTerminated forgets a hub that stopped, and its session (in cluster
+// mode, an idle session once it is given up: placement.go).
 func (a *engineActor) hubTerminated(ctx actor.Context, s *sessionEntry) {
 	a.e.hubCount.Add(-1)
 	delete(a.hubs, s.pid.Id)
+	if s.idle && !s.poisoned && a.release(ctx, s) {
+		return // forgotten on sessionReleased
+	}
+	a.forgetSession(ctx, s)
+}
+
+// forgetSession drops a session whose hub stopped: the requests that
+// waited for it go on, and its runs asleep that must wake do.
+func (a *engineActor) forgetSession(ctx actor.Context, s *sessionEntry) {
 	if a.sessions[s.key] == s {
 		delete(a.sessions, s.key)
 	}

@@ -164,8 +164,11 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("cluster: nodes bucket: %w", err)
 	}
+	// LimitMarkerTTL lets a release's purge marker expire (Release): an
+	// idle session leaves nothing in the bucket.
 	owners, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
 		Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+		LimitMarkerTTL: releaseMarkerTTL,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: owners bucket: %w", err)
@@ -256,7 +259,7 @@ func ownerKey(s messages.SessionID) string { return "s." + journal.SubjectToken(
 // live node, fencing and adopting it when it was another node's. It
 // returns a *NotOwnerError when a live node owns it.
 func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
-	err := n.claim(ctx, s)
+	err := n.claim(ctx, s, true)
 	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrLost) && !errors.Is(ctx.Err(), context.Canceled) {
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err) // JetStream did not answer in time, or failed: retry
 	}
@@ -265,8 +268,10 @@ func (n *Node) Claim(ctx context.Context, s messages.SessionID) error {
 
 // claim is Claim, one at a time per session: a claim fences the session,
 // and a second one running meanwhile in this process would fence the
-// first one's appends.
-func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
+// first one's appends. Without create it only takes over a session whose
+// key names a dead node (or this node's former life): a sweep must not
+// claim a session that was given up meanwhile (Release).
+func (n *Node) claim(ctx context.Context, s messages.SessionID, create bool) error {
 	if n.isLost() {
 		return ErrLost
 	}
@@ -285,6 +290,8 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 	for range 8 {
 		e, err := kvDo(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return n.owners.Get(ctx, key) })
 		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) && !create:
+			return nil // nobody's: nothing to take over
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			rev, err := kvDo(ctx, func(ctx context.Context) (uint64, error) { return n.owners.Create(ctx, key, []byte(n.self.ID)) })
 			if errors.Is(err, jetstream.ErrKeyExists) {
@@ -321,6 +328,56 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID) error {
 		return n.took(ctx, s, rev, owner)
 	}
 	return fmt.Errorf("cluster: claim session %s: the owner key keeps changing", s)
+}
+
+// Holds reports whether this node owns session s now.
+func (n *Node) Holds(s messages.SessionID) bool {
+	n.mu.Lock()
+	_, mine := n.owned[s]
+	n.mu.Unlock()
+	return mine && !n.isLost()
+}
+
+// releaseMarkerTTL is how long the marker a release leaves in the owners
+// bucket lives; the watchers have seen it long before.
+const releaseMarkerTTL = time.Minute
+
+// Release gives up this node's ownership of session s, which must be
+// idle: no hub and no run of it, live or asleep (the engine calls it when
+// a session's idle hub has stopped; actors.Placement). The owner key is
+// purged by compare-and-set on the revision this node wrote, so a node
+// that took the session over meanwhile keeps it; the purge marker expires
+// after releaseMarkerTTL, so an idle session leaves nothing behind, and
+// the sweeps and the owners bucket grow with the sessions in use, not
+// with every session ever run. Claims of s in this process wait
+// meanwhile; the next one creates the key anew (and fences the session).
+func (n *Node) Release(ctx context.Context, s messages.SessionID) error {
+	unlock, err := n.lockSession(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	n.mu.Lock()
+	rev, mine := n.owned[s]
+	delete(n.owned, s)
+	n.mu.Unlock()
+	if !mine {
+		return nil
+	}
+	_, err = kvDo(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, n.owners.Purge(ctx, ownerKey(s), jetstream.LastRevision(rev), jetstream.PurgeTTL(releaseMarkerTTL))
+	})
+	switch {
+	case err == nil:
+		n.counts.released.Add(1)
+		return nil
+	case isConflict(err):
+		return nil // taken over since: it was not this node's any more
+	default:
+		// The key still names this node: the next sweep adopts the session
+		// again as a former life's (it has no run, so nothing restarts).
+		return fmt.Errorf("cluster: release session %s: %w", s, err)
+	}
 }
 
 // lockSession waits until no other claim of s runs in this process.
@@ -602,7 +659,7 @@ func (n *Node) sweep(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if err := n.claim(ctx, messages.SessionID(id)); err != nil && !errors.Is(err, ErrNotOwner) {
+		if err := n.claim(ctx, messages.SessionID(id), false); err != nil && !errors.Is(err, ErrNotOwner) {
 			n.log.Warn("cluster: take a session over", "session", id, "from", owner, "err", err)
 		}
 	}

@@ -29,7 +29,7 @@ type clusterNode struct {
 	engine    *actors.Engine
 }
 
-func startNode(t *testing.T, nc *nats.Conn, id string) *clusterNode {
+func startNode(t *testing.T, nc *nats.Conn, id string, opts ...func(*actors.Config)) *clusterNode {
 	t.Helper()
 	ctx := context.Background()
 	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{})
@@ -41,7 +41,11 @@ func startNode(t *testing.T, nc *nats.Conn, id string) *clusterNode {
 		t.Fatal(err)
 	}
 	f := cluster.NewFollowers(j, nil, time.Now)
-	e, err := actors.New(actors.Config{Journal: j, Placement: n, Followers: f, KeepRunsOnShutdown: true, SleepAfter: -1})
+	cfg := actors.Config{Journal: j, Placement: n, Followers: f, KeepRunsOnShutdown: true, SleepAfter: -1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := actors.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,4 +252,38 @@ func toolApprovals(ctx context.Context, t *testing.T, probe *testkit.Probe, owne
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// A session whose runs ended and whose hub went idle is given up: its
+// owner key is gone, and its next run starts on whichever node is asked,
+// continuing its seq, and that node gives it up once idle in turn.
+func TestEngines_IdleSessionIsGivenUp(t *testing.T) {
+	srv := natstest.Start(t)
+	idle := func(c *actors.Config) { c.HubIdleAfter = 100 * time.Millisecond }
+	a := startNode(t, natstest.Connect(t, srv), "a", idle)
+	b := startNode(t, natstest.Connect(t, srv), "b", idle)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	key := actors.JournalKey("", "s1")
+
+	_, first := testkit.RunCouncil(t, a.engine, messages.StartRun{Question: "q", SessionID: "s1", Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
+	until(t, 10*time.Second, "a gives the idle session up", func() bool { return !a.node.Holds(key) })
+	if owner, _, err := a.node.Owner(ctx, key); err != nil || owner != "" {
+		t.Fatalf("owner of the idle session = %q, %v; want none", owner, err)
+	}
+	if n := metric(t, a.node.Collector(nil), "conclave_cluster_sessions_released_total", ""); n != 1 {
+		t.Fatalf("conclave_cluster_sessions_released_total = %v, want 1", n)
+	}
+
+	ref, second := testkit.RunCouncil(t, b.engine, messages.StartRun{Question: "again", SessionID: "s1", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}})
+	if second[len(first)].RunID != ref.RunID || second[len(first)].Seq != uint64(len(first)+1) {
+		t.Fatalf("b's run starts at seq %d, want %d", second[len(first)].Seq, len(first)+1)
+	}
+	for i, env := range second {
+		if env.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: a gap or a duplicate", i, env.Seq)
+		}
+	}
+	testkit.AssertInvariants(t, second)
+	until(t, 10*time.Second, "b gives the session up in turn", func() bool { return !b.node.Holds(key) })
 }

@@ -101,21 +101,33 @@ type Followers interface {
 	Follow(ctx context.Context, key, session messages.SessionID, after uint64, queue int) (sub *feed.Subscription, head uint64, unfollow func(), err error)
 }
 
-// adoptReq asks the engine actor to recover one session's live runs.
-type adoptReq struct{ key messages.SessionID }
+// adoptReq asks the engine actor to restore a session folded for Adopt.
+type adoptReq struct{ folded *foldedSession }
 
 // Adopt recovers the live runs of the session stored under key (its
 // journal key), exactly as recovery at startup does for every session: a
 // cluster node calls it when it takes the session over from a dead node,
 // after fencing it (journal.JetStream.Fence). A session already in memory
 // is left as it is. It returns once the runs are back in place (parked
-// ones resumable).
+// ones resumable). The journal is read and folded here, on the caller's
+// goroutine: the engine actor, which every request goes through, only
+// starts the folded runs.
 func (e *Engine) Adopt(ctx context.Context, key messages.SessionID) error {
-	res, err := e.request(ctx, &adoptReq{key: key})
-	if err != nil {
-		return err
+	if _, scoped := sessKeyOf(key); !scoped {
+		return fmt.Errorf("%w: adopt: %q is not a session key (tenant/session)", ErrInvalidRequest, key)
 	}
-	if err, ok := res.(error); ok {
+	live, err := e.sessionLiveRuns(ctx, key)
+	if err != nil {
+		return fmt.Errorf("actors: adopt session %s: list its live runs: %w", key, err)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	folded, err := e.foldSession(ctx, key, live)
+	if err != nil {
+		return fmt.Errorf("actors: adopt session %s: %w", key, err)
+	}
+	if _, err := e.request(ctx, &adoptReq{folded: folded}); err != nil {
 		return err
 	}
 	done := make(chan struct{})
@@ -128,22 +140,12 @@ func (e *Engine) Adopt(ctx context.Context, key messages.SessionID) error {
 	}
 }
 
-func (a *engineActor) adopt(ctx actor.Context, key messages.SessionID) error {
-	k, scoped := sessKeyOf(key)
-	if !scoped {
-		return fmt.Errorf("%w: adopt: %q is not a session key (tenant/session)", ErrInvalidRequest, key)
-	}
-	if s, err := a.session(k); s != nil || err != nil {
+// adopt restores a folded session unless it is in memory already.
+func (a *engineActor) adopt(ctx actor.Context, f *foldedSession) error {
+	if s, err := a.session(f.key); s != nil || err != nil {
 		return err
 	}
-	mine, err := a.e.sessionLiveRuns(context.Background(), key)
-	if err != nil {
-		return fmt.Errorf("actors: adopt session %s: list its live runs: %w", key, err)
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	return a.recoverSession(ctx, key, mine)
+	return a.restoreSession(ctx, f)
 }
 
 // follow is Subscribe in cluster mode.

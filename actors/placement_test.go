@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -101,4 +102,75 @@ func TestEngine_IdleSessionIsGivenUp(t *testing.T) {
 		}
 		testkit.AssertInvariants(t, events)
 	})
+}
+
+// gatedReads is a memory journal whose reads of one session wait for gate.
+type gatedReads struct {
+	*journal.Memory
+	key     messages.SessionID
+	gate    chan struct{}
+	reading chan struct{} // closed by the first read that waits
+	once    sync.Once
+}
+
+func (g *gatedReads) ReadAfter(ctx context.Context, s messages.SessionID, after uint64, limit int) ([]*messages.Encoded, error) {
+	if s == g.key {
+		g.once.Do(func() { close(g.reading) })
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Memory.ReadAfter(ctx, s, after, limit)
+}
+
+// TestEngine_AdoptReadsOffTheActor: a node that takes a session over reads
+// and folds its runs' events before it asks the engine actor to start
+// them, so while those reads are slow (a big session, a JetStream leader
+// election) the node's other requests are served.
+func TestEngine_AdoptReadsOffTheActor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	mem := journal.NewMemory()
+	// A run parked on its plan gate, frozen by its node's shutdown.
+	before, err := actors.New(actors.Config{Journal: mem, KeepRunsOnShutdown: true, Logger: testkit.TestLogger(t, 8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := before.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool {
+		list, _, _ := before.PendingInterrupts(ctx, "", "s", "", 10)
+		return len(list) == 1
+	})
+	if err := before.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	key := actors.JournalKey("", "s")
+	j := &gatedReads{Memory: mem, key: key, gate: make(chan struct{}), reading: make(chan struct{})}
+	p := &gatedPlacement{gate: make(chan struct{}), held: map[messages.SessionID]bool{}}
+	close(p.gate)
+	e := testkit.NewEngine(t, actors.Config{Journal: j, Placement: p, SleepAfter: -1})
+	adopted := make(chan error, 1)
+	go func() { adopted <- e.Adopt(ctx, key) }()
+	<-j.reading
+	// The adoption waits on its reads; another session's run starts.
+	startCtx, cancelStart := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelStart()
+	if _, err := e.StartRun(startCtx, messages.StartRun{Question: "q", SessionID: "t", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}}); err != nil {
+		t.Fatalf("StartRun while a session is being adopted: %v", err)
+	}
+	close(j.gate)
+	if err := <-adopted; err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := e.PendingInterrupts(ctx, "", "s", "", 10)
+	if err != nil || len(list) != 1 || list[0].RunID != ref.RunID {
+		t.Fatalf("after the adoption: %+v, %v; want the run's plan gate", list, err)
+	}
 }

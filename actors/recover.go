@@ -149,31 +149,54 @@ func (a *engineActor) legacyTenantOf(ctx context.Context, key messages.SessionID
 	return messages.LocalTenant, nil
 }
 
-// recoverSession rebuilds the live runs of one session from their events.
+// recoverSession rebuilds the live runs of one session from their events
+// (recovery at startup: nothing else runs yet, so it reads on the actor).
 func (a *engineActor) recoverSession(ctx actor.Context, jkey messages.SessionID, live []journal.RunInfo) error {
-	bg := context.Background()
+	f, err := a.e.foldSession(context.Background(), jkey, live)
+	if err != nil {
+		return fmt.Errorf("actors: recovery: %w", err)
+	}
+	return a.restoreSession(ctx, f)
+}
+
+// foldedSession is the state of a session's live runs, folded from their
+// events (foldSession), for restoreSession.
+type foldedSession struct {
+	key   sessKey
+	order []*runstate.Run      // the live runs, in the catalogue's order
+	envs  []*messages.Envelope // their events, in seq order
+}
+
+// foldSession reads the events of a session's live runs and folds them. It
+// touches no actor state: Adopt runs it off the engine actor.
+func (e *Engine) foldSession(ctx context.Context, jkey messages.SessionID, live []journal.RunInfo) (*foldedSession, error) {
 	k, scoped := sessKeyOf(jkey)
 	if !scoped {
-		k = sessKey{a.e.legacyTenant[jkey], jkey}
+		k = sessKey{e.legacyTenant[jkey], jkey}
 	}
+	f := &foldedSession{key: k, order: make([]*runstate.Run, 0, len(live))}
 	runs := map[messages.RunID]*runstate.Run{}
 	ids := map[messages.RunID]bool{}
-	order := make([]*runstate.Run, 0, len(live))
 	from := live[0].FirstSeq
 	for _, info := range live {
 		r := runstate.New(info.Run)
 		runs[info.Run], ids[info.Run] = r, true
-		order = append(order, r)
+		f.order = append(f.order, r)
 		from = min(from, info.FirstSeq)
 	}
-	var envs []*messages.Envelope
-	if err := a.e.scanRuns(bg, jkey, from, 0, ids, func(env *messages.Envelope) bool {
+	if err := e.scanRuns(ctx, jkey, from, 0, ids, func(env *messages.Envelope) bool {
 		runs[env.RunID].Apply(env)
-		envs = append(envs, env)
+		f.envs = append(f.envs, env)
 		return true
 	}); err != nil {
-		return fmt.Errorf("actors: recovery: %w", err)
+		return nil, err
 	}
+	return f, nil
+}
+
+// restoreSession starts a folded session's hub and resumes its runs.
+func (a *engineActor) restoreSession(ctx actor.Context, f *foldedSession) error {
+	k, order, envs := f.key, f.order, f.envs
 	s, err := a.openSession(ctx, k)
 	if err != nil {
 		return err

@@ -103,7 +103,7 @@ func (a *engineActor) Receive(ctx actor.Context) {
 	case *recoverReq:
 		ctx.Respond(&recoverDone{err: a.recoverSessions(ctx)})
 	case *adoptReq:
-		if err := a.adopt(ctx, m.key); err != nil {
+		if err := a.adopt(ctx, m.folded); err != nil {
 			ctx.Respond(err)
 			return
 		}

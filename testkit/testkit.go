@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -58,8 +59,33 @@ func NewEngine(t testing.TB, cfg actors.Config) *actors.Engine {
 		if err := e.Shutdown(ctx); err != nil {
 			t.Errorf("engine shutdown: %v", err)
 		}
+		if inBubble() {
+			// protoactor throttles its dead-letter log with a goroutine
+			// that waits one interval (1 s) on a ticker, started by the
+			// first dead letter (a message to an actor that stopped, as
+			// happens at shutdown). A bubble's time stops once its main
+			// goroutine returns, so that goroutine would be left blocked
+			// and synctest would report a deadlock: let the interval pass.
+			time.Sleep(deadLetterThrottleInterval + time.Millisecond)
+		}
 	})
 	return e
+}
+
+// deadLetterThrottleInterval is protoactor's (actor.Config's default,
+// which the engine keeps).
+const deadLetterThrottleInterval = time.Second
+
+// inBubble reports whether the caller runs in a testing/synctest bubble
+// (synctest.Wait panics outside one).
+func inBubble() (in bool) {
+	defer func() {
+		if recover() != nil {
+			in = false
+		}
+	}()
+	synctest.Wait()
+	return true
 }
 
 // TestLogger returns a logger that writes records at level or above to t.Log.

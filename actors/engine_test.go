@@ -422,6 +422,7 @@ func TestEngine_ShutdownInterruptsRuns(t *testing.T) {
 		if _, err := e.StartRun(ctx, messages.StartRun{Question: "q"}); !errors.Is(err, actors.ErrShuttingDown) {
 			t.Fatalf("StartRun after shutdown = %v", err)
 		}
+		testkit.SettleDeadLetters()
 	})
 }
 

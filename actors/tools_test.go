@@ -111,6 +111,7 @@ func TestTools_ShutdownCancelsABlockedTool(t *testing.T) {
 		if err := e.Shutdown(ctx); err != nil {
 			t.Fatalf("shutdown: %v", err)
 		}
+		testkit.SettleDeadLetters()
 	})
 }
 

@@ -59,17 +59,24 @@ func NewEngine(t testing.TB, cfg actors.Config) *actors.Engine {
 		if err := e.Shutdown(ctx); err != nil {
 			t.Errorf("engine shutdown: %v", err)
 		}
-		if inBubble() {
-			// protoactor throttles its dead-letter log with a goroutine
-			// that waits one interval (1 s) on a ticker, started by the
-			// first dead letter (a message to an actor that stopped, as
-			// happens at shutdown). A bubble's time stops once its main
-			// goroutine returns, so that goroutine would be left blocked
-			// and synctest would report a deadlock: let the interval pass.
-			time.Sleep(deadLetterThrottleInterval + time.Millisecond)
-		}
+		SettleDeadLetters()
 	})
 	return e
+}
+
+// SettleDeadLetters, called inside a testing/synctest bubble once its
+// engines have shut down, lets protoactor's dead-letter throttle finish;
+// outside a bubble it does nothing. That throttle is a goroutine that
+// waits one interval (1 s) on a ticker, started by the first dead letter
+// (a message to an actor that stopped, as happens when runs are stopped).
+// A bubble's time stops once its main goroutine returns, so that goroutine
+// would be left blocked and synctest would report a deadlock. NewEngine's
+// cleanup calls it; call it at the end of a bubble that created an engine
+// with actors.New.
+func SettleDeadLetters() {
+	if inBubble() {
+		time.Sleep(deadLetterThrottleInterval + time.Millisecond)
+	}
 }
 
 // deadLetterThrottleInterval is protoactor's (actor.Config's default,

@@ -164,7 +164,10 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 				targets = []string{owner}
 			}
 		case http.StatusNotFound:
-			targets = f.others(r.Context())
+			var err error
+			if targets, err = f.others(r.Context()); err != nil {
+				f.log.Warn("cluster: list members to forward a call", "err", err)
+			}
 		}
 		if len(targets) > 0 {
 			call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
@@ -218,7 +221,12 @@ func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r
 		writeAPIError(w, http.StatusInternalServerError, "internal", "listing interrupts: "+err.Error())
 		return
 	}
-	others := f.others(r.Context())
+	others, err := f.others(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeAPIError(w, http.StatusServiceUnavailable, "unavailable", "listing the cluster's members: "+err.Error())
+		return
+	}
 	pages := make([]messages.InterruptList, len(others))
 	errs := make([]error, len(others))
 	call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone()}
@@ -268,11 +276,10 @@ func writeAPIError(w http.ResponseWriter, status int, code, message string) {
 }
 
 // others lists the live members but this node.
-func (f *Forwarder) others(ctx context.Context) []string {
+func (f *Forwarder) others(ctx context.Context) ([]string, error) {
 	members, err := f.node.Members(ctx)
 	if err != nil {
-		f.log.Warn("cluster: list members to forward a call", "err", err)
-		return nil
+		return nil, err
 	}
 	var out []string
 	for _, m := range members {
@@ -280,7 +287,7 @@ func (f *Forwarder) others(ctx context.Context) []string {
 			out = append(out, m.ID)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // call sends one call to node and waits for its answer.

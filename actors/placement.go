@@ -113,19 +113,22 @@ type adoptReq struct{ folded *foldedSession }
 // goroutine: the engine actor, which every request goes through, only
 // starts the folded runs.
 func (e *Engine) Adopt(ctx context.Context, key messages.SessionID) error {
-	if _, scoped := sessKeyOf(key); !scoped {
+	k, scoped := sessKeyOf(key)
+	if !scoped {
 		return fmt.Errorf("%w: adopt: %q is not a session key (tenant/session)", ErrInvalidRequest, key)
 	}
 	live, err := e.sessionLiveRuns(ctx, key)
 	if err != nil {
 		return fmt.Errorf("actors: adopt session %s: list its live runs: %w", key, err)
 	}
-	if len(live) == 0 {
-		return nil
-	}
-	folded, err := e.foldSession(ctx, key, live)
-	if err != nil {
-		return fmt.Errorf("actors: adopt session %s: %w", key, err)
+	// With no live run there is nothing to resume, but its hub starts all
+	// the same: the session then goes idle and is given up like any other
+	// (release), instead of staying this node's for good.
+	folded := &foldedSession{key: k}
+	if len(live) > 0 {
+		if folded, err = e.foldSession(ctx, key, live); err != nil {
+			return fmt.Errorf("actors: adopt session %s: %w", key, err)
+		}
 	}
 	if _, err := e.request(ctx, &adoptReq{folded: folded}); err != nil {
 		return err

@@ -287,3 +287,27 @@ func TestEngines_IdleSessionIsGivenUp(t *testing.T) {
 	testkit.AssertInvariants(t, second)
 	until(t, 10*time.Second, "b gives the session up in turn", func() bool { return !b.node.Holds(key) })
 }
+
+// A session taken over from a dead node with no run live in it is given up
+// once idle too, so that it does not stay the taker's for good.
+func TestEngines_TakenOverIdleSessionIsGivenUp(t *testing.T) {
+	srv := natstest.Start(t)
+	ncA := natstest.Connect(t, srv)
+	a := startNode(t, ncA, "a") // its hubs stay a minute
+	b := startNode(t, natstest.Connect(t, srv), "b", func(c *actors.Config) { c.HubIdleAfter = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	key := actors.JournalKey("", "s1")
+	testkit.RunCouncil(t, a.engine, messages.StartRun{Question: "q", SessionID: "s1", Scenario: &messages.Scenario{Nodes: 1, Tokens: 1}})
+	if owner, _, err := b.node.Owner(ctx, key); err != nil || owner != "a" {
+		t.Fatalf("owner = %q, %v; want a", owner, err)
+	}
+	ncA.Close() // a dies holding the idle session
+	until(t, 10*time.Second, "b takes the session over", func() bool {
+		return metric(t, b.node.Collector(nil), "conclave_cluster_takeovers_total", "") == 1
+	})
+	until(t, 10*time.Second, "b gives it up once idle", func() bool {
+		owner, _, err := b.node.Owner(ctx, key)
+		return err == nil && owner == "" && !b.node.Holds(key)
+	})
+}

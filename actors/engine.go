@@ -243,8 +243,10 @@ type Engine struct {
 	toolRuns   routine.Group
 	toolCtx    context.Context
 	toolCancel context.CancelFunc
-	background routine.Group // the idle-hub sweeper
-	stopSweep  chan struct{}
+	background routine.Group // the idle-hub sweeper, and sessions being given up (placement.go)
+	// releaseSlots bounds the sessions given up at once (maxReleases).
+	releaseSlots chan struct{}
+	stopSweep    chan struct{}
 	// legacy maps the sessions journaled by earlier versions (without a
 	// tenant in their key) to their key. Written by recovery before New
 	// returns, read-only afterwards.
@@ -278,7 +280,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
-	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now),
+	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now), releaseSlots: make(chan struct{}, maxReleases),
 		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
 	e.toolCtx, e.toolCancel = context.WithCancel(context.Background())
 	if cfg.Journal == nil {

@@ -50,8 +50,14 @@ type Placement interface {
 // session this node gave up, and a claim on another node never takes a
 // session from under a run here.
 
-// releaseTimeout bounds giving one session up.
-const releaseTimeout = 10 * time.Second
+// releaseTimeout bounds giving one session up, once one of maxReleases
+// slots is free: a sweep that stops thousands of idle hubs at once gives
+// their sessions up a few at a time instead of sending JetStream thousands
+// of requests together (which would time out, and leave them owned).
+const (
+	releaseTimeout = 10 * time.Second
+	maxReleases    = 8
+)
 
 // errNotHeld answers a start in a session this node no longer holds (it
 // was given up while idle): start claims it again.
@@ -78,6 +84,8 @@ func (a *engineActor) release(ctx actor.Context, s *sessionEntry) bool {
 // a live run of it (a run asleep: the session stays this node's). Runs
 // off the engine actor: it waits on JetStream.
 func (e *Engine) releaseSession(key messages.SessionID) {
+	e.releaseSlots <- struct{}{}
+	defer func() { <-e.releaseSlots }()
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	live, err := e.sessionLiveRuns(ctx, key)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/actors/interrupts"
@@ -288,4 +290,139 @@ func followAll(t *testing.T, e *actors.Engine, p *testkit.Probe, ref actors.RunR
 		t.Fatal(err)
 	}
 	return events
+}
+
+// riskyRunTimingOut is riskyRun with an approval timeout of one minute
+// and the run's timeout action.
+func riskyRunTimingOut(t *testing.T, e *actors.Engine, session messages.SessionID, action messages.Decision) (actors.RunRef, *testkit.Probe, *messages.InterruptRaisedPayload) {
+	t.Helper()
+	ctx := context.Background()
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: session, Scenario: &messages.Scenario{Nodes: 1, Approvals: 1, RiskyApprovals: 1},
+		ApprovalTimeoutSeconds: 60, ApprovalTimeoutAction: action})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised })
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := events[len(events)-1].Payload.(*messages.InterruptRaisedPayload)
+	if in.Approval == nil || in.ToolName != model.ToolPublish {
+		t.Fatalf("interrupt %+v", in)
+	}
+	if in.TimeoutAction != messages.DecisionReject {
+		t.Fatalf("a signed interrupt announces timeout_action %q (the run asked for %q), want reject", in.TimeoutAction, action)
+	}
+	return ref, p, in
+}
+
+// expiredRejected checks that the run's one interrupt expired rejected
+// and that the covered tool did not run.
+func expiredRejected(t *testing.T, events []*messages.Envelope) {
+	t.Helper()
+	testkit.AssertInvariants(t, events)
+	exp := payloads[*messages.InterruptExpiredPayload](events)
+	if len(exp) != 1 || exp[0].Action != messages.DecisionReject {
+		t.Fatalf("interrupt_expired %+v, want one, rejected", exp)
+	}
+	if publishRan(events) {
+		t.Fatal("the policy-covered tool ran without its signatures, at the timeout")
+	}
+}
+
+// TestGovernance_TimeoutNeverGrants: a policy-covered (2-of-3) tool call
+// whose approval times out is rejected, whatever the run's timeout action
+// (approve, reject, the default), with no signature or one of two; a
+// signature after the expiry is refused. Signatures complete before the
+// expiry decide it as usual, and the timer takes nothing afterwards.
+func TestGovernance_TimeoutNeverGrants(t *testing.T) {
+	t.Parallel()
+	s := newSigners(t, 3, 2)
+	for _, action := range []messages.Decision{messages.DecisionApprove, messages.DecisionReject, ""} {
+		for _, signatures := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%q/%d", action, signatures), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e := testkit.NewEngine(t, actors.Config{Governance: s.cfg})
+					ref, p, in := riskyRunTimingOut(t, e, "", action)
+					defer p.Close()
+					for k := 1; k <= signatures; k++ {
+						if _, err := e.Resume(s.resume(t, in, fmt.Sprintf("a%d", k), messages.DecisionApprove)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					time.Sleep(time.Minute)
+					synctest.Wait()
+					if _, err := e.Resume(s.resume(t, in, "a3", messages.DecisionApprove)); !errors.Is(err, actors.ErrInterruptExpired) {
+						t.Fatalf("a signature after the expiry: %v, want ErrInterruptExpired", err)
+					}
+					expiredRejected(t, followAll(t, e, p, ref))
+				})
+			})
+		}
+	}
+	t.Run("signed before the expiry", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t, actors.Config{Governance: s.cfg})
+			ref, p, in := riskyRunTimingOut(t, e, "", messages.DecisionReject)
+			defer p.Close()
+			time.Sleep(59 * time.Second)
+			for _, a := range []string{"a1", "a2"} {
+				if _, err := e.Resume(s.resume(t, in, a, messages.DecisionApprove)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Hour)
+			events := followAll(t, e, p, ref)
+			testkit.AssertInvariants(t, events)
+			if !publishRan(events) || testkit.Count(events, messages.InterruptExpired) != 0 {
+				t.Fatal("fully signed before its expiry: the tool did not run, or the interrupt expired too")
+			}
+		})
+	})
+}
+
+// TestGovernance_TimeoutAfterARestart: one signature of two, the engine
+// stops (the run kept in the journal), and comes back after the expiry
+// with a run asking to approve on timeout: the interrupt expires at once,
+// rejected, and the tool never runs; the same when the server comes back
+// without the governance policy (the interrupt stays covered: its rule is
+// journaled with it).
+func TestGovernance_TimeoutAfterARestart(t *testing.T) {
+	t.Parallel()
+	s := newSigners(t, 3, 2)
+	for _, policyBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("policy %v", policyBack), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRestartable(t)
+				r.cfg.Governance = s.cfg
+				r.restart()
+				ref, p, in := riskyRunTimingOut(t, r.e, "s", messages.DecisionApprove)
+				if _, err := r.e.Resume(s.resume(t, in, "a1", messages.DecisionApprove)); err != nil {
+					t.Fatal(err)
+				}
+				p.Close()
+				if err := r.e.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * time.Minute) // the server is down past the expiry
+				if !policyBack {
+					r.cfg.Governance = nil
+				}
+				r.start()
+				p, err := testkit.NewProbe(context.Background(), r.e, "", "s", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				if _, err := p.Until(context.Background(), testkit.TerminalOf(ref.RunID)); err != nil {
+					t.Fatal(err)
+				}
+				expiredRejected(t, r.all("s"))
+			})
+		})
+	}
 }

@@ -52,7 +52,9 @@ func (t interruptTarget) raiseInterrupt(ctx actor.Context, p *messages.Interrupt
 	p.TimeoutSeconds = int(timeout.Seconds())
 	created := t.e.cfg.Now()
 	p.ExpiresAt = created.Add(timeout).UTC()
-	t.park(ctx, p, t.lane, created, p.ExpiresAt, t.signing(p, t.lane, nil), onResolved)
+	signing := t.signing(p, t.lane, nil) // sets p.Approval when the policy covers it
+	p.TimeoutAction = interrupts.TimeoutDecision(p.Kind, p.Approval != nil, t.run.timeoutAction)
+	t.park(ctx, p, t.lane, created, p.ExpiresAt, signing, onResolved)
 	// Published last: whoever sees interrupt_raised can resume it at once.
 	t.run.post(ctx, t.agent, t.lane, p)
 }

@@ -28,7 +28,7 @@ const signatureAckTimeout = 30 * time.Second
 // signatures journaled before a restart.
 func (t interruptTarget) signing(p *messages.InterruptRaisedPayload, lane messages.Lane, restored []*messages.ApprovalSignatureAddedPayload) *interrupts.Signing {
 	gov := t.e.cfg.Governance.Of(t.run.tenant)
-	if gov == nil || p.Evidence == nil {
+	if p.Evidence == nil || (gov == nil && p.Approval == nil) {
 		return nil
 	}
 	req := p.Approval
@@ -37,17 +37,31 @@ func (t interruptTarget) signing(p *messages.InterruptRaisedPayload, lane messag
 		if !ok {
 			return nil
 		}
+		req = &messages.ApprovalRequirement{Required: rule.Required, RejectRequired: gov.Policy.RejectRequired, Approvers: rule.Approvers}
 		digest, err := governance.EvidenceDigest(p.Evidence)
 		if err != nil {
-			t.e.cfg.Logger.Error("governance: evidence digest", "interrupt", p.InterruptID, "err", err)
-			return nil
+			// Fail closed: the interrupt still needs signatures, but no
+			// statement can name a digest, so nobody can sign it and it
+			// can only expire (rejected) or be cancelled.
+			t.e.cfg.Logger.Error("governance: evidence digest; the interrupt cannot be signed and will be rejected at its expiry", "interrupt", p.InterruptID, "err", err)
+			digest = "unavailable"
 		}
-		req = &messages.ApprovalRequirement{EvidenceDigest: digest, Required: rule.Required, RejectRequired: gov.Policy.RejectRequired, Approvers: rule.Approvers}
+		req.EvidenceDigest = digest
 		p.Approval = req
 	}
 	// The rule it was raised under (journaled with it) stands after a
-	// restart, with the approvers' current keys.
-	tally := governance.NewTally(p.InterruptID, req.EvidenceDigest, governance.Rule{Required: req.Required, Approvers: req.Approvers}, req.RejectRequired, gov.Approvers)
+	// restart, with the approvers' current keys. A covered interrupt stays
+	// covered when the server has lost its tenant's approvers (no
+	// --governance any more): no signature verifies, so it is never
+	// approved; it expires rejected, or is cancelled.
+	var keys map[string]*governance.PublicKey
+	if gov != nil {
+		keys = gov.Approvers
+	} else {
+		t.e.cfg.Logger.Error("governance: an interrupt raised under a signature policy, and the server has no approvers for its tenant now: "+
+			"it cannot be signed and will be rejected at its expiry", "interrupt", p.InterruptID, "tenant", t.run.tenant)
+	}
+	tally := governance.NewTally(p.InterruptID, req.EvidenceDigest, governance.Rule{Required: req.Required, Approvers: req.Approvers}, req.RejectRequired, keys)
 	for _, s := range restored {
 		if _, _, err := tally.Add(s.Approver, s.Statement, s.Signature); err != nil {
 			t.e.cfg.Logger.Error("governance: a journaled signature does not verify any more; not counted", "interrupt", p.InterruptID, "approver", s.Approver, "err", err)

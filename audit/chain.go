@@ -166,6 +166,9 @@ func (v *Verifier) Add(r *messages.AuditRecord) error {
 			return bad("%s", reason)
 		}
 	}
+	if reason := decisionProblem(r); reason != "" {
+		return bad("%s", reason)
+	}
 	v.chain[r.Tenant] = link{index: r.Index, hash: r.Hash}
 	return nil
 }
@@ -197,6 +200,35 @@ func approverProblem(t *governance.Tenant, r *messages.AuditRecord) string {
 		case !governance.Verify(pk, s.Statement, s.Signature):
 			return fmt.Sprintf("signature %d of %s does not verify over its statement", i+1, s.Approver)
 		}
+	}
+	return ""
+}
+
+// decisionProblem says what is wrong with the decision of a
+// policy-covered interrupt's record ("" if nothing): an expiry that did
+// not reject it (a timer never takes a decision that needs signatures),
+// or an answer with fewer distinct approvers' signatures of its decision
+// than the rule required. The signatures themselves are checked by
+// approverProblem (WithApprovers).
+func decisionProblem(r *messages.AuditRecord) string {
+	d := r.Details
+	if d.Required == 0 || d.Decision == messages.DecisionCancel {
+		return ""
+	}
+	if r.Kind == messages.AuditInterruptExpired {
+		if d.Decision != messages.DecisionReject {
+			return fmt.Sprintf("interrupt %s needs %d approvers' signatures and its expiry decided %s: a timer may only reject it", r.InterruptID, d.Required, d.Decision)
+		}
+		return ""
+	}
+	signed := map[string]bool{}
+	for _, s := range d.Signatures {
+		if s.Statement.Decision == d.Decision && s.Statement.InterruptID == r.InterruptID {
+			signed[s.Approver] = true
+		}
+	}
+	if len(signed) < d.Required {
+		return fmt.Sprintf("interrupt %s: %s with %d of the %d approvers' signatures it needs", r.InterruptID, d.Decision, len(signed), d.Required)
 	}
 	return ""
 }

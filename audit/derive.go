@@ -26,6 +26,20 @@ type pending struct {
 	ToolName       string                    `json:"tool_name,omitempty"`
 	NodeID         string                    `json:"node_id,omitempty"`
 	Signatures     []messages.AuditSignature `json:"signatures,omitempty"`
+	// Approval is the signature rule of a policy-covered interrupt.
+	Approval *messages.ApprovalRequirement `json:"approval,omitempty"`
+}
+
+// required is how many signatures decision d of the interrupt needs (0:
+// not covered, or no decision).
+func (pd pending) required(d messages.Decision) int {
+	switch {
+	case pd.Approval == nil || d == messages.DecisionCancel:
+		return 0
+	case d == messages.DecisionReject:
+		return max(pd.Approval.RejectRequired, 1)
+	}
+	return pd.Approval.Required
 }
 
 // Audited reports whether events of type t take part in the audit log
@@ -116,7 +130,7 @@ func derive(b *pebble.Batch, tenant messages.TenantID, env *messages.Envelope) (
 		if err != nil {
 			return nil, err
 		}
-		pd.Kind, pd.ToolName, pd.NodeID = p.Kind, p.ToolName, p.NodeID
+		pd.Kind, pd.ToolName, pd.NodeID, pd.Approval = p.Kind, p.ToolName, p.NodeID, p.Approval
 		switch {
 		case p.Approval != nil:
 			pd.EvidenceDigest = p.Approval.EvidenceDigest
@@ -144,7 +158,7 @@ func derive(b *pebble.Batch, tenant messages.TenantID, env *messages.Envelope) (
 		rec.InterruptID = p.InterruptID
 		rec.Kind = resolutionKind(p.Kind, p.Decision)
 		rec.Details = messages.AuditDetails{InterruptKind: p.Kind, Decision: p.Decision, EvidenceDigest: pd.EvidenceDigest,
-			Feedback: p.Feedback, Reason: p.Reason, EditedArgs: p.EditedArgs, ToolName: pd.ToolName, NodeID: pd.NodeID}
+			Feedback: p.Feedback, Reason: p.Reason, EditedArgs: p.EditedArgs, ToolName: pd.ToolName, NodeID: pd.NodeID, Required: pd.required(p.Decision)}
 		switch {
 		case p.Decision == messages.DecisionCancel:
 			rec.Actor = []string{"system"}
@@ -162,7 +176,7 @@ func derive(b *pebble.Batch, tenant messages.TenantID, env *messages.Envelope) (
 		}
 		rec.InterruptID, rec.Kind, rec.Actor = p.InterruptID, messages.AuditInterruptExpired, []string{"system:timeout"}
 		rec.Details = messages.AuditDetails{InterruptKind: p.Kind, Decision: p.Action, EvidenceDigest: pd.EvidenceDigest,
-			ToolName: pd.ToolName, NodeID: pd.NodeID, Signatures: pd.Signatures}
+			ToolName: pd.ToolName, NodeID: pd.NodeID, Signatures: pd.Signatures, Required: pd.required(p.Action)}
 		return rec, nil
 	case *messages.SubteamSpawnedPayload:
 		wave := p.AppliedAtWave

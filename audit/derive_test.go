@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,76 @@ func TestLog_RecordDecisions(t *testing.T) {
 	}
 	if err := audit.Verify(page.Records, pk); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerify_CoveredDecisionsNeedTheirSignatures: the records of a
+// policy-covered (2-of-n) interrupt carry how many signatures their
+// decision needed; the verifier passes a decision with them and a
+// rejection at the expiry, and flags an approval with one signature of
+// two, and an expiry that approved (what a timer must never do), even
+// though the server signed those records.
+func TestVerify_CoveredDecisionsNeedTheirSignatures(t *testing.T) {
+	t.Parallel()
+	pk, sk := serverKey(t)
+	ctx := context.Background()
+	req := &messages.ApprovalRequirement{EvidenceDigest: "sha256:d", Required: 2, RejectRequired: 1}
+	stmt := func(id string, d messages.Decision) messages.ApprovalStatement {
+		return messages.ApprovalStatement{InterruptID: id, EvidenceDigest: "sha256:d", Decision: d}
+	}
+	sig := func(id, who string, d messages.Decision) *messages.ApprovalSignatureAddedPayload {
+		return &messages.ApprovalSignatureAddedPayload{InterruptID: id, Approver: who, Statement: stmt(id, d), Signature: []byte("sig-" + who)}
+	}
+	raise := func(id string) *messages.InterruptRaisedPayload {
+		return &messages.InterruptRaisedPayload{InterruptID: id, Kind: messages.InterruptToolApproval, ToolName: "publish",
+			Evidence: &messages.EvidencePackage{ID: "ev", RiskLevel: messages.RiskHigh}, Approval: req}
+	}
+	for _, tc := range []struct {
+		name     string
+		events   []messages.Payload
+		required int
+		bad      string // "" when it verifies
+	}{
+		{"approved with two", []messages.Payload{raise("i"), sig("i", "alice", messages.DecisionApprove), sig("i", "bob", messages.DecisionApprove),
+			&messages.InterruptResolvedPayload{InterruptID: "i", Kind: messages.InterruptToolApproval, Decision: messages.DecisionApprove, Signers: []string{"alice", "bob"}}}, 2, ""},
+		{"rejected with one", []messages.Payload{raise("i"), sig("i", "alice", messages.DecisionReject),
+			&messages.InterruptResolvedPayload{InterruptID: "i", Kind: messages.InterruptToolApproval, Decision: messages.DecisionReject, Signers: []string{"alice"}}}, 1, ""},
+		{"expired rejected", []messages.Payload{raise("i"), sig("i", "alice", messages.DecisionApprove),
+			&messages.InterruptExpiredPayload{InterruptID: "i", Kind: messages.InterruptToolApproval, Action: messages.DecisionReject}}, 1, ""},
+		{"approved with one", []messages.Payload{raise("i"), sig("i", "alice", messages.DecisionApprove),
+			&messages.InterruptResolvedPayload{InterruptID: "i", Kind: messages.InterruptToolApproval, Decision: messages.DecisionApprove, Signers: []string{"alice"}}}, 2,
+			"approve with 1 of the 2 approvers' signatures"},
+		{"expired approved", []messages.Payload{raise("i"),
+			&messages.InterruptExpiredPayload{InterruptID: "i", Kind: messages.InterruptToolApproval, Action: messages.DecisionApprove}}, 2,
+			"a timer may only reject it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := openLog(t, "", sk)
+			if err := l.Record(ctx, "acme", "acme/s1", events(1, tc.events...)); err != nil {
+				t.Fatal(err)
+			}
+			page, err := l.Read(ctx, "acme", 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Records) != 1 || page.Records[0].Details.Required != tc.required {
+				t.Fatalf("records %+v, want one requiring %d signatures", page.Records, tc.required)
+			}
+			err = audit.Verify(page.Records, pk)
+			if tc.bad == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantBad(t, err, "acme", 1)
+			if !strings.Contains(err.Error(), tc.bad) {
+				t.Fatalf("verify: %v, want %q", err, tc.bad)
+			}
+			if _, err := l.VerifyStore(ctx, pk); err == nil {
+				t.Fatal("VerifyStore passed a covered decision without its signatures")
+			}
+		})
 	}
 }

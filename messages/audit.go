@@ -72,13 +72,19 @@ type AuditDetails struct {
 	// Signatures are the approvers' signatures of a policy-covered
 	// interrupt, in the order they arrived.
 	Signatures []AuditSignature `json:"signatures,omitempty"`
-	Feedback   string           `json:"feedback,omitempty"`
-	Reason     string           `json:"reason,omitempty"`
-	EditedArgs json.RawMessage  `json:"edited_args,omitempty"`
-	ToolName   string           `json:"tool_name,omitempty"`
-	NodeID     string           `json:"node_id,omitempty"`
-	TeamID     string           `json:"team_id,omitempty"`
-	SteeringID string           `json:"steering_id,omitempty"`
+	// Required is, for a policy-covered interrupt, how many approvers'
+	// signatures its decision needs under the rule it was raised with
+	// (absent: not covered). A verifier flags a covered decision with
+	// fewer signatures, and a covered interrupt that expired other than
+	// rejected.
+	Required   int             `json:"required,omitempty"`
+	Feedback   string          `json:"feedback,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	NodeID     string          `json:"node_id,omitempty"`
+	TeamID     string          `json:"team_id,omitempty"`
+	SteeringID string          `json:"steering_id,omitempty"`
 	// AppliedAtWave is the wave boundary of a spawn or steering.
 	AppliedAtWave *int      `json:"applied_at_wave,omitempty"`
 	ErrorCode     ErrorCode `json:"error_code,omitempty"`

@@ -487,6 +487,11 @@ type InterruptRaisedPayload struct {
 	TimeoutSeconds int           `json:"timeout_seconds"`
 	// ExpiresAt is when the timeout action is taken if nobody answers.
 	ExpiresAt time.Time `json:"expires_at"`
+	// TimeoutAction is what the expiry decides: the run's
+	// approval_timeout_action, except that an info request, and an
+	// interrupt that needs approvers' signatures (approval), are always
+	// rejected: a timer never grants what a policy requires signatures for.
+	TimeoutAction Decision `json:"timeout_action,omitempty"`
 	// tool_approval
 	ToolName          string          `json:"tool_name,omitempty"`
 	ToolArgs          json.RawMessage `json:"tool_args,omitempty"`

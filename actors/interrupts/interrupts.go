@@ -155,7 +155,8 @@ func New(now func() time.Time) *Registry {
 }
 
 // Raise registers a pending interrupt. After timeout (> 0) it expires and
-// deliver receives a Resolution with Expired set and Decision = action.
+// deliver receives a Resolution with Expired set and Decision =
+// TimeoutDecision (action, unless the interrupt needs signatures).
 // info's payload is shared, not copied: it must not change afterwards.
 func (r *Registry) Raise(tenant messages.TenantID, info messages.Interrupt, timeout time.Duration, action messages.Decision, deliver Deliver) {
 	created := r.now().UTC()
@@ -218,14 +219,29 @@ func (r *Registry) expire(e *entry) {
 	deliver := e.deliver
 	r.endLocked(e)
 	r.mu.Unlock()
-	action := e.action
-	if e.info.Kind == messages.InterruptInfoRequest {
-		action = messages.DecisionReject // nobody answered; approving has no meaning here
-	}
+	action := TimeoutDecision(e.info.Kind, e.signing != nil || e.info.Approval != nil, e.action)
 	deliver(&messages.Resolution{
 		Resume: messages.Resume{InterruptID: e.info.InterruptID, Decision: action},
 		Kind:   e.info.Kind, Expired: true,
 	})
+}
+
+// TimeoutDecision is what an interrupt's expiry decides, given what its
+// run asked for (action): the one rule, used to announce it
+// (interrupt_raised's timeout_action) and to take it.
+//
+//   - An info request is rejected: nobody answered, approving has no
+//     meaning.
+//   - A policy-covered interrupt (signed: it needs approvers' signatures)
+//     is rejected whatever the run asked for: a timer never takes a
+//     decision that needs signatures, so a default cannot grant what the
+//     policy forbids (docs/governance.md).
+//   - Otherwise the run's action (reject when it asked for none).
+func TimeoutDecision(kind messages.InterruptKind, signed bool, action messages.Decision) messages.Decision {
+	if kind == messages.InterruptInfoRequest || signed || action == "" {
+		return messages.DecisionReject
+	}
+	return action
 }
 
 // Resolve applies a human's answer. On success the parked actor receives

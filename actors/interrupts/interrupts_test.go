@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors/interrupts"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -518,4 +519,93 @@ func TestRegistry_SleepExpiresAndCancels(t *testing.T) {
 			t.Fatalf("pending: %+v", list)
 		}
 	})
+}
+
+// TestRegistry_SignedExpiryRejects: an interrupt that needs approvers'
+// signatures (raised with a Signing, or journaled with an approval rule)
+// is rejected at its expiry whatever the run's timeout action, with no
+// signature, with fewer than it needs, and after a restart (raised again
+// past its expiry); a signature arriving after the expiry is refused.
+func TestRegistry_SignedExpiryRejects(t *testing.T) {
+	t.Parallel()
+	pk, sk, _, err := governance.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk2, sk2, _, err := governance.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]*governance.PublicKey{"alice": pk, "bob": pk2}
+	signing := func(id string) *interrupts.Signing {
+		return &interrupts.Signing{
+			Tally:  governance.NewTally(id, "sha256:d", governance.Rule{Required: 2, Approvers: []string{"alice", "bob"}}, 1, keys),
+			Digest: "sha256:d",
+			Record: func(governance.Signature, int, int, bool) error { return nil },
+		}
+	}
+	sign := func(t *testing.T, id string, who string, key *governance.PrivateKey) messages.Resume {
+		st := messages.ApprovalStatement{InterruptID: id, EvidenceDigest: "sha256:d", Decision: messages.DecisionApprove}
+		sig, err := governance.Sign(key, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return messages.Resume{Tenant: "t", InterruptID: id, Decision: messages.DecisionApprove, Signature: &messages.ResumeSignature{Approver: who, Signature: sig}}
+	}
+	for _, action := range []messages.Decision{messages.DecisionApprove, messages.DecisionReject, ""} {
+		for _, signatures := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%q/%d", action, signatures), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					reg := interrupts.New(time.Now)
+					var rec recorder
+					now := time.Now()
+					reg.RaiseAt("t", raised("i", messages.InterruptToolApproval), now, now.Add(time.Minute), action, rec.deliver, signing("i"))
+					if signatures == 1 {
+						if info, err := reg.Resolve(sign(t, "i", "alice", sk)); err != nil || info.Status != messages.InterruptPending {
+							t.Fatalf("first signature: %+v %v", info, err)
+						}
+					}
+					time.Sleep(time.Minute)
+					synctest.Wait()
+					if got := rec.all(); len(got) != 1 || !got[0].Expired || got[0].Decision != messages.DecisionReject {
+						t.Fatalf("expired with action %q and %d signatures: %+v, want rejected", action, signatures, got)
+					}
+					if _, err := reg.Resolve(sign(t, "i", "bob", sk2)); !errors.Is(err, interrupts.ErrExpired) {
+						t.Fatalf("a signature after the expiry: %v, want ErrExpired", err)
+					}
+
+					// Journaled with its rule but raised again without a
+					// Signing (the server lost its approvers): still covered.
+					in := raised("j", messages.InterruptToolApproval)
+					in.Approval = &messages.ApprovalRequirement{EvidenceDigest: "sha256:d", Required: 2, RejectRequired: 1}
+					reg.RaiseAt("t", in, now, now.Add(time.Second), action, rec.deliver, nil) // past its expiry: at once
+					synctest.Wait()
+					if got := rec.all(); len(got) != 2 || !got[1].Expired || got[1].Decision != messages.DecisionReject {
+						t.Fatalf("raised again past its expiry: %+v, want rejected", got)
+					}
+				})
+			})
+		}
+	}
+}
+
+func TestTimeoutDecision(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind   messages.InterruptKind
+		signed bool
+		action messages.Decision
+		want   messages.Decision
+	}{
+		{messages.InterruptToolApproval, false, messages.DecisionApprove, messages.DecisionApprove},
+		{messages.InterruptToolApproval, false, "", messages.DecisionReject},
+		{messages.InterruptToolApproval, true, messages.DecisionApprove, messages.DecisionReject},
+		{messages.InterruptPlanApproval, true, messages.DecisionApprove, messages.DecisionReject},
+		{messages.InterruptSpawnApproval, true, messages.DecisionReject, messages.DecisionReject},
+		{messages.InterruptInfoRequest, false, messages.DecisionApprove, messages.DecisionReject},
+	} {
+		if got := interrupts.TimeoutDecision(tc.kind, tc.signed, tc.action); got != tc.want {
+			t.Errorf("TimeoutDecision(%s, signed %v, %q) = %s, want %s", tc.kind, tc.signed, tc.action, got, tc.want)
+		}
+	}
 }

@@ -11,6 +11,28 @@ import (
 	"github.com/conclave-ai/conclave/testkit"
 )
 
+// twoOfThree writes the key pairs of alice, bob and carol under dir/keys
+// and a governance file whose policy needs 2 of them for high risk; it
+// returns the file and each approver's private key file.
+func twoOfThree(t *testing.T, dir string) (gov string, keys map[string]string) {
+	t.Helper()
+	keys = map[string]string{}
+	for _, n := range []string{"alice", "bob", "carol"} {
+		k, _, err := governance.WriteKeyPair(filepath.Join(dir, "keys"), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[n] = k
+	}
+	gov = filepath.Join(dir, "governance.json")
+	if err := os.WriteFile(gov, []byte(`{"tenants": {"local": {
+		"approvers": {"alice": "keys/alice.pub", "bob": "keys/bob.pub", "carol": "keys/carol.pub"},
+		"policy": {"high": {"required": 2}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return gov, keys
+}
+
 // TestGovernance_ApproveCLI: `conclave serve --governance` with a 2-of-3
 // policy on high risk; a run's high-risk publish call waits; `conclave
 // approve` signs for alice (1 of 2, pending), a forged approval (carol's
@@ -20,20 +42,7 @@ import (
 func TestGovernance_ApproveCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	keys := map[string]string{}
-	for _, n := range []string{"alice", "bob", "carol"} {
-		k, _, err := governance.WriteKeyPair(filepath.Join(dir, "keys"), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[n] = k
-	}
-	gov := filepath.Join(dir, "governance.json")
-	if err := os.WriteFile(gov, []byte(`{"tenants": {"local": {
-		"approvers": {"alice": "keys/alice.pub", "bob": "keys/bob.pub", "carol": "keys/carol.pub"},
-		"policy": {"high": {"required": 2}}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gov, keys := twoOfThree(t, dir)
 	serverKey := filepath.Join(dir, "server.key") // created by serve, with server.key.pub beside it
 	srv := startServe(t, 0, nil, "--governance", gov, "--runs-per-second", "-1", "--server-key", serverKey)
 	a := newHardenAPI(t, srv, "")
@@ -107,5 +116,77 @@ func TestGovernance_ApproveCLI(t *testing.T) {
 	}
 	if r := verify(noBob); r.code != exitFailed || !strings.Contains(r.stderr, `"bob" is not an approver`) {
 		t.Fatalf("audit verify against approvers without bob: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestGovernance_TimeoutAcrossKillNine: a run asks for
+// approval_timeout_action approve; its 2-of-3 covered publish call gets
+// one signature, the server is killed with SIGKILL and started again
+// while the interrupt is still pending; when it expires the call is
+// rejected (timeout_action was announced as reject), the tool never
+// runs, a late signature is refused, and `audit verify --governance`
+// passes the log, whose expiry record carries the rule.
+func TestGovernance_TimeoutAcrossKillNine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gov, keys := twoOfThree(t, dir)
+	data := filepath.Join(dir, "data")
+	args := []string{"--data", data, "--governance", gov, "--runs-per-second", "-1"}
+	srv := startServe(t, 0, nil, args...)
+	a := newHardenAPI(t, srv, "")
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":1,"approvals":1,"risky_approvals":1},
+		"approval_timeout_seconds":3,"approval_timeout_action":"approve"}`)
+	s := a.mustStream(t, rc.SessionID, 0)
+	var in *messages.InterruptRaisedPayload
+	for in == nil {
+		in, _ = s.mustEnv(t).Payload.(*messages.InterruptRaisedPayload)
+	}
+	if in.Approval == nil || in.TimeoutAction != messages.DecisionReject {
+		t.Fatalf("interrupt_raised %+v: want a covered interrupt announcing timeout_action reject", in)
+	}
+	approve := func(key string) result {
+		return runCLI(t, t.Context(), nil, false, "approve", in.InterruptID, "--key", key, "--server", "http://"+srv.base)
+	}
+	if r := approve(keys["alice"]); r.code != exitOK || !strings.Contains(r.stdout, "1 of 2 signatures; waiting") {
+		t.Fatalf("alice: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	s.close()
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	srv.reap()
+
+	srv = startServe(t, 0, nil, args...)
+	a = newHardenAPI(t, srv, "")
+	s = a.mustStream(t, rc.SessionID, 0)
+	var events []*messages.Envelope
+	for {
+		env := s.mustEnv(t)
+		events = append(events, env)
+		if env.Type.Terminal() {
+			break
+		}
+	}
+	testkit.AssertInvariants(t, events)
+	var expired []*messages.InterruptExpiredPayload
+	for _, env := range events {
+		switch p := env.Payload.(type) {
+		case *messages.InterruptExpiredPayload:
+			expired = append(expired, p)
+		case *messages.ToolCallFinishedPayload:
+			if p.Tool == "publish" && !p.IsError {
+				t.Fatalf("the covered publish call ran with 1 of 2 signatures: %+v", p)
+			}
+		}
+	}
+	if len(expired) != 1 || expired[0].Action != messages.DecisionReject {
+		t.Fatalf("interrupt_expired %+v, want one, rejected", expired)
+	}
+	if r := approve(keys["bob"]); r.code != exitFailed || !strings.Contains(r.stderr, "expired") {
+		t.Fatalf("bob after the expiry: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	srv.terminate()
+	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", data, "--governance", gov); r.code != exitOK {
+		t.Fatalf("audit verify --governance: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -574,6 +574,7 @@ export interface InterruptRaisedPayload {
   kind: string;
   timeout_seconds: number;
   expires_at: string;
+  timeout_action?: string;
   tool_name?: string;
   tool_args?: unknown;
   call_id?: string;

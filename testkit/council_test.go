@@ -1127,6 +1127,28 @@ func TestCheck_CouncilViolations(t *testing.T) {
 			rule:  testkit.RuleLaneShape,
 			extra: []string{testkit.RuleStreamLifecycle, testkit.RuleAbort},
 		},
+		// signatures
+		{
+			name: "covered approval resolved with one signature of two",
+			emits: func(t *testing.T) []messages.Emit {
+				return coveredSpawn(t, []string{"a1"}, nil)
+			},
+			rule: testkit.RuleSignatures,
+		},
+		{
+			name: "covered approval resolved by two signatures of the same approver",
+			emits: func(t *testing.T) []messages.Emit {
+				return coveredSpawn(t, []string{"a1", "a1"}, nil)
+			},
+			rule: testkit.RuleSignatures,
+		},
+		{
+			name: "covered approval approved by its timeout",
+			emits: func(t *testing.T) []messages.Emit {
+				return coveredSpawn(t, []string{"a1"}, &messages.InterruptExpiredPayload{InterruptID: "i1", Kind: messages.InterruptSpawnApproval, Action: messages.DecisionApprove})
+			},
+			rule: testkit.RuleSignatures,
+		},
 		// sub-agent rounds
 		{
 			name: "nested sub-agent round is not its parent's + 1",
@@ -1161,5 +1183,35 @@ func TestCheck_CouncilViolations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// coveredSpawn is teamSpawnRun with its spawn approval covered by a
+// 2-of-n rule, approval_signature_added of approve by signers, and the
+// interrupt's outcome replaced by outcome when it is set.
+func coveredSpawn(t *testing.T, signers []string, outcome messages.Payload) []messages.Emit {
+	em := teamSpawnRun("r1", false)
+	i := first[*messages.InterruptRaisedPayload](t, em, "node:t")
+	em[i].Payload.(*messages.InterruptRaisedPayload).Approval = &messages.ApprovalRequirement{EvidenceDigest: "sha256:d", Required: 2, RejectRequired: 1}
+	var sigs []messages.Emit
+	for _, a := range signers {
+		sig := em[i]
+		sig.Payload = &messages.ApprovalSignatureAddedPayload{InterruptID: "i1", Approver: a, Required: 2,
+			Statement: messages.ApprovalStatement{InterruptID: "i1", EvidenceDigest: "sha256:d", Decision: messages.DecisionApprove}}
+		sigs = append(sigs, sig)
+	}
+	if outcome != nil {
+		em[i+1].Payload = outcome
+	}
+	return slices.Insert(em, i+1, sigs...)
+}
+
+// TestCheck_CoveredApprovalWithItsSignatures: the covered spawn approval
+// with two distinct approvers' signatures is valid (an expiry that
+// rejects is checked on real runs: actors TestGovernance_TimeoutNeverGrants).
+func TestCheck_CoveredApprovalWithItsSignatures(t *testing.T) {
+	t.Parallel()
+	if vs := testkit.Check(stamp(coveredSpawn(t, []string{"a1", "a2"}, nil))); len(vs) != 0 {
+		t.Fatal(vs)
 	}
 }

@@ -100,6 +100,12 @@ const (
 	// RuleAbort: run_abort_requested comes at most once per run, on the run
 	// lane, and the run's terminal event after it is run_error{code: aborted}.
 	RuleAbort = "abort"
+	// RuleSignatures: an interrupt raised with an approval rule (it needs
+	// approvers' signatures) is never decided by a timer other than
+	// rejected, and its answer (approve, revise, reject) follows at least
+	// the rule's number of approval_signature_added of that decision, by
+	// distinct approvers.
+	RuleSignatures = "signatures"
 	// RuleSchema: every event validates against the catalogue's JSON Schema
 	// (messages.EventSchema). ValidateSchema checks it, apart from Check:
 	// a schema validation costs more than all the other rules together.
@@ -113,7 +119,7 @@ func Rules() []string {
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
 		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
-		RuleAbort, RuleSchema,
+		RuleAbort, RuleSignatures, RuleSchema,
 	}
 }
 
@@ -236,6 +242,10 @@ type runState struct {
 	costDue bool
 	// abortSeq is the seq of the run's run_abort_requested (0: none seen).
 	abortSeq uint64
+
+	// covered are the run's interrupts raised with an approval rule, by
+	// id, until their outcome.
+	covered map[string]*coveredInterrupt
 
 	citations []messages.Citation
 	// citeFirst is the number the first citation_added seen must have: 1,
@@ -981,6 +991,21 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 		c.dissent(r, env, st, p)
 	case *messages.CitationAddedPayload:
 		c.citationAdded(r, env, p)
+	case *messages.InterruptRaisedPayload:
+		if p.Approval != nil {
+			if r.covered == nil {
+				r.covered = map[string]*coveredInterrupt{}
+			}
+			r.covered[p.InterruptID] = &coveredInterrupt{rule: *p.Approval, signers: map[messages.Decision]map[string]bool{}}
+		}
+	case *messages.ApprovalSignatureAddedPayload:
+		if ci := r.covered[p.InterruptID]; ci != nil {
+			ci.signed(p.Statement.Decision, p.Approver)
+		}
+	case *messages.InterruptExpiredPayload:
+		c.coveredExpired(r, env, p)
+	case *messages.InterruptResolvedPayload:
+		c.coveredResolved(r, env, p)
 	case *messages.RunAbortRequestedPayload:
 		if r.abortSeq != 0 {
 			c.report(env.Seq, r.id, RuleAbort, "a second run_abort_requested (the first at seq %d)", r.abortSeq)
@@ -1930,4 +1955,51 @@ func ValidateSchema(events []*messages.Envelope) []Violation {
 		}
 	}
 	return vs
+}
+
+// coveredInterrupt is an interrupt that needs approvers' signatures
+// (RuleSignatures): its rule and who signed each decision so far.
+type coveredInterrupt struct {
+	rule    messages.ApprovalRequirement
+	signers map[messages.Decision]map[string]bool
+}
+
+func (ci *coveredInterrupt) signed(d messages.Decision, approver string) {
+	if ci.signers[d] == nil {
+		ci.signers[d] = map[string]bool{}
+	}
+	ci.signers[d][approver] = true
+}
+
+// coveredExpired: a timer only ever rejects a covered interrupt. (In a
+// window that starts after its interrupt_raised, nothing is known of it.)
+func (c *checker) coveredExpired(r *runState, env *messages.Envelope, p *messages.InterruptExpiredPayload) {
+	if ci := r.covered[p.InterruptID]; ci != nil {
+		delete(r.covered, p.InterruptID)
+		if p.Action != messages.DecisionReject {
+			c.report(env.Seq, r.id, RuleSignatures, "interrupt %s needs %d approvers' signatures and expired with action %s: a timer may only reject it",
+				p.InterruptID, ci.rule.Required, p.Action)
+		}
+	}
+}
+
+// coveredResolved: a covered interrupt's answer has the signatures its
+// decision needs (a cancellation needs none).
+func (c *checker) coveredResolved(r *runState, env *messages.Envelope, p *messages.InterruptResolvedPayload) {
+	ci := r.covered[p.InterruptID]
+	if ci == nil {
+		return
+	}
+	delete(r.covered, p.InterruptID)
+	need := ci.rule.Required
+	switch p.Decision {
+	case messages.DecisionCancel:
+		return
+	case messages.DecisionReject:
+		need = max(ci.rule.RejectRequired, 1)
+	}
+	if got := len(ci.signers[p.Decision]); got < need {
+		c.report(env.Seq, r.id, RuleSignatures, "interrupt %s resolved %s with %d of the %d approvers' signatures it needs",
+			p.InterruptID, p.Decision, got, need)
+	}
 }

@@ -98,7 +98,21 @@
 // SubscribeToTask on a terminal task, -32005 a Content-Type other than
 // JSON or a raw or url part in a question, -32007 GetExtendedAgentCard,
 // -32009 an A2A-Version other than 1.0 (no header means 0.3). A failed
-// authentication is HTTP 401. An error after a stream has begun is a final
+// authentication is HTTP 401. Refusals that carry their own HTTP status,
+// the same REST and AG-UI answer: a tenant's quota (too many runs, the
+// run rate, too many streams) is HTTP 429 with Retry-After and
+// CodeQuotaExceeded (-32050, from JSON-RPC's server-defined range: A2A
+// 1.0 gives back-pressure no code), whose ErrorInfo has domain
+// "conclave.quota", the quota's code as reason (TOO_MANY_RUNS,
+// RATE_LIMITED, TOO_MANY_STREAMS) and metadata retry_after_seconds; a
+// scenario too large for the event budget is HTTP 422 with -32602 (it
+// never fits: retrying does not help); a cluster node that cannot reach
+// its journal, and a server shutting down, are HTTP 503 with -32603.
+// Unrecognized fields of the params and of the message are ignored (spec
+// §5.7; logged at debug level); Conclave's own run options in the message
+// metadata are checked strictly, so a misspelt option is -32602. The agent
+// card is served with Cache-Control max-age=300 and an ETag (§8.6.1), and
+// answers If-None-Match with 304. An error after a stream has begun is a final
 // "event: error" frame. An error of a streaming call (SendStreamingMessage,
 // SubscribeToTask) before its stream begins (an unknown or terminal task,
 // invalid params) is a plain JSON-RPC error response, HTTP 200, not an SSE

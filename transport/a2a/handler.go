@@ -3,6 +3,8 @@ package a2a
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -194,8 +196,46 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 		}}}
 		card.SecurityRequirements = []SecurityRequirement{{Schemes: map[string]StringList{"bearer": {List: []string{}}}}}
 	}
-	w.Header().Set("Cache-Control", "no-cache")
-	writeJSON(w, http.StatusOK, card)
+	b, err := json.Marshal(card)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "encoding the agent card failed"})
+		return
+	}
+	b = append(b, '\n')
+	// Spec §8.6.1: clients may cache the card. It changes only with the
+	// server's version, flags and the Host it is asked for; the ETag (of
+	// the exact bytes) lets a client revalidate it for free.
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("Cache-Control", "max-age="+strconv.Itoa(int(CardMaxAge/time.Second)))
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Vary", "Host")
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+	}
+}
+
+// CardMaxAge is how long a client may use the agent card without asking
+// again (Cache-Control max-age).
+const CardMaxAge = 5 * time.Minute
+
+// etagMatches reports whether an If-None-Match header names etag (or is
+// "*"); weak validators compare equal to strong ones (RFC 9110 §13.1.2).
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -216,11 +256,19 @@ func UnauthorizedBody(err error) []byte {
 }
 
 // writeRPCError answers with a JSON-RPC error. Like the reference server,
-// protocol errors are HTTP 200; internal errors are 500.
+// protocol errors are HTTP 200 and internal errors 500, except the
+// errors that carry their own status (a quota's 429, an unavailable
+// server's 503), with Retry-After when they say when to retry.
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	status := http.StatusOK
-	if e.Code == CodeInternal {
+	switch {
+	case e.status != 0:
+		status = e.status
+	case e.Code == CodeInternal:
 		status = http.StatusInternalServerError
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.retryAfter+time.Second-1)/time.Second), 10))
 	}
 	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: e})
 }
@@ -284,14 +332,7 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.StreamSlot != nil && (req.Method == "SendMessage" || req.Method == "SendStreamingMessage" || req.Method == "SubscribeToTask") {
 		release, err := h.cfg.StreamSlot(tenant)
 		if err != nil {
-			status, e := http.StatusServiceUnavailable, (*httpjson.Error)(nil)
-			if errors.As(err, &e) {
-				status = e.Status
-				if e.RetryAfter > 0 {
-					w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
-				}
-			}
-			writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: rpcErrorf(CodeInternal, "%v", err)})
+			writeRPCError(w, req.ID, streamSlotError(err))
 			return
 		}
 		defer release()
@@ -388,25 +429,50 @@ func checkVersion(v string) *RPCError {
 }
 
 // decodeParams decodes a method's params, which must be a JSON object.
-func decodeParams(params json.RawMessage, dst any) *RPCError {
+func (c *call) decodeParams(params json.RawMessage, dst any) *RPCError {
 	if b := bytes.TrimSpace(params); len(b) == 0 || b[0] != '{' {
 		return rpcErrorf(CodeInvalidParams, "params must be a JSON object")
 	}
-	if err := messages.DecodeStrict(params, dst); err != nil {
+	err := messages.DecodeStrict(params, dst)
+	var unknown *messages.UnknownFieldError
+	if errors.As(err, &unknown) {
+		// Spec §5.7: unrecognized fields SHOULD be ignored (a newer
+		// client's). Said at debug level, for whoever wonders why a field
+		// has no effect.
+		c.h.cfg.Logger.Debug("a2a: unknown field ignored", "field", unknown.Path)
+		err = messages.DecodeOpen(params, dst)
+	}
+	if err != nil {
 		return invalidParams("params", err)
 	}
 	return nil
 }
 
-// engineError maps an engine error met while working on a task.
+// engineError maps an engine error met while working on a task: each
+// error the engine names has its A2A error and HTTP status (the same
+// status REST and AG-UI answer for it).
 func engineError(err error) *RPCError {
+	var quota *actors.QuotaError
 	switch {
+	case errors.As(err, &quota) && quota.Code == actors.QuotaScenarioTooLarge:
+		// It can never fit: the request is at fault, as REST's 422 says.
+		e := rpcErrorf(CodeInvalidParams, "%s: %s", quota.Code, quota.Message)
+		e.status = http.StatusUnprocessableEntity
+		return e
+	case errors.As(err, &quota):
+		return quotaError(string(quota.Code), quota.Message, quota.RetryAfter)
 	case errors.Is(err, actors.ErrRunNotFound), errors.Is(err, actors.ErrSessionNotFound):
 		return rpcErrorf(CodeTaskNotFound, "task not found")
 	case errors.Is(err, actors.ErrInvalidRequest):
 		return rpcErrorf(CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "actors: invalid request: "))
+	case errors.Is(err, actors.ErrUnavailable):
+		e := rpcErrorf(CodeInternal, "temporarily unavailable, retry: %s", strings.TrimPrefix(err.Error(), "actors: "))
+		e.status, e.retryAfter = http.StatusServiceUnavailable, time.Second
+		return e
 	case errors.Is(err, actors.ErrShuttingDown), errors.Is(err, errShutdown):
-		return rpcErrorf(CodeInternal, "server shutting down")
+		e := rpcErrorf(CodeInternal, "server shutting down")
+		e.status = http.StatusServiceUnavailable
+		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return rpcErrorf(CodeInternal, "request ended: %v", err)
 	}

@@ -32,7 +32,13 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg a2a.Config) *harness {
 	t.Helper()
-	e := testkit.NewEngine(t, actors.Config{}) // shut down last (cleanups run in reverse)
+	return newHarnessWith(t, actors.Config{}, cfg)
+}
+
+// newHarnessWith is newHarness on an engine configured with ecfg.
+func newHarnessWith(t *testing.T, ecfg actors.Config, cfg a2a.Config) *harness {
+	t.Helper()
+	e := testkit.NewEngine(t, ecfg) // shut down last (cleanups run in reverse)
 	cfg.Engine = e
 	if cfg.Logger == nil {
 		cfg.Logger = testkit.TestLogger(t, 8)
@@ -61,6 +67,7 @@ func newHarness(t *testing.T, cfg a2a.Config) *harness {
 // reply is a JSON-RPC response as the client sees it.
 type reply struct {
 	Status  int
+	Header  http.Header
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
@@ -112,7 +119,7 @@ func (hs *harness) raw(body []byte, hdr map[string]string) reply {
 	if err := json.Unmarshal(b, &r); err != nil {
 		hs.t.Fatalf("answer is not JSON (%d): %s", resp.StatusCode, b)
 	}
-	r.Status = resp.StatusCode
+	r.Status, r.Header = resp.StatusCode, resp.Header
 	return r
 }
 

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport/a2a"
+	"github.com/conclave-ai/conclave/transport/internal/httpjson"
 )
 
 // foldArtifacts rebuilds the artifacts a client ends up with from a
@@ -76,6 +78,109 @@ func TestHandler_Card(t *testing.T) {
 		if got := card.SecuritySchemes["bearer"].HTTPAuth != nil; got != bearer {
 			t.Fatalf("bearer scheme advertised: %v, want %v", got, bearer)
 		}
+		// Spec §8.6.1: cacheable, with a validator a client can send back.
+		etag := resp.Header.Get("ETag")
+		if cc := resp.Header.Get("Cache-Control"); cc != "max-age=300" || len(etag) < 10 || etag[0] != '"' {
+			t.Fatalf("Cache-Control %q, ETag %q", cc, etag)
+		}
+		for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag} {
+			req, _ := http.NewRequest(http.MethodGet, hs.srv.URL+a2a.CardPath, nil)
+			req.Header.Set("If-None-Match", inm)
+			resp, err := hs.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotModified || len(b) != 0 || resp.Header.Get("ETag") != etag {
+				t.Fatalf("If-None-Match %s: %d %q", inm, resp.StatusCode, b)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, hs.srv.URL+a2a.CardPath, nil)
+		req.Header.Set("If-None-Match", `"stale"`)
+		if resp, err := hs.client.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a stale ETag: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
+
+// TestHandler_QuotaRefusals: each quota the engine or the stream caps
+// enforce answers what REST answers for it: too many runs and the run
+// rate are HTTP 429 with Retry-After and CodeQuotaExceeded (ErrorInfo
+// reason TOO_MANY_RUNS, RATE_LIMITED, TOO_MANY_STREAMS, domain
+// conclave.quota, retry_after_seconds), a scenario that can never fit
+// is 422 invalid params; none is an internal error or names the engine.
+func TestHandler_QuotaRefusals(t *testing.T) {
+	t.Parallel()
+	parked := map[string]any{"message": userText("q", map[string]any{"hitl": "plan"})}
+	quota := func(t *testing.T, r reply, reason string) {
+		t.Helper()
+		if r.Error == nil || r.Status != http.StatusTooManyRequests || r.Error.Code != a2a.CodeQuotaExceeded || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("HTTP %d Retry-After %q error %+v, want 429 with Retry-After and code %d", r.Status, r.Header.Get("Retry-After"), r.Error, a2a.CodeQuotaExceeded)
+		}
+		if len(r.Error.Data) != 1 || r.Error.Data[0].Reason != reason || r.Error.Data[0].Domain != a2a.QuotaDomain ||
+			r.Error.Data[0].Metadata["retry_after_seconds"] != r.Header.Get("Retry-After") || strings.Contains(r.Error.Message, "actors:") {
+			t.Fatalf("error %+v, want reason %s", r.Error, reason)
+		}
+	}
+	t.Run("too many runs", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{ConcurrentRuns: 1} }}, a2a.Config{})
+		mustResult[a2a.SendMessageResponse](t, hs.call("SendMessage", parked)) // returns at the plan gate, the run still open
+		quota(t, hs.call("SendMessage", parked), "TOO_MANY_RUNS")
+	})
+	t.Run("rate limited", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits {
+			return actors.Limits{RunsPerSecond: 0.01, RunBurst: 1}
+		}}, a2a.Config{})
+		mustResult[a2a.SendMessageResponse](t, hs.call("SendMessage", parked))
+		r := hs.call("SendMessage", parked)
+		quota(t, r, "RATE_LIMITED")
+		if r.Header.Get("Retry-After") == "1" { // one run per 100 s
+			t.Fatalf("Retry-After %s", r.Header.Get("Retry-After"))
+		}
+	})
+	t.Run("scenario too large", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{EventsPerRun: 100} }}, a2a.Config{})
+		r := hs.call("SendMessage", map[string]any{"message": userText("q", map[string]any{"scenario": map[string]any{"nodes": 50}})})
+		if r.Error == nil || r.Status != http.StatusUnprocessableEntity || r.Error.Code != a2a.CodeInvalidParams ||
+			!strings.Contains(r.Error.Message, "scenario_too_large") || strings.Contains(r.Error.Message, "actors:") {
+			t.Fatalf("HTTP %d error %+v, want 422 invalid params naming scenario_too_large", r.Status, r.Error)
+		}
+	})
+	t.Run("too many streams", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, a2a.Config{StreamSlot: func(messages.TenantID) (func(), error) {
+			return nil, &httpjson.Error{Status: http.StatusTooManyRequests, Code: httpjson.CodeTooManyStreams, Message: "too many streams", RetryAfter: 2 * time.Second}
+		}})
+		r := hs.call("SendMessage", parked)
+		quota(t, r, "TOO_MANY_STREAMS")
+		if r.Header.Get("Retry-After") != "2" {
+			t.Fatalf("Retry-After %q, want 2", r.Header.Get("Retry-After"))
+		}
+	})
+}
+
+// TestHandler_UnknownFieldsIgnored: spec §5.7, unrecognized fields in the
+// params and the message (a newer client's) are ignored; Conclave's own
+// run options in the metadata stay strict.
+func TestHandler_UnknownFieldsIgnored(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, a2a.Config{})
+	msg := userText("q", map[string]any{"scenario": map[string]any{"nodes": 1, "tokens": 2}})
+	msg["futureField"] = map[string]any{"x": 1}
+	res := mustResult[a2a.SendMessageResponse](t, hs.call("SendMessage", map[string]any{"message": msg, "tenantHint": "x", "configuration": map[string]any{"somethingNew": true}}))
+	task := res.Task
+	if task == nil || task.Status.State != a2a.StateCompleted {
+		t.Fatalf("answer %+v", res)
+	}
+	got := mustResult[a2a.Task](t, hs.call("GetTask", map[string]any{"id": task.ID, "task_id": "x"}))
+	if got.ID != task.ID {
+		t.Fatalf("GetTask with an unknown field: %+v", got)
 	}
 }
 

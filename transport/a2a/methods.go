@@ -63,9 +63,9 @@ func (c *call) notOwner(err error) {
 }
 
 // decodeSend decodes and checks SendMessage / SendStreamingMessage params.
-func decodeSend(params json.RawMessage) (*SendMessageRequest, *RPCError) {
+func (c *call) decodeSend(params json.RawMessage) (*SendMessageRequest, *RPCError) {
 	var req SendMessageRequest
-	if rerr := decodeParams(params, &req); rerr != nil {
+	if rerr := c.decodeParams(params, &req); rerr != nil {
 		return nil, rerr
 	}
 	if rerr := checkMessage(req.Message); rerr != nil {
@@ -200,7 +200,7 @@ func settled(f *follower, ids []string) func() bool {
 // sendMessage: SendMessage. Blocks until the task is terminal or waits for
 // input, unless configuration.returnImmediately.
 func (c *call) sendMessage(params json.RawMessage) (any, *RPCError) {
-	req, rerr := decodeSend(params)
+	req, rerr := c.decodeSend(params)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -239,7 +239,7 @@ func (c *call) sendMessage(params json.RawMessage) (any, *RPCError) {
 // submission; an answer streams from the moment its interrupts are
 // settled.
 func (c *call) sendStreamingMessage(params json.RawMessage) *RPCError {
-	req, rerr := decodeSend(params)
+	req, rerr := c.decodeSend(params)
 	if rerr != nil {
 		return rerr
 	}
@@ -264,7 +264,7 @@ func (c *call) sendStreamingMessage(params json.RawMessage) *RPCError {
 // subscribeToTask: SubscribeToTask. The current Task, then its updates.
 func (c *call) subscribeToTask(params json.RawMessage) *RPCError {
 	var req SubscribeToTaskRequest
-	if rerr := decodeParams(params, &req); rerr != nil {
+	if rerr := c.decodeParams(params, &req); rerr != nil {
 		return rerr
 	}
 	sum, rerr := c.task(req.ID)
@@ -291,7 +291,7 @@ func (c *call) subscribeToTask(params json.RawMessage) *RPCError {
 // no message history, so historyLength changes nothing).
 func (c *call) getTask(params json.RawMessage) (any, *RPCError) {
 	var req GetTaskRequest
-	if rerr := decodeParams(params, &req); rerr != nil {
+	if rerr := c.decodeParams(params, &req); rerr != nil {
 		return nil, rerr
 	}
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
@@ -320,7 +320,7 @@ func (c *call) snapshot(sum messages.RunSummary) (*Task, *RPCError) {
 // cancelTask: CancelTask. Aborts the run and waits (bounded) for its end.
 func (c *call) cancelTask(params json.RawMessage) (any, *RPCError) {
 	var req CancelTaskRequest
-	if rerr := decodeParams(params, &req); rerr != nil {
+	if rerr := c.decodeParams(params, &req); rerr != nil {
 		return nil, rerr
 	}
 	sum, rerr := c.task(req.ID)
@@ -378,7 +378,7 @@ func summaryState(sum messages.RunSummary, waiting bool) TaskState {
 // is the id of the last task of the previous page.
 func (c *call) listTasks(params json.RawMessage) (any, *RPCError) {
 	var req ListTasksRequest
-	if rerr := decodeParams(params, &req); rerr != nil {
+	if rerr := c.decodeParams(params, &req); rerr != nil {
 		return nil, rerr
 	}
 	size := int32(defaultPageSize)

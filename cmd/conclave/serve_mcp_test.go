@@ -241,3 +241,59 @@ func readSession(ctx context.Context, t *testing.T, base string, session message
 		}
 	}
 }
+
+// TestServe_MCPSecretsStayHome: `conclave serve` with every secret
+// variable set (the model's API keys, the tenants' tokens) and the
+// official MCP test server: its get-env tool, called by a run, shows
+// none of them (a stdio server gets HOME, LOGNAME, PATH, SHELL, TERM and
+// USER) but the one variable --mcp-env passes it; no secret appears in
+// the run's stream or the server's log.
+func TestServe_MCPSecretsStayHome(t *testing.T) {
+	t.Parallel()
+	script, err := filepath.Abs(everythingServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Skipf("@modelcontextprotocol/server-everything is not installed (%v): run (cd conformance/mcp && npm ci) first", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("node is not on PATH: %v", err)
+	}
+	secrets := []string{"CONCLAVE_MODEL_API_KEY=sk-model-7f3a9c", "OPENAI_API_KEY=sk-proj-openai-51d2e8", "CONCLAVE_TOKENS=local:tok-local-c0ffee"}
+	env := append(secrets, "TOOL_GREETING=hello-from-the-operator")
+	srv := startServe(t, 0, env, "--memory", "--mcp", "everything="+node+" "+script+" stdio", "--mcp-env", "everything:GREETING=TOOL_GREETING")
+	a := newHardenAPI(t, srv, "tok-local-c0ffee")
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":1,"tokens":2,"calls":["everything.get-env"]}}`)
+	s := a.mustStream(t, rc.SessionID, 0)
+	var raw strings.Builder
+	var result string
+	for {
+		env := s.mustEnv(t)
+		b, _ := json.Marshal(env)
+		raw.Write(b)
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "everything.get-env" {
+			if p.IsError {
+				t.Fatalf("get-env failed: %s", p.Result)
+			}
+			result = p.Result
+		}
+		if env.Type.Terminal() {
+			break
+		}
+	}
+	if !strings.Contains(result, "GREETING") || !strings.Contains(result, "hello-from-the-operator") || !strings.Contains(result, "PATH") {
+		t.Errorf("get-env does not show PATH and the variable --mcp-env passed:\n%s", result)
+	}
+	srv.terminate()
+	for _, kv := range secrets {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.Contains(result, name) || strings.Contains(result, value) {
+			t.Errorf("%s reached the MCP server:\n%s", name, result)
+		}
+		if strings.Contains(raw.String(), value) || strings.Contains(srv.log.tail(1<<20), value) {
+			t.Errorf("the value of %s is in the stream or the log", name)
+		}
+	}
+}

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -17,7 +21,8 @@ import (
 // toolFlags are the flags that give the engine tools: --mcp, on both
 // serve and run.
 type toolFlags struct {
-	mcp []string
+	mcp    []string
+	mcpEnv []string // --mcp-env SERVER:NAME[=VAR]
 	// mcpConfig, when set (tests), adjusts the servers' configuration.
 	mcpConfig func(*mcp.Config)
 }
@@ -29,6 +34,8 @@ const mcpStopGrace = 3*mcp.DefaultStopGrace + time.Second
 
 func (f *toolFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.mcp, "mcp", nil, "MCP tool server `NAME=COMMAND ARGS` (stdio; quote the whole value) or NAME=https://HOST/PATH (streamable HTTP); its tools become NAME.tool (repeatable)")
+	fs.StringArrayVar(&f.mcpEnv, "mcp-env", nil, "pass the stdio MCP server SERVER the variable NAME, with the value of this process's VAR (default: NAME): `SERVER:NAME[=VAR]`; "+
+		"a stdio server gets only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise (repeatable)")
 }
 
 // specs parses the --mcp values. Errors name the flag and the value.
@@ -46,8 +53,44 @@ func (f *toolFlags) specs() ([]mcp.Spec, error) {
 		seen[sp.Name] = true
 		specs = append(specs, sp)
 	}
+	for _, v := range f.mcpEnv {
+		server, entry, err := mcpEnvEntry(v, os.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --mcp-env %q: %w", truncateFlag(v), err)
+		}
+		i := slices.IndexFunc(specs, func(sp mcp.Spec) bool { return sp.Name == server })
+		if i < 0 || len(specs[i].Command) == 0 {
+			return nil, fmt.Errorf("invalid --mcp-env %q: no stdio --mcp server is named %s", truncateFlag(v), server)
+		}
+		specs[i].Env = append(specs[i].Env, entry)
+	}
 	return specs, nil
 }
+
+// mcpEnvEntry reads an --mcp-env value, SERVER:NAME[=VAR], into the
+// server's name and its NAME=VALUE entry, VALUE being VAR's (NAME's
+// without =VAR) in this process's environment (lookup): a secret is
+// never written on the command line, where ps shows it.
+func mcpEnvEntry(v string, lookup func(string) (string, bool)) (server, entry string, err error) {
+	server, rest, ok := strings.Cut(v, ":")
+	if !ok || server == "" {
+		return "", "", errors.New("want SERVER:NAME or SERVER:NAME=VAR")
+	}
+	name, from, hasFrom := strings.Cut(rest, "=")
+	if !hasFrom {
+		from = name
+	}
+	if !envName.MatchString(name) || !envName.MatchString(from) {
+		return "", "", fmt.Errorf("NAME and VAR must be environment variable names (letters, digits and '_', not starting with a digit)")
+	}
+	val, ok := lookup(from)
+	if !ok {
+		return "", "", fmt.Errorf("%s is not set in this process's environment", from)
+	}
+	return server, name + "=" + val, nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // truncateFlag bounds a flag value quoted in an error.
 func truncateFlag(v string) string {

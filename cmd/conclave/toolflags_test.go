@@ -186,3 +186,41 @@ func TestRun_MCPTools(t *testing.T) {
 		t.Errorf("stderr does not log the server:\n%s", r.stderr)
 	}
 }
+
+func TestToolFlags_MCPEnv(t *testing.T) {
+	t.Parallel()
+	lookup := func(k string) (string, bool) {
+		v, ok := map[string]string{"WEB_TOKEN": "t0k", "LANG": "C.UTF-8"}[k]
+		return v, ok
+	}
+	for _, tc := range []struct{ value, server, entry, fail string }{
+		{value: "web:TOKEN=WEB_TOKEN", server: "web", entry: "TOKEN=t0k"},
+		{value: "web:LANG", server: "web", entry: "LANG=C.UTF-8"},
+		{value: "web:TOKEN=MISSING", fail: "MISSING is not set"},
+		{value: "TOKEN=WEB_TOKEN", fail: "want SERVER:NAME"},
+		{value: "web:1BAD=WEB_TOKEN", fail: "environment variable names"},
+		{value: "web:TOKEN=", fail: "environment variable names"},
+	} {
+		server, entry, err := mcpEnvEntry(tc.value, lookup)
+		if tc.fail != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.fail) {
+				t.Errorf("%q: %v, want %q", tc.value, err, tc.fail)
+			}
+			continue
+		}
+		if err != nil || server != tc.server || entry != tc.entry {
+			t.Errorf("%q: %q %q %v", tc.value, server, entry, err)
+		}
+	}
+	f := toolFlags{mcp: []string{"w=https://example.org/mcp", "s=cmd"}, mcpEnv: []string{"s:PATH"}}
+	specs, err := f.specs()
+	if err != nil || len(specs[1].Env) != 1 || !strings.HasPrefix(specs[1].Env[0], "PATH=") {
+		t.Fatalf("specs %+v %v", specs, err)
+	}
+	for _, v := range []string{"w:PATH", "nope:PATH"} {
+		f.mcpEnv = []string{v}
+		if _, err := f.specs(); err == nil || !strings.Contains(err.Error(), "no stdio --mcp server") {
+			t.Errorf("--mcp-env %s: %v", v, err)
+		}
+	}
+}

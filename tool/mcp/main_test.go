@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,7 @@ type noArgs struct{}
 //   - wipe: "wiped" (destructive: high risk);
 //   - plain: "plain" (no annotations: medium risk);
 //   - big {bytes}: that many 'x';
+//   - env: its environment (the tests of what a stdio server inherits);
 //   - block: calls started, then blocks until its call is cancelled;
 //   - crash (when crash is not nil): calls crash;
 //   - "bad name!", "bad_name_" and a 70-byte name: names tool.Set would refuse.
@@ -106,6 +108,12 @@ func testServer(started func(context.Context), crash func()) *sdk.Server {
 	sdk.AddTool(srv, &sdk.Tool{Name: "big", Description: "Returns bytes of x."},
 		func(_ context.Context, _ *sdk.CallToolRequest, in bigArgs) (*sdk.CallToolResult, any, error) {
 			return text(strings.Repeat("x", in.Bytes)), nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "env", Description: "Lists its environment, NAME=VALUE a line, sorted."},
+		func(context.Context, *sdk.CallToolRequest, noArgs) (*sdk.CallToolResult, any, error) {
+			env := os.Environ()
+			slices.Sort(env)
+			return text(strings.Join(env, "\n")), nil, nil
 		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "block", Description: "Blocks until cancelled."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ noArgs) (*sdk.CallToolResult, any, error) {

@@ -85,7 +85,8 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 		}
 	default:
 		var err error
-		if p, err = startProcess(v.spec.Command, v.cfg.Env, v.log, &v.s.group, v.cfg.Clock); err != nil {
+		env := append(slices.Clip(v.cfg.Env), v.spec.Env...) // a later entry of a name wins (exec.Cmd.Env)
+		if p, err = startProcess(v.spec.Command, env, v.log, &v.s.group, v.cfg.Clock); err != nil {
 			return nil, nil, err
 		}
 		tr = &sdk.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: v.cfg.MaxMessageBytes}

@@ -66,7 +66,10 @@ type Config struct {
 	// dial and TLS handshake timeouts of 10s (no overall timeout: a call's
 	// context bounds it).
 	HTTPClient *http.Client
-	// Env is the environment of stdio servers; nil means this process's.
+	// Env is the base environment of every stdio server (each adds its
+	// Spec.Env); nil means DefaultEnv(os.Environ()): only HOME, LOGNAME,
+	// PATH, SHELL, TERM and USER, so that no secret of this process
+	// reaches a tool server unless the operator passes it.
 	Env []string
 	// Clock times the backoff, the stop grace and how long a connection
 	// stayed up. Default: the real clock.
@@ -125,7 +128,7 @@ func (c Config) withDefaults() Config {
 		}}
 	}
 	if c.Env == nil {
-		c.Env = os.Environ()
+		c.Env = DefaultEnv(os.Environ())
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}

@@ -24,6 +24,10 @@ type Spec struct {
 	// Transport, for servers in the same process (and tests), makes the
 	// transport of each connection; it is called again for every restart.
 	Transport func() sdk.Transport
+	// Env are NAME=VALUE entries added to a stdio server's environment
+	// (Config.Env), overriding it: the only way a variable outside
+	// DefaultEnvVars reaches the server.
+	Env []string
 }
 
 // Spec limits.
@@ -115,7 +119,10 @@ func (s Spec) check() error {
 	if n != 1 {
 		return fmt.Errorf("%w: server %s: set exactly one of Command, URL and Transport", ErrSpec, s.Name)
 	}
-	return nil
+	if len(s.Env) > 0 && len(s.Command) == 0 {
+		return fmt.Errorf("%w: server %s: Env is for stdio servers (Command)", ErrSpec, s.Name)
+	}
+	return checkEnv(s.Name, s.Env)
 }
 
 // String is the spec as ParseSpec reads it (a Transport spec shows as

@@ -30,7 +30,7 @@ func TestServers_StdioTools(t *testing.T) {
 		defs[d.Name] = d
 	}
 	long := "t." + strings.Repeat("long", 17) + "xy"
-	want := []string{"t.bad_name_", "t.big", "t.block", "t.crash", "t.echo", "t.fail", "t.links", long[:tool.MaxNameBytes], "t.plain", "t.wipe"}
+	want := []string{"t.bad_name_", "t.big", "t.block", "t.crash", "t.echo", "t.env", "t.fail", "t.links", long[:tool.MaxNameBytes], "t.plain", "t.wipe"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %q, want %q", names, want)
 	}
@@ -282,5 +282,62 @@ func TestServers_Shutdown(t *testing.T) {
 	}
 	if _, err := call(t, s, "t.echo", `{"message":"x"}`); !errors.Is(err, mcp.ErrClosed) {
 		t.Errorf("a call after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+// TestServers_StdioEnvironment: a stdio server inherits only
+// DefaultEnvVars of this process (no API key or token reaches it), plus
+// its Spec.Env, which overrides them.
+func TestServers_StdioEnvironment(t *testing.T) { // not parallel: t.Setenv
+	secrets := map[string]string{"OPENAI_API_KEY": "sk-proj-secret1", "CONCLAVE_MODEL_API_KEY": "sk-secret2",
+		"CONCLAVE_TOKENS": "local:secret3", "AWS_SECRET_ACCESS_KEY": "secret4"}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HOME", "/home/conclave")
+	rec := newLogRecorder(t)
+	sp := stdioSpec(t, "t")
+	sp.Env = []string{serverModeEnv + "=" + modeServe, "PASSED=yes", "HOME=/srv/tools"}
+	s := start(t, mcp.Config{Servers: []mcp.Spec{sp}, Logger: rec.logger(), PingInterval: -1}) // Env nil: the default
+	res, err := call(t, s, "t.env", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(res.Content, "\n")
+	for k, v := range secrets {
+		if strings.Contains(res.Content, v) || strings.Contains(res.Content, k+"=") {
+			t.Errorf("%s reached the tool server:\n%s", k, res.Content)
+		}
+	}
+	for _, want := range []string{"PASSED=yes", "HOME=/srv/tools", "PATH=" + os.Getenv("PATH")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s is not in the server's environment:\n%s", want, res.Content)
+		}
+	}
+	if slices.Contains(got, "HOME=/home/conclave") {
+		t.Errorf("Spec.Env did not override HOME:\n%s", res.Content)
+	}
+}
+
+func TestDefaultEnv(t *testing.T) {
+	t.Parallel()
+	in := []string{"PATH=/bin", "OPENAI_API_KEY=sk-1", "HOME=/h", "HOMEX=1", "TERM=xterm", "USER=u", "LOGNAME=u", "SHELL=/bin/sh", "LANG=C", "weird"}
+	want := []string{"PATH=/bin", "HOME=/h", "TERM=xterm", "USER=u", "LOGNAME=u", "SHELL=/bin/sh"}
+	if got := mcp.DefaultEnv(in); !slices.Equal(got, want) {
+		t.Fatalf("DefaultEnv = %q, want %q", got, want)
+	}
+}
+
+func TestSpec_EnvChecked(t *testing.T) {
+	t.Parallel()
+	for _, sp := range []mcp.Spec{
+		{Name: "a", Command: []string{"x"}, Env: []string{"NOEQUALS"}},
+		{Name: "a", Command: []string{"x"}, Env: []string{"=v"}},
+		{Name: "a", URL: "https://example.org/mcp", Env: []string{"A=b"}},
+	} {
+		_, err := mcp.Start(context.Background(), mcp.Config{Servers: []mcp.Spec{sp}})
+		if !errors.Is(err, mcp.ErrSpec) {
+			t.Errorf("%+v: %v, want ErrSpec", sp, err)
+		}
 	}
 }

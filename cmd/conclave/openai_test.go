@@ -23,14 +23,15 @@ func TestServe_OpenAIBackend(t *testing.T) {
 	t.Parallel()
 	sc := messages.Scenario{
 		Nodes: 6, Waves: 3, Teams: 1, TeamSize: 2, Tokens: 8, ReasoningTokens: 2, SynthesisTokens: 6,
-		ToolsPerNode: 1, SubagentsPerNode: 1,
+		Calls: []string{"kid.shout"}, SubagentsPerNode: 1,
 		Debate: &messages.DebateScenario{Nodes: 1, Agents: 2, Rounds: 2, Judge: true},
 	}
 	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
 	const key = "sk-acceptance-0123456789"
 	srv := startServe(t, 0, []string{openai.EnvAPIKey + "=" + key},
 		"--model", "openai", "--model-url", llm.URL, "--model-name", "council-model",
-		"--role-model", "director=strong-model", "--model-context-tokens", "100000", "--runs-per-second", "-1")
+		"--role-model", "director=strong-model", "--model-context-tokens", "100000", "--runs-per-second", "-1",
+		"--mcp", mcpChildFlag(t, "kid"))
 	a := newHardenAPI(t, srv, "")
 	body, err := json.Marshal(messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
 	if err != nil {
@@ -56,17 +57,18 @@ func TestServe_OpenAIBackend(t *testing.T) {
 			t.Errorf("no %s event", typ)
 		}
 	}
-	delegated := false
+	done := map[string]int{}
 	for _, env := range events {
-		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "delegate" && !p.IsError {
-			delegated = true
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && !p.IsError {
+			done[p.Tool]++
 		}
 	}
-	if !delegated {
-		t.Error("no delegate call completed")
+	if done["delegate"] == 0 || done["kid.shout"] == 0 {
+		t.Errorf("calls completed %v: want delegate and the MCP server's kid.shout", done)
 	}
 
 	reqs := llm.Requests()
+	offeredOnlyRealTools(t, reqs)
 	if len(reqs) < 20 {
 		t.Fatalf("%d model requests", len(reqs))
 	}
@@ -99,11 +101,11 @@ func TestServe_OpenAIBackend(t *testing.T) {
 // model and a context budget; the JSONL stream passes testkit.Check.
 func TestRun_OpenAIBackend(t *testing.T) {
 	t.Parallel()
-	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, ReasoningTokens: 2, ToolsPerNode: 1}
+	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, ReasoningTokens: 2, Calls: []string{"kid.shout"}}
 	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
 	r := runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--json",
 		"--model", "openai", "--model-url", llm.URL, "--model-name", "small", "--role-model", "synthesizer=big",
-		"--model-context-tokens", "50000")
+		"--model-context-tokens", "50000", "--mcp", mcpChildFlag(t, "kid"))
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -115,11 +117,28 @@ func TestRun_OpenAIBackend(t *testing.T) {
 	if !ok || fin.Nodes.Completed != sc.Nodes || testkit.Count(events, messages.ToolCallFinished) != sc.Nodes {
 		t.Fatalf("last event %s %+v", events[len(events)-1].Type, events[len(events)-1].Payload)
 	}
+	offeredOnlyRealTools(t, llm.Requests())
 	models := map[string]int{}
 	for _, req := range llm.Requests() {
 		models[req.Model]++
 	}
 	if models["big"] != 1 || models["small"] < 2*sc.Nodes {
 		t.Fatalf("requests per model %v", models)
+	}
+}
+
+// offeredOnlyRealTools: a real model is never offered the scripted
+// model's search and publish (a search returning invented results):
+// only the runtime's own tools and the MCP server's.
+func offeredOnlyRealTools(t *testing.T, reqs []openaitest.Request) {
+	t.Helper()
+	offered := map[string]bool{}
+	for _, r := range reqs {
+		for _, tl := range r.Tools {
+			offered[tl.Function.Name] = true
+		}
+	}
+	if offered["search"] || offered["publish"] || !offered["kid.shout"] {
+		t.Errorf("tools offered to the model %v: want kid.shout and never the scripted search or publish", offered)
 	}
 }

@@ -422,7 +422,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	}
 	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers stop after the engine (defers run last first).
-	tools, mcpServers, err := c.tools.engineTools(ctx, logger)
+	tools, mcpServers, err := c.tools.engineTools(ctx, logger, models == nil)
 	if err != nil {
 		return err
 	}

@@ -132,7 +132,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers start before the journal opens (a server that
 	// cannot start leaves nothing behind) and stop after the engine.
-	tools, mcpServers, err := c.tools.engineTools(ctx, logger)
+	tools, mcpServers, err := c.tools.engineTools(ctx, logger, ecfg.Models == nil)
 	if err != nil {
 		return err
 	}

@@ -101,18 +101,28 @@ func truncateFlag(v string) string {
 	return v[:max] + "…"
 }
 
-// engineTools are the engine's tools: the scripted search and publish
-// tools, and the tools of the MCP servers, which are started here (each
-// is connected and lists its tools before this returns). With no --mcp,
-// both results are nil: the engine's defaults. The caller stops the
-// servers with stopTools after the engine's shutdown.
-func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger) (*tool.Set, *mcp.Servers, error) {
+// engineTools are the engine's tools: the tools of the MCP servers,
+// which are started here (each is connected and lists its tools before
+// this returns), and, for the scripted model only, the scripted search
+// and publish tools (a real model must never be offered a search that
+// returns invented results). With the scripted model and no --mcp, both
+// results are nil: the engine's defaults. The caller stops the servers
+// with stopTools after the engine's shutdown.
+func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger, scriptedModel bool) (*tool.Set, *mcp.Servers, error) {
 	specs, err := f.specs()
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
+	var builtin []tool.Tool
+	if scriptedModel {
+		builtin = []tool.Tool{scripted.SearchTool(), scripted.PublishTool()}
+	}
 	if len(specs) == 0 {
-		return nil, nil, nil
+		if scriptedModel {
+			return nil, nil, nil
+		}
+		set, err := tool.NewSet()
+		return set, nil, err
 	}
 	cfg := mcp.Config{Servers: specs, Logger: logger}
 	if f.mcpConfig != nil {
@@ -125,7 +135,7 @@ func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger) (*tool
 		}
 		return nil, nil, failure(fmt.Errorf("--mcp: %w", err))
 	}
-	tools := append([]tool.Tool{scripted.SearchTool(), scripted.PublishTool()}, servers.Tools()...)
+	tools := append(builtin, servers.Tools()...)
 	set, err := tool.NewSet(tools...)
 	if err != nil { // the MCP package only gives tools a set takes: unreachable
 		_ = stopTools(servers, logger)

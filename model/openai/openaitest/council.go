@@ -39,7 +39,7 @@ var roles = []model.Role{
 // agent, persona, round, depth, question, goal, note and review (from the
 // task message's tags), the number of inputs, transcript lines and
 // injected updates, the guidance, the turn and attempt (from the last
-// message), and the tool results of the last turn (the tool messages after
+// message), the tools offered, and the tool results of the last turn (the tool messages after
 // the last assistant message, named by its tool calls; content starting
 // with openai.ErrorPrefix is an error).
 func RequestOf(r *Request) (model.Request, error) {
@@ -77,6 +77,12 @@ func RequestOf(r *Request) (model.Request, error) {
 	req.Attempt, _ = strconv.Atoi(tagValue(turn, "attempt"))
 	req.Guidance = tagValue(turn, "guidance")
 	req.Injected = tagValues(turn, "update")
+
+	// The tools offered, whose schemas the scripted model makes its
+	// Scenario.Calls arguments from.
+	for _, t := range r.Tools {
+		req.Tools = append(req.Tools, model.ToolDef{Name: t.Function.Name, Description: t.Function.Description, Schema: t.Function.Parameters})
+	}
 
 	// The last turn's tool results.
 	names := map[string]string{}

@@ -255,6 +255,8 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 	if plansTools(req.Role) {
 		callable = nil // the tools a plan may give its nodes: listed in the task (newPrompt), not called
 	}
+	p := newPrompt(req)
+	names := p.names
 	for _, t := range callable {
 		var params shared.FunctionParameters // the SDK's type for a schema: any JSON object
 		schema := t.Schema
@@ -264,14 +266,13 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 		if err := json.Unmarshal(schema, &params); err != nil {
 			return oa.ChatCompletionNewParams{}, 0, fmt.Errorf("%w: openai: the schema of tool %s: %v", model.ErrModel, t.Name, err)
 		}
-		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
+		def := shared.FunctionDefinitionParam{Name: names.wire(t.Name), Parameters: params}
 		if t.Description != "" {
-			def.Description = oa.String(t.Description)
+			def.Description = oa.String(clipDescription(t.Description))
 		}
 		tools = append(tools, oa.ChatCompletionFunctionTool(def))
 		toolTokens += EstimateTokens(t.Name) + EstimateTokens(t.Description) + EstimateTokens(string(schema))
 	}
-	p := newPrompt(req)
 	if !p.fit(m.cfg.ContextTokens, toolTokens) {
 		m.log.Warn("openai: request over the context budget after dropping what can go",
 			"agent", req.AgentID, "role", req.Role.String(), "budget", m.cfg.ContextTokens, "estimate", p.estimate(toolTokens))

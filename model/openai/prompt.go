@@ -57,6 +57,8 @@ type prompt struct {
 	last   string
 	// dropped counts what the budget left out.
 	droppedInputs, droppedTurns, droppedLines int
+	// names are the wire names of the request's tools and calls.
+	names *wireNames
 }
 
 // taskParts is the task message, kept in parts so that the budget can drop
@@ -68,7 +70,7 @@ type taskParts struct {
 }
 
 func newPrompt(req model.Request) *prompt {
-	p := &prompt{system: SystemPrompt(req.Role)}
+	p := &prompt{system: SystemPrompt(req.Role), names: wireNamesOf(req)}
 	var b strings.Builder
 	tag(&b, "agent", req.AgentID)
 	if req.Persona != "" {
@@ -169,14 +171,14 @@ func (p *prompt) messages() []oa.ChatCompletionMessageParamUnion {
 	msgs := make([]oa.ChatCompletionMessageParamUnion, 0, 3+2*len(turns))
 	msgs = append(msgs, oa.SystemMessage(p.system), oa.UserMessage(p.taskText()))
 	for _, ex := range turns {
-		msgs = append(msgs, exchangeMessages(ex)...)
+		msgs = append(msgs, exchangeMessages(ex, p.names)...)
 	}
 	return append(msgs, oa.UserMessage(p.last))
 }
 
 // exchangeMessages is one earlier turn: the assistant message (text and
 // tool calls), then one tool message per result.
-func exchangeMessages(ex model.Exchange) []oa.ChatCompletionMessageParamUnion {
+func exchangeMessages(ex model.Exchange, names *wireNames) []oa.ChatCompletionMessageParamUnion {
 	var a oa.ChatCompletionAssistantMessageParam
 	if ex.Text != "" || len(ex.Calls) == 0 {
 		a.Content.OfString = oa.String(ex.Text)
@@ -189,7 +191,7 @@ func exchangeMessages(ex model.Exchange) []oa.ChatCompletionMessageParamUnion {
 		a.ToolCalls = append(a.ToolCalls, oa.ChatCompletionMessageToolCallUnionParam{
 			OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
 				ID:       c.ID,
-				Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
+				Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: names.wire(c.Name), Arguments: args},
 			},
 		})
 	}

@@ -264,6 +264,7 @@ func (st *stream) flushCalls() error {
 		return nil
 	}
 	st.flushed = true
+	names := wireNamesOf(*st.req) // the request's: its calls come back in wire names
 	for k, c := range st.calls {
 		if c.name == "" {
 			return fmt.Errorf("%w: openai: %s: tool call %d has no name", model.ErrModel, st.model, c.index)
@@ -279,7 +280,7 @@ func (st *stream) flushCalls() error {
 		if id == "" { // some local servers send none: the agent's turn and position make one
 			id = st.req.AgentID + "-t" + strconv.Itoa(st.req.Turn) + "-c" + strconv.Itoa(k+1)
 		}
-		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: c.name, Args: json.RawMessage(args)}})
+		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: names.local(c.name), Args: json.RawMessage(args)}})
 	}
 	st.calls = nil
 	return nil

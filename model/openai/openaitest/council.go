@@ -18,6 +18,10 @@ import (
 // council answers every request as the scripted model of its scenario.
 type council struct {
 	m *scripted.Model
+	// local maps the wire name of each of the scenario's Calls (tools
+	// like "kid.shout", which the API cannot name) to the tool's name:
+	// the council plays a model that calls tools by the names offered.
+	local map[string]string
 }
 
 func newCouncil(s messages.Scenario) (*council, error) {
@@ -25,7 +29,35 @@ func newCouncil(s messages.Scenario) (*council, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &council{m: m}, nil
+	local := map[string]string{}
+	for _, name := range s.Calls {
+		local[openai.WireToolName(name)] = name
+	}
+	return &council{m: m, local: local}, nil
+}
+
+// toLocal renames req's offered tools and earlier results to the
+// scenario's names; toWire renames a call the scripted model makes to the
+// name its tool was offered under.
+func (c *council) toLocal(req *model.Request) {
+	for i, t := range req.Tools {
+		if n, ok := c.local[t.Name]; ok {
+			req.Tools[i].Name = n
+		}
+	}
+	for i, r := range req.ToolResults {
+		if n, ok := c.local[r.Name]; ok {
+			req.ToolResults[i].Name = n
+		}
+	}
+}
+
+func (c *council) toWire(calls []model.ToolCall) {
+	for i := range calls {
+		if w := openai.WireToolName(calls[i].Name); c.local[w] == calls[i].Name {
+			calls[i].Name = w
+		}
+	}
 }
 
 // roles are the roles the council recognises, by their system prompt.
@@ -154,6 +186,7 @@ func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		writeError(w, http.StatusBadRequest, nil, err.Error())
 		return
 	}
+	c.toLocal(&mreq)
 	if (mreq.Role == model.RoleDirector || mreq.Role == model.RoleSteerer) && mreq.Turn > 1 {
 		mreq.Turn = 1 // a repair turn (the answer before was invalid): answer again
 	}
@@ -198,6 +231,7 @@ func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	finish := "stop"
 	if len(calls) > 0 {
 		finish = "tool_calls"
+		c.toWire(calls)
 		if sendCalls(sw, calls) != nil {
 			return
 		}

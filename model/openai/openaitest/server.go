@@ -140,6 +140,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Authorization = r.Header.Get("Authorization")
+	if bad := CheckRequest(&req); bad != nil { // what upstream refuses, the fake refuses (rules.go)
+		writeInvalid(w, bad)
+		return
+	}
 	s.mu.Lock()
 	s.served++
 	if len(s.requests) < MaxRecorded {
@@ -160,6 +164,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusInternalServerError, nil, "openaitest: no reply left")
 	}
+}
+
+// writeInvalid answers a request upstream refuses as upstream does.
+func writeInvalid(w http.ResponseWriter, e *InvalidRequest) {
+	d := errorDetail{Message: e.Message, Type: "invalid_request_error"}
+	if e.Param != "" {
+		d.Param = &e.Param
+	}
+	if e.Code != "" {
+		d.Code = &e.Code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: d})
 }
 
 func writeError(w http.ResponseWriter, status int, h http.Header, msg string) {

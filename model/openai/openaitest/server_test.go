@@ -1,6 +1,8 @@
 package openaitest_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -38,18 +40,19 @@ func TestServer_WireFormat(t *testing.T) {
 		{Chunks: []openaitest.Chunk{openaitest.TextChunk("hi"), openaitest.FinishChunk("stop")}},
 		{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"2"}}},
 	}})
-	res, body := post(t, srv.URL, `{"model":"m","stream":true,"messages":[]}`)
+	const hi = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	res, body := post(t, srv.URL, hi)
 	want := `data: {"id":"chatcmpl-openaitest","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}` + "\n\n" +
 		`data: {"id":"chatcmpl-openaitest","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
 		"data: [DONE]\n\n"
 	if res.Header.Get("Content-Type") != "text/event-stream" || body != want {
 		t.Fatalf("content type %q, body\n%s\nwant\n%s", res.Header.Get("Content-Type"), body, want)
 	}
-	res, body = post(t, srv.URL, `{"model":"m","stream":true,"messages":[]}`)
+	res, body = post(t, srv.URL, hi)
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "2" || !strings.Contains(body, `"error":{"message":"Too Many Requests"`) {
 		t.Fatalf("%d %v %s", res.StatusCode, res.Header, body)
 	}
-	res, _ = post(t, srv.URL, `{"model":"m"}`)
+	res, _ = post(t, srv.URL, hi)
 	if res.StatusCode != http.StatusInternalServerError {
 		t.Fatalf("no reply left: %d", res.StatusCode)
 	}
@@ -63,5 +66,52 @@ func TestServer_CouncilRejectsUnknownPrompts(t *testing.T) {
 	res, body := post(t, srv.URL, `{"model":"m","stream":true,"messages":[{"role":"system","content":"be nice"},{"role":"user","content":"hi"},{"role":"user","content":"<turn>\n1\n</turn>\n"}]}`)
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "unknown system prompt") {
 		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+}
+
+// TestServer_RefusesWhatUpstreamRefuses: each documented request rule of
+// the Chat Completions API is a 400 with upstream's error body (message,
+// type, param, code); the request is not served.
+func TestServer_RefusesWhatUpstreamRefuses(t *testing.T) {
+	t.Parallel()
+	srv := openaitest.NewServer(t, openaitest.Config{})
+	tool := func(name string) string {
+		return `{"type":"function","function":{"name":"` + name + `","parameters":{"type":"object"}}}`
+	}
+	many := make([]string, 129)
+	for i := range many {
+		many[i] = tool(fmt.Sprintf("t%d", i))
+	}
+	user := `{"role":"user","content":"q"}`
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"web__search","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"x","arguments":"{}"}}]}`
+	for _, tc := range []struct{ name, body, param, says string }{
+		{"dotted tool name", `{"model":"m","messages":[` + user + `],"tools":[` + tool("web.search") + `]}`, "tools[0].function.name",
+			"Invalid 'tools[0].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."},
+		{"long tool name", `{"model":"m","messages":[` + user + `],"tools":[` + tool(strings.Repeat("a", 65)) + `]}`, "tools[0].function.name", "string too long"},
+		{"129 tools", `{"model":"m","messages":[` + user + `],"tools":[` + strings.Join(many, ",") + `]}`, "tools", "maximum length 128"},
+		{"long description", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"a","description":"` + strings.Repeat("d", 1025) + `"}}]}`,
+			"tools[0].function.description", "maximum length 1024"},
+		{"array schema", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"array"}}}]}`,
+			"tools[0].function.parameters", `schema must be a JSON Schema of 'type: "object"'`},
+		{"dotted name in history", `{"model":"m","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"web.search","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`,
+			"messages[1].tool_calls[0].function.name", "does not match pattern"},
+		{"a call unanswered", `{"model":"m","messages":[` + user + `,` + call + `,{"role":"tool","tool_call_id":"c1","content":"r"},` + user + `]}`,
+			"messages.[1].role", "did not have response messages: c2"},
+		{"a tool message without its call", `{"model":"m","messages":[` + user + `,{"role":"tool","tool_call_id":"c9","content":"r"}]}`,
+			"messages.[1].role", "must be a response to a preceeding message with 'tool_calls'"},
+		{"temperature", `{"model":"m","temperature":2.5,"messages":[` + user + `]}`, "temperature", "Expected a value between 0 and 2"},
+		{"no messages", `{"model":"m","messages":[]}`, "messages", "empty array"},
+	} {
+		res, body := post(t, srv.URL, tc.body)
+		var e struct {
+			Error struct{ Message, Type, Param string }
+		}
+		if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != http.StatusBadRequest || e.Error.Type != "invalid_request_error" ||
+			e.Error.Param != tc.param || !strings.Contains(e.Error.Message, tc.says) {
+			t.Errorf("%s: %d %s; want 400 invalid_request_error, param %s, saying %q", tc.name, res.StatusCode, body, tc.param, tc.says)
+		}
+	}
+	if n := srv.Served(); n != 0 {
+		t.Fatalf("%d refused requests were served", n)
 	}
 }

@@ -119,6 +119,7 @@ type Request struct {
 	Messages       []Message       `json:"messages"`
 	Tools          []Tool          `json:"tools,omitempty"`
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	Temperature    *float64        `json:"temperature,omitempty"`
 	Stream         bool            `json:"stream"`
 	StreamOptions  *StreamOptions  `json:"stream_options,omitempty"`
 	// Authorization is the request's Authorization header (not JSON).
@@ -216,6 +217,8 @@ type errorBody struct {
 }
 
 type errorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
 }

@@ -72,3 +72,68 @@ func TestModel_ToolNamesOnTheWire(t *testing.T) {
 		t.Fatalf("calls came back as %q", got)
 	}
 }
+
+// TestModel_ToolCallStreamsOfRealServers: the tool-call streaming of
+// servers that do not follow OpenAI's (index per call, id and name once,
+// arguments in pieces) folds into the calls they meant, from their wire
+// samples: Ollama 0.20 streams each parallel call whole at index 0 with
+// its own id; older Ollama sends no index at all; NIM and some proxies
+// resend the whole name in every delta; llama.cpp splits names too.
+func TestModel_ToolCallStreamsOfRealServers(t *testing.T) {
+	t.Parallel()
+	frame := func(delta string) string {
+		return `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}`
+	}
+	finish := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`
+	for _, tc := range []struct {
+		name   string
+		frames []string
+		want   string // calls as id name args, ";"-separated
+	}{
+		{"ollama 0.20: parallel calls at index 0", []string{
+			frame(`{"role":"assistant","content":"","tool_calls":[{"id":"call_a","index":0,"type":"function","function":{"name":"search","arguments":"{\"query\":\"sky\"}"}}]}`),
+			frame(`{"role":"assistant","content":"","tool_calls":[{"id":"call_b","index":0,"type":"function","function":{"name":"search","arguments":"{\"query\":\"sea\"}"}}]}`),
+			finish,
+		}, `call_a search {"query":"sky"};call_b search {"query":"sea"}`},
+		{"older ollama: no index", []string{
+			frame(`{"role":"assistant","content":"","tool_calls":[{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"query\":\"sky\"}"}}]}`),
+			frame(`{"role":"assistant","content":"","tool_calls":[{"id":"call_b","type":"function","function":{"name":"delegate","arguments":"{\"task\":\"t\"}"}}]}`),
+			finish,
+		}, `call_a search {"query":"sky"};call_b delegate {"task":"t"}`},
+		{"names resent in every delta", []string{
+			frame(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"search","arguments":"{\"que"}}]}`),
+			frame(`{"tool_calls":[{"index":0,"function":{"name":"search","arguments":"ry\":\"sky\"}"}}]}`),
+			frame(`{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"delegate","arguments":""}}]}`),
+			frame(`{"tool_calls":[{"index":1,"function":{"name":"delegate","arguments":"{\"task\":\"t\"}"}}]}`),
+			finish,
+		}, `c1 search {"query":"sky"};c2 delegate {"task":"t"}`},
+		{"split names", []string{
+			frame(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"sea","arguments":""}}]}`),
+			frame(`{"tool_calls":[{"index":0,"function":{"name":"rch","arguments":"{}"}}]}`),
+			finish,
+		}, `c1 search {}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{Raw: tc.frames}}})
+			m := newModel(t, srv, openai.Config{})
+			st, err := m.Stream(t.Context(), workerReq())
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunks, err := collect(t, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range chunks {
+				if c, ok := c.(*model.Call); ok {
+					got = append(got, c.Call.ID+" "+c.Call.Name+" "+string(c.Call.Args))
+				}
+			}
+			if strings.Join(got, ";") != tc.want {
+				t.Fatalf("calls %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -45,7 +45,7 @@ type (
 		ToolCalls        []wireCallDelta `json:"tool_calls"`
 	}
 	wireCallDelta struct {
-		Index    int64  `json:"index"`
+		Index    *int64 `json:"index"` // nil: the server sent none (older Ollama)
 		ID       string `json:"id"`
 		Function struct {
 			Name      string `json:"name"`
@@ -237,23 +237,51 @@ func reasoningOf(d *wireDelta) string {
 	return ""
 }
 
+// addCall folds one tool-call delta into the call it continues, or
+// starts a new call. Servers differ (issue 28's fixtures):
+//   - OpenAI, vLLM, llama.cpp: an index per call, the id and name in the
+//     call's first delta, the arguments in pieces;
+//   - Ollama 0.20 streams each of several parallel calls whole, every one
+//     at index 0 with its own id: a new id at a taken index is a new call;
+//   - older Ollama sends no index: a delta with an id other than the last
+//     call's starts a new call, one without continues the last call;
+//   - NIM, some proxies and some GPT-5 streams resend the whole name (so
+//     far) in every delta: a name that extends the one accumulated
+//     replaces it, a fragment that does not is appended (servers that
+//     split names).
 func (st *stream) addCall(d *wireCallDelta) {
 	var c *callBuf
-	for _, b := range st.calls {
-		if b.index == d.Index {
-			c = b
-			break
+	if d.Index == nil {
+		if n := len(st.calls); n > 0 && (d.ID == "" || d.ID == st.calls[n-1].id) {
+			c = st.calls[n-1]
+		}
+	} else {
+		for i := len(st.calls) - 1; i >= 0; i-- { // the latest call at the index
+			if b := st.calls[i]; b.index == *d.Index {
+				if d.ID == "" || b.id == "" || b.id == d.ID {
+					c = b
+				}
+				break
+			}
 		}
 	}
 	if c == nil {
-		c = &callBuf{index: d.Index}
+		index := int64(len(st.calls))
+		if d.Index != nil {
+			index = *d.Index
+		}
+		c = &callBuf{index: index}
 		st.calls = append(st.calls, c)
 	}
 	if d.ID != "" {
 		c.id = d.ID
 	}
-	if d.Function.Name != "" {
-		c.name += d.Function.Name // some servers split names too
+	if name := d.Function.Name; name != "" {
+		if c.name != "" && strings.HasPrefix(name, c.name) {
+			c.name = name // resent whole (so far)
+		} else {
+			c.name += name // the next piece of a split name
+		}
 	}
 	c.args.WriteString(d.Function.Arguments)
 }

@@ -76,13 +76,19 @@ func (r *runActor) planEvidence(id string, plan *messages.Plan, waves [][]string
 		}
 	}
 	walk(*plan)
+	// What a rejection does, as decidePlan does it: the director plans
+	// again while re-plans are left; else the run ends.
+	reject := "the run ends with run_error plan_rejected"
+	if r.st.Replans < r.spec.maxReplans {
+		reject = fmt.Sprintf("the director plans again, told your reason (re-plan %d of %d); a rejection at the expiry ends the run instead", r.st.Replans+1, r.spec.maxReplans)
+	}
 	return &messages.EvidencePackage{
 		ID: id, Title: "Approve the plan",
 		Narrative:      fmt.Sprintf("The director planned %d nodes in %d waves for: %s", len(plan.Nodes), len(waves), clip(r.spec.question, 400)),
 		ReasoningTrace: traceSteps(steps),
 		RecommendedActions: []messages.RecommendedAction{
 			{Decision: messages.DecisionApprove, Label: "Run the plan", Consequences: []string{"the waves start; the nodes use tools: " + toolList(tools)}},
-			{Decision: messages.DecisionReject, Label: "Reject the plan", Consequences: []string{"the run ends with run_error plan_rejected"}},
+			{Decision: messages.DecisionReject, Label: "Reject the plan", Consequences: []string{reject}},
 		},
 		RiskLevel: r.e.toolsRisk(tools), SourceAgentID: directorID(r.directorLane().StreamID), TaskID: string(r.spec.runID),
 		Metadata: map[string]string{"nodes": fmt.Sprint(len(plan.Nodes)), "waves": fmt.Sprint(len(waves))},

@@ -468,9 +468,18 @@ func textStep(n int, lastTurn bool, context []string) step {
 // none).
 func (m *Model) extraCalls(id string) (approvals, risky, asks int) {
 	i, ok := m.nodeIndex[id]
-	leaves := m.s.Nodes - m.nonLeaf
-	i -= m.nonLeaf
-	if !ok || i < 0 {
+	if !ok {
+		return 0, 0, 0
+	}
+	return extraShares(m.s, m.nonLeaf, i)
+}
+
+// extraShares is extraCalls for the node at index i of the plan (nonLeaf
+// of whose nodes are teams and debates).
+func extraShares(s messages.Scenario, nonLeaf, i int) (approvals, risky, asks int) {
+	leaves := s.Nodes - nonLeaf
+	i -= nonLeaf
+	if i < 0 || leaves <= 0 {
 		return 0, 0, 0
 	}
 	share := func(total int) int {
@@ -480,7 +489,7 @@ func (m *Model) extraCalls(id string) (approvals, risky, asks int) {
 		}
 		return n
 	}
-	return share(m.s.Approvals), share(m.s.RiskyApprovals), share(m.s.InfoRequests)
+	return share(s.Approvals), share(s.RiskyApprovals), share(s.InfoRequests)
 }
 
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
@@ -659,7 +668,9 @@ func SearchResult(query string) string {
 // Judge, MinRounds and CompactAfter.
 //
 // The other nodes are leaves. Their tools are search (ToolsPerNode > 0)
-// and delegate (SubagentsPerNode > 0), then spawn_subteam for the nodes
+// and delegate (SubagentsPerNode > 0), then search (if not yet), publish
+// and ask_human for their share of Approvals, RiskyApprovals and
+// InfoRequests, then spawn_subteam for the nodes
 // Spawn selects, then the five async task tools when Delegations.Async > 0,
 // then the tools of Calls they do not have yet.
 func PlanFor(s messages.Scenario) messages.Plan {
@@ -716,6 +727,18 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				n.Debate = debateConfig(s.Debate)
 			default:
 				n.Tools = slices.Clone(tools)
+				// The plan names every tool the node's worker calls, so that
+				// what an approver is shown (evidence) is what happens.
+				approvals, risky, asks := extraShares(s, nonLeaf, i-1)
+				if approvals > risky && !slices.Contains(n.Tools, model.ToolSearch) {
+					n.Tools = append(n.Tools, model.ToolSearch)
+				}
+				if risky > 0 {
+					n.Tools = append(n.Tools, model.ToolPublish)
+				}
+				if asks > 0 {
+					n.Tools = append(n.Tools, model.ToolAskHuman)
+				}
 				if _, ok := spawn[id]; ok {
 					n.Tools = append(n.Tools, model.ToolSpawnSubteam)
 				}

@@ -50,6 +50,9 @@ func init() {
 // IsBuiltin reports whether name is one of the runtime's own tools.
 func IsBuiltin(name string) bool { _, ok := builtins[name]; return ok }
 
+// Builtin returns the definition of the runtime's own tool name.
+func Builtin(name string) (Def, bool) { d, ok := builtins[name]; return d, ok }
+
 // obj is an object schema with the given properties (JSON members) and
 // required names; additional properties are refused.
 func obj(props string, required ...string) json.RawMessage {

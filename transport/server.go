@@ -44,6 +44,9 @@ type Config struct {
 	// Audit, when set, serves GET /api/v1/audit: the caller's tenant's
 	// audit log (package audit). Without it the endpoint answers 404.
 	Audit AuditReader
+	// ToolServers, when set, reports the MCP tool servers' state for GET
+	// /api/v1/tools (mcp.Servers.Status, converted); nil: none.
+	ToolServers func() []messages.ToolServer
 	// Tokens maps bearer tokens to tenants. Empty: no authentication, and
 	// Listen refuses any address that is not loopback.
 	Tokens Tokens
@@ -320,6 +323,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux, authed withTenant) {
 	mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getInterrupt)}))
 	mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
 	mux.HandleFunc("/api/v1/audit", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listAudit)}))
+	mux.HandleFunc("/api/v1/tools", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listTools)}))
 }
 
 // sseEndpoint is GET /api/v1/events/stream.

@@ -105,6 +105,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(newServeCmd(a))
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newApproveCmd(a))
+	root.AddCommand(newToolsCmd(a))
 	root.AddCommand(newKeysCmd(a))
 	root.AddCommand(newAuditCmd(a))
 	root.AddCommand(newSimCmd(a))

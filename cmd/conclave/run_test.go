@@ -69,6 +69,7 @@ type cliIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	tty            bool
+	getenv         func(string) string // nil: an empty environment
 }
 
 func runCLIWith(t *testing.T, ctx context.Context, cio cliIO, args ...string) result {
@@ -87,7 +88,7 @@ func runCLIWith(t *testing.T, ctx context.Context, cio cliIO, args ...string) re
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTTY: func(io.Writer) bool { return cio.tty }, now: time.Now}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTTY: func(io.Writer) bool { return cio.tty }, now: time.Now, getenv: cio.getenv}
 	code := execute(ctx, a, args)
 	r := result{code: code, stdout: out.String(), stderr: errb.String()}
 	if s, ok := cio.stdout.(fmt.Stringer); ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/journal"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
 	"github.com/conclave-ai/conclave/web"
 )
@@ -216,6 +217,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		Engine: engine, Audit: auditLog, Tokens: tokens, Logger: logger, Heartbeat: c.heartbeat,
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
 		Dashboard: web.Handler(transport.NotFound()),
+	}
+	if mcpServers != nil {
+		tcfg.ToolServers = func() []messages.ToolServer { return toolServers(mcpServers) }
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams

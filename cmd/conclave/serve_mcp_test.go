@@ -297,3 +297,42 @@ func TestServe_MCPSecretsStayHome(t *testing.T) {
 		}
 	}
 }
+
+// TestTools_ListsWhatAgentsMayCall: `conclave tools` against a real
+// serve with an MCP server lists the scripted model's Go tools (publish
+// high risk), the runtime's own and the MCP server's tools under their
+// server, and the server's state; --json carries each tool's JSON Schema;
+// GET /api/v1/tools needs the token like every /api/v1 call.
+func TestTools_ListsWhatAgentsMayCall(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, 0, []string{"CONCLAVE_TOKENS=local:tok-tools-0123456789"}, "--memory", "--mcp", mcpChildFlag(t, "kid"))
+	base := "http://" + srv.base
+	token := cliIO{getenv: func(k string) string { return map[string]string{"CONCLAVE_TOKEN": "tok-tools-0123456789"}[k] }}
+	r := runCLIWith(t, t.Context(), token, "tools", "--server", base)
+	if r.code != exitOK {
+		t.Fatalf("tools: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"kid.shout", "mcp:kid", "publish", "high", "delegate", "runtime", "search", "mcp server kid: up, 2 tools"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("tools output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runCLIWith(t, t.Context(), token, "tools", "--server", base, "--json")
+	var list messages.ToolList
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		t.Fatalf("tools --json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	byName := map[string]messages.ToolInfo{}
+	for _, tl := range list.Tools {
+		byName[tl.Name] = tl
+	}
+	shout := byName["kid.shout"]
+	if shout.Source != messages.ToolSourceMCP || shout.Server != "kid" || !strings.Contains(string(shout.InputSchema), `"text"`) ||
+		byName["publish"].Risk != messages.RiskHigh || byName["publish"].Source != messages.ToolSourceGo ||
+		byName["ask_human"].Source != messages.ToolSourceRuntime || len(list.Servers) != 1 || !list.Servers[0].Up {
+		t.Fatalf("tools %+v servers %+v", list.Tools, list.Servers)
+	}
+	if r := runCLI(t, t.Context(), nil, false, "tools", "--server", base); r.code != exitFailed || !strings.Contains(r.stderr, "401") {
+		t.Fatalf("tools without the token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

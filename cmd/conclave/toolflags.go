@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/mcp"
@@ -161,4 +162,13 @@ func stopTools(servers *mcp.Servers, logger *slog.Logger) error {
 		return fmt.Errorf("mcp servers shutdown: %w", err)
 	}
 	return nil
+}
+
+// toolServers is the MCP servers' state as GET /api/v1/tools shows it.
+func toolServers(servers *mcp.Servers) []messages.ToolServer {
+	var out []messages.ToolServer
+	for _, st := range servers.Status() {
+		out = append(out, messages.ToolServer{Name: st.Name, Up: st.Up, Down: st.Down, Restarts: st.Restarts, Tools: st.Tools})
+	}
+	return out
 }

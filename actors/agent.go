@@ -724,13 +724,13 @@ func (a *agentActor) closeFailed(ctx actor.Context, err error, code messages.Err
 	var closing messages.Payload
 	switch a.spec.role {
 	case model.RoleDirector:
-		closing = &messages.PlanningFailedPayload{Error: err.Error()}
+		closing = &messages.PlanningFailedPayload{Error: err.Error(), Code: model.CodeOf(err)}
 	case model.RoleWorker:
-		closing = &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts}
+		closing = &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts, Code: model.CodeOf(err)}
 	case model.RoleSubagent:
 		closing = &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeFailed, Error: err.Error()}
 	case model.RoleSynthesizer:
-		closing = &messages.SynthesisFailedPayload{Error: err.Error()}
+		closing = &messages.SynthesisFailedPayload{Error: err.Error(), Code: model.CodeOf(err)}
 	}
 	if closing != nil {
 		a.emit(ctx, closing)

@@ -212,6 +212,7 @@ export interface PlanProposedPayload {
 /** The director could not produce a valid plan. Closes the director lane. */
 export interface PlanningFailedPayload {
   error: string;
+  code?: string;
 }
 
 /** The plan was approved (automatically when hitl is none). */
@@ -308,6 +309,7 @@ export interface NodeFailedPayload {
   error: string;
   attempts: number;
   panicked: boolean;
+  code?: string;
 }
 
 /** The node was stopped before finishing (a sibling failed, or the run was aborted). */
@@ -407,6 +409,7 @@ export interface SynthesisCompletedPayload {
 /** The synthesiser failed or was cancelled. */
 export interface SynthesisFailedPayload {
   error: string;
+  code?: string;
 }
 
 /** Right after plan_proposed, on the run lane: a warn-only estimate of the run's size and cost (2,000 tokens per model-driven node, 50 tokens/s). Never stops the run. */

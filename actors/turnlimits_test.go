@@ -17,7 +17,8 @@ import (
 // text (then a tool call it may never get to make, and usage).
 type hugeModel struct {
 	*scripted.Model
-	text string
+	text   string
+	noCall bool // one turn: no tool call after the text
 }
 
 func (m hugeModel) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
@@ -25,7 +26,7 @@ func (m hugeModel) Stream(ctx context.Context, req model.Request) (model.Stream,
 		return m.Model.Stream(ctx, req)
 	}
 	chunks := []model.Chunk{&model.Text{Text: m.text}}
-	if req.Turn == 1 {
+	if req.Turn == 1 && !m.noCall {
 		chunks = append(chunks, &model.Call{Call: model.ToolCall{ID: req.AgentID + "-c1", Name: model.ToolSearch, Args: []byte(`{"query":"q"}`)}})
 	}
 	return &sliceStream{chunks: append(chunks, &model.Usage{Model: "huge"})}, nil
@@ -50,7 +51,7 @@ func hugeEngine(t *testing.T, text string, cfg actors.Config) (messages.StartRun
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Models = func(messages.Scenario) (model.Model, error) { return hugeModel{sm, text}, nil }
+	cfg.Models = func(messages.Scenario) (model.Model, error) { return hugeModel{Model: sm, text: text}, nil }
 	return messages.StartRun{Question: "q", Scenario: &sc}, testkit.NewEngine(t, cfg)
 }
 

@@ -38,7 +38,9 @@ func BenchmarkHugeDeltas(b *testing.B) {
 			}
 			text := strings.Repeat("x", delta)
 			cfg := bc.cfg
-			cfg.Models = func(messages.Scenario) (model.Model, error) { return hugeModel{Model: sm, text: text, noCall: true}, nil }
+			cfg.Models = func(messages.Scenario) (model.Model, error) {
+				return hugeModel{Model: sm, text: text, noCall: true}, nil
+			}
 			var peak, alloc uint64
 			for b.Loop() {
 				p, a := hugeRun(b, cfg, messages.StartRun{Question: "q", Scenario: &sc})

@@ -326,6 +326,13 @@ type ToolCallStartedPayload struct {
 	// echo"); ArgsSummary the arguments on one short line.
 	DisplayName string `json:"display_name"`
 	ArgsSummary string `json:"args_summary,omitempty"`
+	// AwaitsApproval: the call does not run yet. It waits for a human's
+	// approval (a tool_approval interrupt_raised with this call_id
+	// follows), and a refusal ends it with an error tool_call_finished.
+	// Every call of a turn is published when the model makes it, before
+	// any of them runs or waits: tool_call_started says the model asked
+	// for the call, tool_call_finished says how it ended.
+	AwaitsApproval bool `json:"awaits_approval,omitempty"`
 }
 
 // ToolCallFinishedPayload records a tool result.

@@ -335,13 +335,14 @@ export interface ReasoningDeltaPayload {
   delta: string;
 }
 
-/** An agent called a tool. */
+/** The model asked for a tool call (every call of its turn, before any runs; awaits_approval: it waits for a human first). */
 export interface ToolCallStartedPayload {
   call_id: string;
   tool: string;
   args: unknown;
   display_name: string;
   args_summary?: string;
+  awaits_approval?: boolean;
 }
 
 /** A tool call returned (or was rejected); pairs with tool_call_started by call_id. */

@@ -12,7 +12,9 @@ import (
 type Timeouts struct {
 	// Idle bounds the wait for each chunk: from the start of the turn to
 	// its first chunk (a server that never sends its headers, or sends
-	// only SSE keep-alive comments, sends no chunk), then between chunks.
+	// only SSE keep-alive comments, sends no chunk), then each wait of
+	// Recv for the next one (the caller's time between Recvs is not
+	// counted).
 	Idle time.Duration
 	// Turn bounds the whole turn, from Stream to its last chunk.
 	Turn time.Duration
@@ -62,6 +64,7 @@ func (m *timedModel) Stream(ctx context.Context, req Request) (Stream, error) {
 		return nil, err
 	}
 	s.inner = st
+	s.pause()
 	return s, nil
 }
 
@@ -79,16 +82,26 @@ func (s *timedStream) idleFired() {
 	s.cancel(&errTimedOut{&Error{Code: CodeTimeout, Message: fmt.Sprintf("no chunk for %v (idle timeout)", s.t.Idle)}})
 }
 
-// Recv returns the inner stream's next chunk and restarts the idle timer.
+// Recv returns the inner stream's next chunk. The idle timer runs only
+// while Recv waits: time the caller spends with a chunk (publishing it,
+// held back by a slow journal) is not the model's silence.
 func (s *timedStream) Recv() (Chunk, error) {
+	if s.idle != nil {
+		s.idle.Reset(s.t.Idle) // a timer that fired has cancelled ctx already: Reset changes nothing that matters
+	}
 	c, err := s.inner.Recv()
+	s.pause()
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	if s.idle != nil {
-		s.idle.Reset(s.t.Idle) // a fired timer has cancelled ctx already: Reset then changes nothing that matters
-	}
 	return c, nil
+}
+
+// pause stops the idle timer between Recvs.
+func (s *timedStream) pause() {
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 }
 
 // Close stops the timers and closes the inner stream.

@@ -37,6 +37,9 @@ type feedStream struct {
 }
 
 func (s *feedStream) Recv() (model.Chunk, error) {
+	if err := s.ctx.Err(); err != nil { // as a network stream: a cancelled turn reads nothing more
+		return nil, err
+	}
 	select {
 	case c, ok := <-s.chunks:
 		if !ok {
@@ -81,6 +84,35 @@ func TestWithTimeouts_Idle(t *testing.T) {
 		}
 		if d := time.Since(last); d != 5*time.Second {
 			t.Fatalf("timed out after %v of silence, want 5s", d)
+		}
+	})
+}
+
+// TestWithTimeouts_IdleCountsOnlyTheWait: a caller that takes 10s over
+// each chunk (a slow journal holding the turn back) is not timed out by a
+// 5s idle timeout while the model has its next chunk ready.
+func TestWithTimeouts_IdleCountsOnlyTheWait(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fm := &feedModel{chunks: make(chan model.Chunk, 3)}
+		for range 3 {
+			fm.chunks <- &model.Text{Text: "x"}
+		}
+		close(fm.chunks)
+		st, err := model.WithTimeouts(fm, model.Timeouts{Idle: 5 * time.Second}).Stream(t.Context(), model.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		for {
+			time.Sleep(10 * time.Second) // virtual time: the caller's work on the chunk
+			_, err := st.Recv()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatalf("Recv: %v, want the chunks then io.EOF", err)
+			}
 		}
 	})
 }

@@ -99,3 +99,24 @@ func TestAgent_ModelTurnDeadlineFailsPlanning(t *testing.T) {
 		}
 	})
 }
+
+// TestDebate_ModelIdleTimeoutFailsTheNode: a debater whose model hangs
+// fails the debate node with code "timeout".
+func TestDebate_ModelIdleTimeoutFailsTheNode(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		sc := messages.Scenario{Nodes: 1, Waves: 1, Tokens: 4, Debate: &messages.DebateScenario{Nodes: 1, Agents: 2, Rounds: 1}}
+		sm, err := scripted.New(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := testkit.NewEngine(t, actors.Config{ModelIdleTimeout: 20 * time.Second,
+			Models: func(messages.Scenario) (model.Model, error) { return hangingModel{Model: sm, role: model.RoleDebater}, nil }})
+		_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+		testkit.AssertInvariants(t, events)
+		failed := payloads[*messages.NodeFailedPayload](events)
+		if len(failed) != 1 || failed[0].Code != messages.ModelErrTimeout {
+			t.Fatalf("node_failed %+v, want the debate node's with code timeout", failed)
+		}
+	})
+}

@@ -111,7 +111,9 @@ func TestDebate_ModelIdleTimeoutFailsTheNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := testkit.NewEngine(t, actors.Config{ModelIdleTimeout: 20 * time.Second,
-			Models: func(messages.Scenario) (model.Model, error) { return hangingModel{Model: sm, role: model.RoleDebater}, nil }})
+			Models: func(messages.Scenario) (model.Model, error) {
+				return hangingModel{Model: sm, role: model.RoleDebater}, nil
+			}})
 		_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
 		testkit.AssertInvariants(t, events)
 		failed := payloads[*messages.NodeFailedPayload](events)

@@ -65,7 +65,8 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
 	t := &turnRunner{
-		model: model.WithTimeouts(run.model, model.Timeouts{Idle: e.cfg.ModelIdleTimeout, Turn: e.cfg.ModelTurnTimeout}), req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
+		model: model.WithTimeouts(run.model, model.Timeouts{Idle: e.cfg.ModelIdleTimeout, Turn: e.cfg.ModelTurnTimeout}),
+		req:   req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
 		emit:   messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
 		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
 	}
@@ -169,9 +170,7 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				err = t.output.pieces(s, func(d string) error { return t.publish(ctx, &messages.TextDeltaPayload{Delta: d}) })
 			case *model.Reasoning:
 				s := t.output.take(c.Text)
-				if reasoning.Len() < maxKeptReasoning {
-					reasoning.WriteString(s)
-				}
+				reasoning.WriteString(runePrefix(s, maxKeptReasoning-reasoning.Len()))
 				err = t.output.pieces(s, func(d string) error { return t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: d}) })
 			case *model.Call:
 				res.calls = append(res.calls, c.Call)

@@ -88,6 +88,23 @@ type Options struct {
 	// ToolParallel bounds the tool calls of one model turn running at
 	// once. Default 4.
 	ToolParallel int
+	// ModelIdleTimeout bounds the wait for each chunk of a model turn,
+	// the first one included: a model silent for longer (a server that
+	// hangs, sends only keep-alive comments, or never answers) fails its
+	// agent's lane with code "timeout". Default 5 minutes; negative: no
+	// bound.
+	ModelIdleTimeout time.Duration
+	// ModelTurnTimeout bounds one model turn, likewise. Default 30
+	// minutes; negative: no bound.
+	ModelTurnTimeout time.Duration
+	// MaxDeltaBytes bounds one text_delta or reasoning_delta event: a
+	// larger chunk from the model is published as several events. Default
+	// 64 KiB.
+	MaxDeltaBytes int
+	// MaxTurnOutputBytes bounds the text and reasoning of one model turn:
+	// at the bound the text is cut, a warning output_truncated is
+	// published and the turn ends. Default 4 MiB; negative: no bound.
+	MaxTurnOutputBytes int
 	// Limits returns a tenant's quotas (zero fields take the defaults of
 	// Limits). Default: the defaults for every tenant.
 	Limits func(Tenant) Limits
@@ -149,6 +166,8 @@ func New(opts Options) (*Engine, error) {
 		Logger: opts.Logger, Journal: opts.Journal, KeepRunsOnShutdown: opts.KeepRunsOnShutdown,
 		Concurrency: opts.Concurrency, InterruptTimeout: opts.InterruptTimeout,
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
+		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
+		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes,
 	}
 	tools := opts.Tools
 	switch {

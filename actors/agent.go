@@ -300,14 +300,15 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 		}
 		a.callIDs[i] = id
 		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
-		if len(c.Args) == 0 {
-			a.calls[i].Args = json.RawMessage("{}")
-		}
+		a.calls[i].Args = callArgs(c.Args)
 		// Every call of the turn is published up front, before any runs or
 		// waits for approval: the journal then holds the whole turn, which
-		// is what recovery rebuilds a parked agent from.
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: a.calls[i].Args,
-			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(a.calls[i].Args)})
+		// is what recovery rebuilds a parked agent from. A call that will
+		// wait for a human says so (AwaitsApproval).
+		c = a.calls[i]
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: c.Args,
+			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(c.Args),
+			AwaitsApproval: a.checkCall(c) == nil && a.needsApproval(c)})
 	}
 	a.continueTools(ctx)
 }
@@ -319,7 +320,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		i := a.next
 		a.next++
 		c := a.calls[i]
-		if err := a.spec.e.cfg.Tools.Validate(c.Name, c.Args); err != nil {
+		if err := a.checkCall(c); err != nil {
 			a.toolResult(ctx, i, "", err) // the model sees why and can call again
 			continue
 		}
@@ -327,7 +328,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
 			return
-		case a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name):
+		case a.needsApproval(c):
 			a.approveTool(ctx, i, c)
 			return
 		}
@@ -336,6 +337,24 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 	if a.waiting == 0 && !a.finished {
 		a.startTurn(ctx)
 	}
+}
+
+// checkCall is why call c cannot run (an error result for the model), nil
+// when it can: its arguments must be a JSON object its tool's schema
+// accepts, of a tool the engine has.
+func (a *agentActor) checkCall(c model.ToolCall) error {
+	if err := argsError(c.Name, c.Args); err != nil {
+		return err
+	}
+	return a.spec.e.cfg.Tools.Validate(c.Name, c.Args)
+}
+
+// needsApproval reports whether call c, once checked, waits for a human's
+// approval before it runs (hitl "tools", or a governance policy covering
+// the tool). ask_human asks a human anyway, with an info request.
+func (a *agentActor) needsApproval(c model.ToolCall) bool {
+	return c.Name != model.ToolAskHuman &&
+		(a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name))
 }
 
 // startWorking marks call i as working: a sub-agent or a tool answers it
@@ -724,13 +743,13 @@ func (a *agentActor) closeFailed(ctx actor.Context, err error, code messages.Err
 	var closing messages.Payload
 	switch a.spec.role {
 	case model.RoleDirector:
-		closing = &messages.PlanningFailedPayload{Error: err.Error()}
+		closing = &messages.PlanningFailedPayload{Error: err.Error(), Code: model.CodeOf(err)}
 	case model.RoleWorker:
-		closing = &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts}
+		closing = &messages.NodeFailedPayload{NodeID: a.spec.agentID, Error: err.Error(), Attempts: a.spec.shared.attempts, Code: model.CodeOf(err)}
 	case model.RoleSubagent:
 		closing = &messages.SubagentFinishedPayload{SubagentID: a.spec.agentID, Outcome: messages.OutcomeFailed, Error: err.Error()}
 	case model.RoleSynthesizer:
-		closing = &messages.SynthesisFailedPayload{Error: err.Error()}
+		closing = &messages.SynthesisFailedPayload{Error: err.Error(), Code: model.CodeOf(err)}
 	}
 	if closing != nil {
 		a.emit(ctx, closing)

@@ -384,7 +384,7 @@ func (d *debateActor) stances() []messages.AgentStance {
 
 func (d *debateActor) fail(ctx actor.Context, err error) {
 	d.closeSub(ctx)
-	closing := &messages.NodeFailedPayload{NodeID: d.nodeID(), Error: err.Error(), Attempts: d.spec.shared.attempts}
+	closing := &messages.NodeFailedPayload{NodeID: d.nodeID(), Error: err.Error(), Attempts: d.spec.shared.attempts, Code: model.CodeOf(err)}
 	d.emit(ctx, closing)
 	d.report(ctx, &messages.AgentDone{AgentID: d.nodeID(), Usage: d.usage, Attempts: d.spec.shared.attempts, Err: err, Closing: closing})
 }

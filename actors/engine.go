@@ -88,6 +88,24 @@ type Config struct {
 	// ToolTimeout bounds a tool call whose definition sets no timeout.
 	// Default DefaultToolTimeout.
 	ToolTimeout time.Duration
+	// ModelIdleTimeout bounds the wait for each chunk of a model turn (the
+	// first one included): a model silent for longer fails the turn with
+	// a *model.Error of code timeout (model.WithTimeouts). Default
+	// DefaultModelIdleTimeout; negative: no bound.
+	ModelIdleTimeout time.Duration
+	// ModelTurnTimeout bounds a whole model turn, likewise. Default
+	// DefaultModelTurnTimeout; negative: no bound.
+	ModelTurnTimeout time.Duration
+	// MaxDeltaBytes bounds one text or reasoning delta event: a longer
+	// chunk from the model is published as several events, cut at rune
+	// boundaries. Default DefaultMaxDeltaBytes.
+	MaxDeltaBytes int
+	// MaxTurnOutputBytes bounds the text and reasoning of one model turn:
+	// at the bound the text is cut, a warning output_truncated is
+	// published, and the turn ends as if the model had stopped (tool
+	// calls it had not finished are not made). Default
+	// DefaultMaxTurnOutputBytes; negative: no bound.
+	MaxTurnOutputBytes int
 	// Governance, when set, gives tenants approvers and a policy: an
 	// approval whose risk level the policy covers needs m of n approvers'
 	// ML-DSA-65 signatures (docs/governance.md).
@@ -176,6 +194,13 @@ const (
 	DefaultInterruptTimeout = 10 * time.Minute
 	DefaultToolTimeout      = time.Minute
 	DefaultToolParallel     = 4
+	// DefaultModelIdleTimeout matches the OpenAI backend's wait for an
+	// answer's headers: a local server may read a long prompt, or a
+	// reasoning model think, that long without sending anything.
+	DefaultModelIdleTimeout = 5 * time.Minute
+	// DefaultModelTurnTimeout bounds one turn: long enough for a long
+	// answer from a slow local model.
+	DefaultModelTurnTimeout = 30 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -199,6 +224,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ToolParallel == 0 {
 		c.ToolParallel = DefaultToolParallel
+	}
+	if c.MaxDeltaBytes <= 0 {
+		c.MaxDeltaBytes = DefaultMaxDeltaBytes
+	}
+	if c.MaxTurnOutputBytes == 0 {
+		c.MaxTurnOutputBytes = DefaultMaxTurnOutputBytes
+	}
+	if c.ModelIdleTimeout == 0 {
+		c.ModelIdleTimeout = DefaultModelIdleTimeout
+	}
+	if c.ModelTurnTimeout == 0 {
+		c.ModelTurnTimeout = DefaultModelTurnTimeout
 	}
 	if c.RestartLimit == 0 {
 		c.RestartLimit = 3

@@ -118,6 +118,13 @@ func TestHITL_ToolApprovals(t *testing.T) {
 	if !rejected || !revised {
 		t.Fatalf("results %+v: want one rejected with the feedback and one run with the edited args", results)
 	}
+	// Each call is published when the model makes it, marked as waiting
+	// for its approval (which follows it).
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallStartedPayload); ok && !p.AwaitsApproval {
+			t.Errorf("tool_call_started %+v under hitl tools: not marked awaits_approval", p)
+		}
+	}
 	if got := len(payloads[*messages.InterruptResolvedPayload](events)); got != 3+1+3 { // tools + plan + nodes
 		t.Fatalf("%d interrupt_resolved", got)
 	}
@@ -143,6 +150,11 @@ func TestHITL_InfoRequests(t *testing.T) {
 	for _, r := range results {
 		if r.Tool != "ask_human" || r.Result != "assume blue light scatters more" || r.IsError {
 			t.Fatalf("result %+v", r)
+		}
+	}
+	for _, p := range payloads[*messages.ToolCallStartedPayload](events) {
+		if p.AwaitsApproval {
+			t.Errorf("tool_call_started %+v: an ask_human call needs no approval", p)
 		}
 	}
 }

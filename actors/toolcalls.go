@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,37 @@ import (
 // waits. At most Config.ToolParallel calls of an agent run at once; the
 // rest wait in call order. (The agent publishes the results of its
 // working calls in call order: see agentActor.callAnswered.)
+
+// callArgs is a call's arguments as the agent publishes and keeps them:
+// "{}" for none, what the model sent when that is JSON, and otherwise that
+// text as a JSON string, so that tool_call_started stays JSON and the
+// model sees what it sent (argsError then refuses the call).
+func callArgs(raw json.RawMessage) json.RawMessage {
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		return json.RawMessage("{}")
+	case json.Valid(raw):
+		return raw
+	}
+	b, _ := json.Marshal(string(raw)) // a string always marshals (invalid UTF-8 becomes U+FFFD)
+	return b
+}
+
+// argsError refuses arguments that are not a JSON object (callArgs turns
+// text that is not JSON into a JSON string): the call gets an error result
+// the model can act on, as a call of an unknown tool does.
+func argsError(name string, args json.RawMessage) error {
+	t := bytes.TrimSpace(args)
+	if len(t) > 0 && t[0] == '{' {
+		return nil
+	}
+	what := string(t)
+	var s string
+	if json.Unmarshal(t, &s) == nil {
+		what = s // the model's text, not JSON
+	}
+	return fmt.Errorf("%w for %s: the arguments must be a JSON object; got %.200q", tool.ErrInvalidArgs, name, what)
+}
 
 // toolRuns are an agent's tool calls in progress.
 type toolRuns struct {

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -64,8 +65,10 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &turnHandle{cancel: cancel, done: make(chan struct{})}
 	t := &turnRunner{
-		model: run.model, req: req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
-		emit: messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
+		model: model.WithTimeouts(run.model, model.Timeouts{Idle: e.cfg.ModelIdleTimeout, Turn: e.cfg.ModelTurnTimeout}),
+		req:   req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
+		emit:   messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
+		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
 	}
 	if !e.turns.Go(func() { t.run(tctx, h.done) }) {
 		cancel()
@@ -100,6 +103,9 @@ type turnRunner struct {
 	out   *outbox
 	quiet bool          // publish only token_usage (the caller gets the text in turnDone)
 	emit  messages.Emit // template: run, agent, lane
+	// output bounds the turn's deltas and its text (Config.MaxDeltaBytes,
+	// Config.MaxTurnOutputBytes).
+	output *turnOutput
 }
 
 // publish sends a streamed event once the run's outbox has room for it
@@ -148,7 +154,7 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 	} else {
 		defer stream.Close()
 		var text, reasoning strings.Builder
-		for {
+		for !t.output.cut {
 			c, err := stream.Recv()
 			if err == io.EOF {
 				break
@@ -159,13 +165,13 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 			}
 			switch c := c.(type) {
 			case *model.Text:
-				text.WriteString(c.Text)
-				err = t.publish(ctx, &messages.TextDeltaPayload{Delta: c.Text})
+				s := t.output.take(c.Text)
+				text.WriteString(s)
+				err = t.output.pieces(s, func(d string) error { return t.publish(ctx, &messages.TextDeltaPayload{Delta: d}) })
 			case *model.Reasoning:
-				if reasoning.Len() < maxKeptReasoning {
-					reasoning.WriteString(c.Text)
-				}
-				err = t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: c.Text})
+				s := t.output.take(c.Text)
+				reasoning.WriteString(runePrefix(s, maxKeptReasoning-reasoning.Len()))
+				err = t.output.pieces(s, func(d string) error { return t.publish(ctx, &messages.ReasoningDeltaPayload{Delta: d}) })
 			case *model.Call:
 				res.calls = append(res.calls, c.Call)
 			case *model.Progress:
@@ -180,6 +186,14 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				res.err = err
 				break
 			}
+		}
+		if t.output.cut && res.err == nil {
+			// The turn ends here, as if the model had stopped: what it
+			// said up to the bound is its text; calls it had not finished
+			// are not made, and the usage it had not reported is unknown.
+			res.calls = nil
+			res.err = t.publish(ctx, messages.NewWarning(messages.WarnOutputTruncated, fmt.Sprintf(
+				"the model's turn %d reached the bound of %d bytes of output; its text was cut there and the turn ended", t.req.Turn, t.output.max)))
 		}
 		res.text, res.reasoning = text.String(), reasoning.String()
 	}

@@ -138,6 +138,19 @@ const (
 	ErrCodeNoNodesCompleted ErrorCode = "no_nodes_completed"
 )
 
+// ModelErrorCode is the stable class of a model failure, carried by the
+// failure event of the lane whose turn failed (node_failed,
+// planning_failed, synthesis_failed): clients may switch on it, and its
+// values do not change.
+type ModelErrorCode string
+
+// Model error codes.
+const (
+	// ModelErrTimeout: the model went silent for longer than the idle
+	// timeout between chunks, or its turn outlasted the turn deadline.
+	ModelErrTimeout ModelErrorCode = "timeout"
+)
+
 // RunErrorPayload is the failing terminal event.
 type RunErrorPayload struct {
 	Code       ErrorCode  `json:"code"`
@@ -168,6 +181,8 @@ type PlanProposedPayload struct {
 // PlanningFailedPayload closes the director lane on failure.
 type PlanningFailedPayload struct {
 	Error string `json:"error"`
+	// Code classes a model failure (ModelErrorCode); empty for others.
+	Code ModelErrorCode `json:"code,omitempty"`
 }
 
 // PlanApprovedPayload records the plan gate's approval. When a human
@@ -274,6 +289,8 @@ type NodeFailedPayload struct {
 	Error    string `json:"error"`
 	Attempts int    `json:"attempts"`
 	Panicked bool   `json:"panicked"`
+	// Code classes a model failure (ModelErrorCode); empty for others.
+	Code ModelErrorCode `json:"code,omitempty"`
 }
 
 // NodeCancelledPayload closes a node lane that was stopped from outside.
@@ -309,6 +326,13 @@ type ToolCallStartedPayload struct {
 	// echo"); ArgsSummary the arguments on one short line.
 	DisplayName string `json:"display_name"`
 	ArgsSummary string `json:"args_summary,omitempty"`
+	// AwaitsApproval: the call does not run yet. It waits for a human's
+	// approval (a tool_approval interrupt_raised with this call_id
+	// follows), and a refusal ends it with an error tool_call_finished.
+	// Every call of a turn is published when the model makes it, before
+	// any of them runs or waits: tool_call_started says the model asked
+	// for the call, tool_call_finished says how it ended.
+	AwaitsApproval bool `json:"awaits_approval,omitempty"`
 }
 
 // ToolCallFinishedPayload records a tool result.
@@ -366,6 +390,9 @@ const (
 	WarnSteeringRejected    WarningCode = "steering_rejected"
 	WarnSpawnRejected       WarningCode = "spawn_rejected"
 	WarnSignatureRefused    WarningCode = "signature_refused"
+	// WarnOutputTruncated: a model turn reached the engine's bound on a
+	// turn's output; its text was cut there and the turn ended.
+	WarnOutputTruncated WarningCode = "output_truncated"
 )
 
 // SuggestedAction is what a user can do about a warning of code c ("" for
@@ -380,6 +407,8 @@ func (c WarningCode) SuggestedAction() string {
 		return "Send a note (or graph diff) that fits the plan as it is now, before the waves it changes start."
 	case WarnSpawnRejected:
 		return "None needed: the run goes on without the sub-team."
+	case WarnOutputTruncated:
+		return "Ask for a shorter answer, or raise the engine's bound on a turn's output (--model-max-output)."
 	case WarnSignatureRefused:
 		return "Check the approver's key and that the statement names this interrupt, its evidence digest and the same edited arguments."
 	}
@@ -444,6 +473,8 @@ type SynthesisCompletedPayload struct {
 // SynthesisFailedPayload closes the synthesis lane with an error.
 type SynthesisFailedPayload struct {
 	Error string `json:"error"`
+	// Code classes a model failure (ModelErrorCode); empty for others.
+	Code ModelErrorCode `json:"code,omitempty"`
 }
 
 // InterruptKind is what an interrupt asks a human for.

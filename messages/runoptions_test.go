@@ -89,7 +89,7 @@ func TestDurationDisplay(t *testing.T) {
 
 func TestWarningCodes_SuggestAnAction(t *testing.T) {
 	t.Parallel()
-	for _, c := range []WarningCode{WarnInvalidOutput, WarnDelegationSoftLimit, WarnSteeringRejected, WarnSpawnRejected, WarnSignatureRefused} {
+	for _, c := range []WarningCode{WarnInvalidOutput, WarnDelegationSoftLimit, WarnSteeringRejected, WarnSpawnRejected, WarnSignatureRefused, WarnOutputTruncated} {
 		if w := NewWarning(c, "m"); w.SuggestedAction == "" || w.Code != c {
 			t.Errorf("%s: %+v", c, w)
 		}

@@ -236,7 +236,7 @@ var specList = []spec{
 	{NodeSkipped, RolePoint, func() Payload { return new(NodeSkippedPayload) }, "The node never ran because a dependency did not complete."},
 	{TextDelta, RoleWithin, func() Payload { return new(TextDeltaPayload) }, "A fragment of an agent's answer text."},
 	{ReasoningDelta, RoleWithin, func() Payload { return new(ReasoningDeltaPayload) }, "A fragment of an agent's reasoning."},
-	{ToolCallStarted, RoleWithin, func() Payload { return new(ToolCallStartedPayload) }, "An agent called a tool."},
+	{ToolCallStarted, RoleWithin, func() Payload { return new(ToolCallStartedPayload) }, "The model asked for a tool call (every call of its turn, before any runs; awaits_approval: it waits for a human first)."},
 	{ToolCallFinished, RoleWithin, func() Payload { return new(ToolCallFinishedPayload) }, "A tool call returned (or was rejected); pairs with tool_call_started by call_id."},
 	{TokenUsage, RoleWithin, func() Payload { return new(TokenUsagePayload) }, "Tokens used by one model turn of the lane's agent."},
 	{AgentRestarted, RoleWithin, func() Payload { return new(AgentRestartedPayload) }, "The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded."},

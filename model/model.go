@@ -173,7 +173,10 @@ type Exchange struct {
 	Results []ToolResult
 }
 
-// ToolCall is a tool invocation requested by the model.
+// ToolCall is a tool invocation requested by the model. Args is what the
+// model sent, which may not be JSON (or not an object): the runtime then
+// answers the call with an error result, as it answers a call of an
+// unknown tool, and the model may call again.
 type ToolCall struct {
 	ID   string
 	Name string

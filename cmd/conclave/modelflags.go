@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/openai"
 )
@@ -30,6 +32,10 @@ type modelFlags struct {
 	roleModels       []string // ROLE=NAME
 	contextTokens    int
 	noResponseFormat bool
+	// Bounds of every model turn, whatever the backend (actors.Config).
+	idleTimeout, turnTimeout time.Duration
+	maxDelta, maxOutput      int
+	registered               bool // the bounds are flags: bounds applies them
 }
 
 func (f *modelFlags) register(fs *pflag.FlagSet) {
@@ -39,6 +45,38 @@ func (f *modelFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.roleModels, "role-model", nil, "model name of one role, ROLE=NAME (repeatable); roles: "+strings.Join(roleNames(), ", "))
 	fs.IntVar(&f.contextTokens, "model-context-tokens", 0, "context budget of one request in estimated tokens (4 bytes a token); over it the oldest inputs and turns are left out (0: no budget)")
 	fs.BoolVar(&f.noResponseFormat, "model-no-response-format", false, "do not ask the director and steerer for response_format json_schema")
+	f.registered = true
+	fs.DurationVar(&f.idleTimeout, "model-idle-timeout", actors.DefaultModelIdleTimeout, "fail a model turn that sends no chunk for this long, the first one included (node_failed code timeout); 0: no bound")
+	fs.DurationVar(&f.turnTimeout, "model-turn-timeout", actors.DefaultModelTurnTimeout, "fail a model turn that lasts longer than this (code timeout); 0: no bound")
+	fs.IntVar(&f.maxDelta, "model-max-delta", actors.DefaultMaxDeltaBytes, "bytes of one text or reasoning delta event: a larger model chunk is published as several events")
+	fs.IntVar(&f.maxOutput, "model-max-output", actors.DefaultMaxTurnOutputBytes, "bytes of text and reasoning of one model turn: at the bound the text is cut, a warning output_truncated is published and the turn ends; 0: no bound")
+}
+
+// bounds checks the turn bounds and sets them in cfg. The zero
+// modelFlags (a command built without flags) keeps the engine's defaults.
+func (f *modelFlags) bounds(cfg *actors.Config) error {
+	if !f.registered {
+		return nil
+	}
+	if f.idleTimeout < 0 || f.turnTimeout < 0 {
+		return fmt.Errorf("--model-idle-timeout and --model-turn-timeout must be 0 (no bound) or more, got %v and %v", f.idleTimeout, f.turnTimeout)
+	}
+	if f.maxDelta < 0 || f.maxOutput < 0 {
+		return fmt.Errorf("--model-max-delta and --model-max-output must be 0 or more, got %d and %d", f.maxDelta, f.maxOutput)
+	}
+	off := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	cfg.ModelIdleTimeout, cfg.ModelTurnTimeout = off(f.idleTimeout), off(f.turnTimeout)
+	cfg.MaxDeltaBytes = f.maxDelta
+	cfg.MaxTurnOutputBytes = f.maxOutput
+	if f.maxOutput == 0 {
+		cfg.MaxTurnOutputBytes = -1
+	}
+	return nil
 }
 
 // allRoles are the roles --role-model accepts, in order.

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/model"
 )
 
@@ -114,6 +116,39 @@ func TestModelFlags_UsageErrors(t *testing.T) {
 		r := runCLI(t, t.Context(), nil, false, args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, "--model") {
 			t.Errorf("%v: exit %d, stderr %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestModelFlags_Bounds: the turn bounds reach the engine's config, 0
+// turning a bound off; without flags the engine keeps its defaults.
+func TestModelFlags_Bounds(t *testing.T) {
+	t.Parallel()
+	var cfg actors.Config
+	if err := parseModelFlags(t).bounds(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := actors.Config{ModelIdleTimeout: actors.DefaultModelIdleTimeout, ModelTurnTimeout: actors.DefaultModelTurnTimeout,
+		MaxDeltaBytes: actors.DefaultMaxDeltaBytes, MaxTurnOutputBytes: actors.DefaultMaxTurnOutputBytes}
+	if cfg.ModelIdleTimeout != want.ModelIdleTimeout || cfg.ModelTurnTimeout != want.ModelTurnTimeout ||
+		cfg.MaxDeltaBytes != want.MaxDeltaBytes || cfg.MaxTurnOutputBytes != want.MaxTurnOutputBytes {
+		t.Fatalf("default flags: %+v", cfg)
+	}
+	cfg = actors.Config{}
+	f := parseModelFlags(t, "--model-idle-timeout=45s", "--model-turn-timeout=0", "--model-max-delta=1024", "--model-max-output=0")
+	if err := f.bounds(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ModelIdleTimeout != 45*time.Second || cfg.ModelTurnTimeout >= 0 || cfg.MaxDeltaBytes != 1024 || cfg.MaxTurnOutputBytes >= 0 {
+		t.Fatalf("flags: %+v, want idle 45s, no turn deadline, 1024-byte deltas, no output bound", cfg)
+	}
+	cfg = actors.Config{}
+	if err := (&modelFlags{}).bounds(&cfg); err != nil || cfg.ModelIdleTimeout != 0 || cfg.MaxTurnOutputBytes != 0 {
+		t.Fatalf("zero flags: %+v, %v; want the engine's defaults (zero fields)", cfg, err)
+	}
+	for _, args := range [][]string{{"--model-idle-timeout=-1s"}, {"--model-max-output=-5"}} {
+		if err := parseModelFlags(t, args...).bounds(&actors.Config{}); err == nil {
+			t.Errorf("%v: no error", args)
 		}
 	}
 }

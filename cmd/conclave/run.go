@@ -431,7 +431,11 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 			err = failure(serr)
 		}
 	}()
-	eng, err := actors.New(actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools})
+	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools}
+	if err := c.model.bounds(&ecfg); err != nil {
+		return usageError(err)
+	}
+	eng, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
 	}

@@ -126,6 +126,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter}
+	if err := c.model.bounds(&ecfg); err != nil {
+		return usageError(err)
+	}
 	var closeModel func()
 	if ecfg.Models, closeModel, err = c.model.factory(c.app.env, logger); err != nil {
 		return usageError(err)

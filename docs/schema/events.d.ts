@@ -212,6 +212,7 @@ export interface PlanProposedPayload {
 /** The director could not produce a valid plan. Closes the director lane. */
 export interface PlanningFailedPayload {
   error: string;
+  code?: string;
 }
 
 /** The plan was approved (automatically when hitl is none). */
@@ -308,6 +309,7 @@ export interface NodeFailedPayload {
   error: string;
   attempts: number;
   panicked: boolean;
+  code?: string;
 }
 
 /** The node was stopped before finishing (a sibling failed, or the run was aborted). */
@@ -333,13 +335,14 @@ export interface ReasoningDeltaPayload {
   delta: string;
 }
 
-/** An agent called a tool. */
+/** The model asked for a tool call (every call of its turn, before any runs; awaits_approval: it waits for a human first). */
 export interface ToolCallStartedPayload {
   call_id: string;
   tool: string;
   args: unknown;
   display_name: string;
   args_summary?: string;
+  awaits_approval?: boolean;
 }
 
 /** A tool call returned (or was rejected); pairs with tool_call_started by call_id. */
@@ -407,6 +410,7 @@ export interface SynthesisCompletedPayload {
 /** The synthesiser failed or was cancelled. */
 export interface SynthesisFailedPayload {
   error: string;
+  code?: string;
 }
 
 /** Right after plan_proposed, on the run lane: a warn-only estimate of the run's size and cost (2,000 tokens per model-driven node, 50 tokens/s). Never stops the run. */

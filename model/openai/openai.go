@@ -117,7 +117,8 @@ type Config struct {
 	BaseBackoff, MaxBackoff, MaxRetryAfter time.Duration
 	// HTTPClient sends the requests. Default: a client of its own whose
 	// transport waits at most DefaultResponseHeaderTimeout for an answer's
-	// headers (a hung server); the turn's context bounds the rest.
+	// headers (a hung server); the turn's context bounds the rest (the
+	// engine's model timeouts: model.WithTimeouts).
 	HTTPClient *http.Client
 	// Logger receives retries and fallbacks. Default: discard.
 	Logger *slog.Logger

@@ -188,7 +188,10 @@ func TestModel_ToolCallsInterleaved(t *testing.T) {
 	}
 }
 
-func TestModel_InvalidCallArgumentsAreAModelError(t *testing.T) {
+// TestModel_InvalidCallArgumentsPassOn: a call whose arguments are not
+// JSON comes through as the model sent it (the runtime answers it with an
+// error result); before, it failed the turn with a model error.
+func TestModel_InvalidCallArgumentsPassOn(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{Chunks: []openaitest.Chunk{
 		openaitest.CallChunk(openaitest.CallStart(0, "c1", "search"), openaitest.CallArgs(0, `{"query":`)),
@@ -199,8 +202,13 @@ func TestModel_InvalidCallArgumentsAreAModelError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := collect(t, st); !errors.Is(err, model.ErrModel) {
-		t.Fatalf("err %v, want model.ErrModel", err)
+	chunks, err := collect(t, st)
+	if err != nil {
+		t.Fatalf("err %v, want the call passed on", err)
+	}
+	c, ok := chunks[0].(*model.Call)
+	if !ok || c.Call.ID != "c1" || c.Call.Name != "search" || string(c.Call.Args) != `{"query":` {
+		t.Fatalf("chunks %+v, want call c1 search with its raw arguments", chunks)
 	}
 }
 

@@ -301,9 +301,9 @@ func (st *stream) flushCalls() error {
 		if args == "" {
 			args = "{}"
 		}
-		if !json.Valid([]byte(args)) {
-			return fmt.Errorf("%w: openai: %s: the arguments of tool call %s (%s) are not JSON: %.200q", model.ErrModel, st.model, c.id, c.name, args)
-		}
+		// Arguments that are not JSON are passed on as they came: the
+		// runtime answers the call with an error result the model can act
+		// on, as it does an unknown tool (model.ToolCall).
 		id := c.id
 		if id == "" { // some local servers send none: the agent's turn and position make one
 			id = st.req.AgentID + "-t" + strconv.Itoa(st.req.Turn) + "-c" + strconv.Itoa(k+1)

@@ -47,6 +47,7 @@
 //	text_delta           TEXT_MESSAGE_START (first delta of a message) + TEXT_MESSAGE_CONTENT
 //	reasoning_delta      REASONING_START + REASONING_MESSAGE_START (first) + REASONING_MESSAGE_CONTENT
 //	tool_call_started    close lane messages; TOOL_CALL_START{parentMessageId} + TOOL_CALL_ARGS + TOOL_CALL_END
+//	                     (the model's request, as in an AG-UI assistant message: not that it runs; see below)
 //	tool_call_finished   TOOL_CALL_RESULT{role:"tool"} (metadata.conclave.isError on errors)
 //	token_usage, warning, agent_restarted   CUSTOM (agent_restarted first closes the lane's messages)
 //	node_progress, synthesis_progress,      CUSTOM
@@ -76,6 +77,13 @@
 //     be about to start another node), or
 //   - the oldest open interrupt has waited Config.MaxHold (2 s) while other
 //     agents kept working: then they are reported suspended too.
+//
+// A tool call that needs a human's approval is announced like any other
+// (TOOL_CALL_START, ARGS, END: the model asked for it; its
+// tool_call_started is marked awaits_approval), and the interrupt of
+// reason tool_call names its toolCallId: that is AG-UI's shape of a tool
+// call awaiting approval. It has run only once TOOL_CALL_RESULT arrives;
+// a refused call's result is an error (metadata.conclave.isError).
 //
 // Only interrupts still pending in the registry are reported. Before the
 // terminal event every text message, reasoning span and wave step is

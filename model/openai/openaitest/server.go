@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -48,6 +49,13 @@ type Reply struct {
 	// Hold, when set, keeps the answer open after the chunks until it is
 	// closed or the client goes away (a model that stalls).
 	Hold <-chan struct{}
+	// KeepAlive, with Hold, sends an SSE comment (": ping") at this
+	// interval while the answer is held: a server that keeps the
+	// connection alive but sends no chunk.
+	KeepAlive time.Duration
+	// NoHeaders holds the answer before its headers, until Hold is closed
+	// or the client goes away (a server that never answers).
+	NoHeaders bool
 }
 
 // Config configures a Server.
@@ -199,18 +207,21 @@ func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *R
 		writeError(w, rep.Status, rep.Header, msg)
 		return
 	}
+	if rep.NoHeaders {
+		select {
+		case <-rep.Hold: // nil: never
+		case <-ctx.Done():
+		}
+		return
+	}
 	sw := newSSE(w, req.Model)
 	for _, c := range rep.Chunks {
 		if sw.chunk(c) != nil {
 			return
 		}
 	}
-	if rep.Hold != nil {
-		select {
-		case <-rep.Hold:
-		case <-ctx.Done():
-			return
-		}
+	if rep.Hold != nil && !hold(ctx, sw, rep) {
+		return
 	}
 	for _, raw := range rep.Raw {
 		if sw.frame([]byte(raw)) != nil {
@@ -223,6 +234,29 @@ func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *R
 	case rep.NoDone:
 	default:
 		_ = sw.done()
+	}
+}
+
+// hold waits for rep.Hold, sending keep-alive comments meanwhile if asked;
+// false when the client went away first.
+func hold(ctx context.Context, sw *sse, rep *Reply) bool {
+	var tick <-chan time.Time
+	if rep.KeepAlive > 0 {
+		t := time.NewTicker(rep.KeepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-rep.Hold:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			if sw.comment("ping") != nil {
+				return false
+			}
+		}
 	}
 }
 
@@ -278,6 +312,15 @@ func (s *sse) frame(data []byte) error {
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// comment writes an SSE comment line (a keep-alive).
+func (s *sse) comment(text string) error {
+	s.begin()
+	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
 		return err
 	}
 	return s.rc.Flush()

@@ -497,6 +497,7 @@ func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error)
 	if err != nil {
 		r.Content = err.Error()
 	}
+	r.Content = a.spec.e.redact.String(r.Content) // what the model reads, too
 	var took time.Duration
 	if b := a.began[i]; !b.IsZero() {
 		took = max(a.spec.e.cfg.Now().Sub(b), 0)

@@ -34,6 +34,7 @@ import (
 	"github.com/conclave-ai/conclave/actors/runindex"
 	"github.com/conclave-ai/conclave/actors/runstate"
 	"github.com/conclave-ai/conclave/governance"
+	"github.com/conclave-ai/conclave/internal/redact"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -115,6 +116,12 @@ type Config struct {
 	// journaled, before anyone is told of them. The caller closes it
 	// after Shutdown.
 	Audit Auditor
+	// Secrets are values that must never be recorded or shown (the
+	// model's API key, bearer tokens, variables passed to tool servers):
+	// every event is journaled and streamed with them masked, tool
+	// results reach the model masked, and so do the engine's logs
+	// (internal/redact). Values under redact.MinLen bytes are ignored.
+	Secrets []string
 	// ToolParallel bounds the calls of one model turn running at once.
 	// Default DefaultToolParallel.
 	ToolParallel int
@@ -277,7 +284,9 @@ type Engine struct {
 	turns      routine.Group
 	// toolRuns are the tool calls in progress (toolcalls.go); toolCtx ends
 	// them all at shutdown.
-	toolRuns   routine.Group
+	toolRuns routine.Group
+	// redact masks Config.Secrets (nil: none).
+	redact     *redact.Redactor
 	toolCtx    context.Context
 	toolCancel context.CancelFunc
 	background routine.Group // the idle-hub sweeper, and sessions being given up (placement.go)
@@ -314,10 +323,12 @@ type RunRef struct {
 // New starts an engine.
 func New(cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
+	red := redact.New(cfg.Secrets...)
+	cfg.Logger = slog.New(red.Handler(cfg.Logger.Handler()))
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
-	e := &Engine{cfg: cfg, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now), releaseSlots: make(chan struct{}, maxReleases),
+	e := &Engine{cfg: cfg, redact: red, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now), releaseSlots: make(chan struct{}, maxReleases),
 		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
 	e.toolCtx, e.toolCancel = context.WithCancel(context.Background())
 	if cfg.Journal == nil {

@@ -245,6 +245,12 @@ func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 		log.Error("hub: encode event", "run", m.RunID, "type", env.Type, "err", err)
 		return false
 	}
+	if b, masked := h.e.redact.Bytes(enc.JSON); masked {
+		// A secret (Config.Secrets) never reaches the journal or a
+		// stream; the masked JSON is decoded again where needed.
+		enc = messages.NewEncoded(enc.Seq, enc.Type, enc.RunID, b)
+		log.Warn("hub: a secret was masked in an event", "run", m.RunID, "type", env.Type, "seq", env.Seq)
+	}
 	h.s.nextSeq++
 	h.s.pending = append(h.s.pending, enc)
 	if env.Type.Terminal() {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/sha256"
+	"slices"
 
 	"errors"
 	"fmt"
@@ -18,7 +19,14 @@ import (
 // the same time whatever it shares with a real one.
 type Tokens struct {
 	byDigest map[[sha256.Size]byte]messages.TenantID
+	// raw are the tokens themselves, for Secrets only (lookups compare
+	// digests).
+	raw []string
 }
+
+// Secrets are the tokens, for masking them wherever they might be
+// recorded or shown (actors.Config.Secrets, internal/redact).
+func (t Tokens) Secrets() []string { return slices.Clone(t.raw) }
 
 // Len is the number of tokens.
 func (t Tokens) Len() int { return len(t.byDigest) }
@@ -35,6 +43,7 @@ func (t *Tokens) Add(token string, tenant messages.TenantID) error {
 		t.byDigest = map[[sha256.Size]byte]messages.TenantID{}
 	}
 	t.byDigest[sha256.Sum256([]byte(token))] = tenant
+	t.raw = append(t.raw, token)
 	return nil
 }
 

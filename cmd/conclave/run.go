@@ -20,7 +20,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/internal/redact"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport"
 )
 
 const (
@@ -413,7 +415,8 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
+	secretValues := secrets(c.app.env, transport.Tokens{}, &c.tools) // masked in logs, events and tool results
+	logger := slog.New(redact.New(secretValues...).Handler(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level})))
 	// The engine stamps events and interrupt expiries with the app's
 	// clock, which the prompts compare deadlines with.
 	models, closeModel, err := c.model.factory(c.app.env, logger)
@@ -431,7 +434,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 			err = failure(serr)
 		}
 	}()
-	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools}
+	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools, Secrets: secretValues}
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
 	}

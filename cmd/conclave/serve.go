@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
+	"github.com/conclave-ai/conclave/internal/redact"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
@@ -125,7 +126,11 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if tokens.Len() == 0 && !transport.IsLoopback(c.addr) { // refuse before touching the disk
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
-	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter}
+	// Secrets are masked in every log line, event and tool result.
+	secretValues := secrets(c.app.env, tokens, &c.tools)
+	logger = slog.New(redact.New(secretValues...).Handler(logger.Handler()))
+	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter,
+		Secrets: secretValues}
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
 	}

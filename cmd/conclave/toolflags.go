@@ -14,9 +14,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model/openai"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/mcp"
+	"github.com/conclave-ai/conclave/transport"
 )
 
 // toolFlags are the flags that give the engine tools: --mcp, on both
@@ -171,4 +173,26 @@ func toolServers(servers *mcp.Servers) []messages.ToolServer {
 		out = append(out, messages.ToolServer{Name: st.Name, Up: st.Up, Down: st.Down, Restarts: st.Restarts, Tools: st.Tools})
 	}
 	return out
+}
+
+// secretValues are the values --mcp-env passes to tool servers: secrets to
+// mask everywhere else (actors.Config.Secrets). Invalid values are left to
+// specs to report.
+func (f *toolFlags) secretValues() []string {
+	var out []string
+	for _, v := range f.mcpEnv {
+		if _, entry, err := mcpEnvEntry(v, os.LookupEnv); err == nil {
+			_, value, _ := strings.Cut(entry, "=")
+			out = append(out, value)
+		}
+	}
+	return out
+}
+
+// secrets are every secret value of the command: the model's API keys,
+// the bearer tokens and what --mcp-env passes; masked in events, tool
+// results and logs.
+func secrets(env func(string) string, tokens transport.Tokens, tools *toolFlags) []string {
+	out := append(tokens.Secrets(), env(openai.EnvAPIKey), env(openai.EnvOpenAIAPIKey))
+	return append(out, tools.secretValues()...)
 }

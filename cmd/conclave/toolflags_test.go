@@ -20,6 +20,9 @@ import (
 // mcpChildEnv makes this test binary an MCP server over stdio (runMCPChild).
 const mcpChildEnv = "CONCLAVE_TEST_MCP_CHILD"
 
+// mcpChildSayEnv, when set, is printed to the MCP child's stderr at start.
+const mcpChildSayEnv = "CONCLAVE_TEST_MCP_SAY"
+
 // runMCPChild is TestMain's hook: with mcpChildEnv=1 the process serves
 // MCP over stdin and stdout until stdin ends, then exits. Its tools:
 // shout {text} ("TEXT!") and cite {topic, count 1..3} (a text and count
@@ -27,6 +30,9 @@ const mcpChildEnv = "CONCLAVE_TEST_MCP_CHILD"
 func runMCPChild() {
 	if os.Getenv(mcpChildEnv) != "1" {
 		return
+	}
+	if say := os.Getenv(mcpChildSayEnv); say != "" { // a server that logs its configuration
+		fmt.Fprintln(os.Stderr, "config: token="+say)
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "conclave-cmd-test", Version: "1"}, nil)
 	type shoutArgs struct {
@@ -222,5 +228,21 @@ func TestToolFlags_MCPEnv(t *testing.T) {
 		if _, err := f.specs(); err == nil || !strings.Contains(err.Error(), "no stdio --mcp server") {
 			t.Errorf("--mcp-env %s: %v", v, err)
 		}
+	}
+}
+
+// TestRun_SecretsMaskedInLogs: a tool server that prints a secret it was
+// given (--mcp-env) on its stderr, which conclave logs at debug level:
+// the log shows it masked; the model key is masked the same way.
+func TestRun_SecretsMaskedInLogs(t *testing.T) { // not parallel: t.Setenv (--mcp-env reads the environment)
+	const secret = "tool-secret-5e4d3c2b1a"
+	t.Setenv("KID_TOKEN", secret)
+	r := runCLI(t, t.Context(), nil, false, "run", "q", "--json", "--nodes", "1", "--log-level", "debug",
+		"--mcp", mcpChildFlag(t, "kid"), "--mcp-env", "kid:"+mcpChildSayEnv+"=KID_TOKEN", "--calls", "kid.shout")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr+r.stdout, secret) || !strings.Contains(r.stderr, "token=[REDACTED]") {
+		t.Fatalf("the secret is in the output, or the server's line is not logged masked:\n%s", r.stderr)
 	}
 }

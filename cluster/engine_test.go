@@ -31,8 +31,14 @@ type clusterNode struct {
 
 func startNode(t *testing.T, nc *nats.Conn, id string, opts ...func(*actors.Config)) *clusterNode {
 	t.Helper()
+	return startNodeWith(t, nc, id, journal.JetStreamOptions{}, opts...)
+}
+
+// startNodeWith is startNode with the journal's options.
+func startNodeWith(t *testing.T, nc *nats.Conn, id string, jopts journal.JetStreamOptions, opts ...func(*actors.Config)) *clusterNode {
+	t.Helper()
 	ctx := context.Background()
-	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{})
+	j, err := journal.OpenJetStream(ctx, nc, jopts)
 	if err != nil {
 		t.Fatal(err)
 	}

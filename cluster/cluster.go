@@ -41,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/internal/retry"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -60,6 +61,11 @@ type Options struct {
 	Prefix string
 	// Replicas of the buckets, as the journal's stream. Default 1.
 	Replicas int
+	// StartTimeout is how long Join tries to create the buckets and
+	// register this node, with backoff, while JetStream does not answer or
+	// fails (it is starting or electing a leader, or several nodes join at
+	// once). Default 0: one attempt.
+	StartTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -156,32 +162,59 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	nodes, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
-		Bucket: opts.Prefix + "_NODES", TTL: opts.Lease, Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+	until := time.Now().Add(opts.StartTimeout)
+	log := opts.Logger.With("node", opts.NodeID)
+	var nodes, owners jetstream.KeyValue
+	err = retry.Until(ctx, until, log, "the cluster's buckets "+opts.Prefix+"_NODES and "+opts.Prefix+"_OWNERS", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		defer cancel()
+		nodes, err = js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+			Bucket: opts.Prefix + "_NODES", TTL: opts.Lease, Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: nodes bucket: %w", err)
+		}
+		// LimitMarkerTTL lets a release's purge marker expire (Release): an
+		// idle session leaves nothing in the bucket.
+		owners, err = js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+			Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+			LimitMarkerTTL: releaseMarkerTTL,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: owners bucket: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: nodes bucket: %w", err)
-	}
-	// LimitMarkerTTL lets a release's purge marker expire (Release): an
-	// idle session leaves nothing in the bucket.
-	owners, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
-		Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
-		LimitMarkerTTL: releaseMarkerTTL,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: owners bucket: %w", err)
+		return nil, err
 	}
 	n := &Node{
-		opts: opts, log: opts.Logger.With("node", opts.NodeID), journal: j, nodes: nodes, owners: owners,
+		opts: opts, log: log, journal: j, nodes: nodes, owners: owners,
 		self:  Member{ID: opts.NodeID, Started: time.Now().UTC()},
 		owned: map[messages.SessionID]uint64{}, claiming: map[messages.SessionID]chan struct{}{}, view: map[string]string{}, lost: make(chan struct{}), done: make(chan struct{}),
 	}
 	val, _ := json.Marshal(n.self)
-	if _, err := nodes.Create(cctx, n.self.ID, val); err != nil {
-		return nil, fmt.Errorf("cluster: register node %s: %w", n.self.ID, err)
+	err = retry.Until(ctx, until, log, "registering this node in "+opts.Prefix+"_NODES", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		defer cancel()
+		_, err := nodes.Create(cctx, n.self.ID, val)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			// An earlier attempt whose answer was lost, or a former life of
+			// this --node-id whose key has not expired yet.
+			if e, gerr := nodes.Get(cctx, n.self.ID); gerr == nil && string(e.Value()) == string(val) {
+				return nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: register node %s: %w", n.self.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
 	n.lastRenew = time.Now()
 	loopCtx, stop := context.WithCancel(context.Background())
 	watch, err := owners.WatchAll(loopCtx)
@@ -404,6 +437,9 @@ func (n *Node) lockSession(ctx context.Context, s messages.SessionID) (unlock fu
 		}
 	}
 }
+
+// joinTimeout bounds each attempt of Join's requests.
+const joinTimeout = 5 * time.Second
 
 // kvTimeout bounds one key-value operation of a claim: while JetStream
 // elects a leader (a server lost) an operation waits, and a claim that

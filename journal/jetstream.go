@@ -58,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +70,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-ai/conclave/internal/retry"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -90,6 +92,13 @@ type JetStreamOptions struct {
 	// Timeout bounds each request to the server that the caller's context
 	// does not bound sooner. Default 5 s.
 	Timeout time.Duration
+	// StartTimeout is how long OpenJetStream tries to create or update the
+	// stream, with backoff, while JetStream does not answer or fails (it
+	// is starting, or electing a leader, or several nodes create the
+	// stream at once). Default 0: one attempt.
+	StartTimeout time.Duration
+	// Logger logs what OpenJetStream waits for. Default slog.Default().
+	Logger *slog.Logger
 }
 
 const (
@@ -164,9 +173,16 @@ func OpenJetStream(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*
 		// retries for (jsRetryBudget), no longer (each costs memory).
 		Duplicates: 30 * time.Second,
 	}
-	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	st, err := js.CreateOrUpdateStream(cctx, cfg)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var st jetstream.Stream
+	err = retry.Until(ctx, time.Now().Add(opts.StartTimeout), opts.Logger, "the journal's stream "+opts.Stream, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+		st, err = js.CreateOrUpdateStream(cctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: jetstream: stream %s: %w", opts.Stream, err)
 	}

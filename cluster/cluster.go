@@ -32,8 +32,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,6 +127,12 @@ type Node struct {
 	view      map[string]string
 	adopt     func(context.Context, messages.SessionID) error
 	lastRenew time.Time
+	// takingOver counts the takeovers running (claim): from the
+	// compare-and-set that makes a session's key name this node until it
+	// holds the session, its interrupts are nowhere (unsettled); turns
+	// counts their beginnings and ends.
+	takingOver atomic.Int32
+	turns      atomic.Uint64
 
 	counts   counters
 	lost     chan struct{}
@@ -340,6 +348,7 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID, create bool) err
 		owner := string(e.Value())
 		if owner == n.self.ID {
 			// Ours from before (a claim whose adoption failed): take it again.
+			defer n.beginTakeover()()
 			return n.took(ctx, s, e.Revision(), owner)
 		}
 		alive, err := n.alive(ctx, owner)
@@ -349,6 +358,7 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID, create bool) err
 		if alive {
 			return &NotOwnerError{Session: s, Owner: owner}
 		}
+		defer n.beginTakeover()()
 		rev, err := kvDo(ctx, func(ctx context.Context) (uint64, error) {
 			return n.owners.Update(ctx, key, []byte(n.self.ID), e.Revision())
 		})
@@ -485,6 +495,74 @@ func (n *Node) took(ctx context.Context, s messages.SessionID, rev uint64, from 
 	n.owned[s] = rev
 	n.mu.Unlock()
 	return nil
+}
+
+// beginTakeover counts a takeover running until the function it returns
+// is called.
+func (n *Node) beginTakeover() (end func()) {
+	n.takingOver.Add(1)
+	n.turns.Add(1)
+	return func() {
+		n.turns.Add(1)
+		n.takingOver.Add(-1)
+	}
+}
+
+// takeoverMark is what settled compares: the takeovers' beginnings and
+// ends so far.
+func (n *Node) takeoverMark() uint64 { return n.turns.Load() }
+
+// settled reports whether no takeover ran on this node at any moment
+// since mark was taken: a list read meanwhile may lack a session it took
+// over.
+func (n *Node) settled(mark uint64) bool {
+	return n.takingOver.Load() == 0 && n.turns.Load() == mark
+}
+
+// unsettled says why some session has no owner serving it now ("" if
+// every one has), given the live members: its owner key names a node that
+// is not among them (its lease lapsed, and no node has taken the session
+// over yet), or names this node, which does not hold it and is not
+// claiming or releasing it (a former life's, until the next sweep), or
+// this node is taking a session over. The
+// session's runs and interrupts are then on no node: a list gathered from
+// the members would silently lack them. It reads this node's view of the
+// owners (kept by a watch), so it may lag a takeover by a moment, which
+// errs on the side of reporting one.
+func (n *Node) unsettled(live []Member) string {
+	if k := n.takingOver.Load(); k > 0 {
+		return fmt.Sprintf("node %s is taking %d session(s) over", n.self.ID, k)
+	}
+	alive := make(map[string]bool, len(live))
+	for _, m := range live {
+		alive[m.ID] = true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	orphans := map[string]int{}
+	for k, owner := range n.view {
+		if owner == n.self.ID {
+			id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
+			_, held := n.owned[messages.SessionID(id)]
+			_, busy := n.claiming[messages.SessionID(id)] // a claim or a release under way
+			if err == nil && !held && !busy {
+				orphans[owner]++
+			}
+			continue
+		}
+		if !alive[owner] {
+			orphans[owner]++
+		}
+	}
+	if len(orphans) == 0 {
+		return ""
+	}
+	var parts []string
+	for owner, k := range orphans {
+		parts = append(parts, fmt.Sprintf("%d of node %s", k, owner))
+	}
+	slices.Sort(parts)
+	return "sessions not taken over yet: " + strings.Join(parts, ", ")
 }
 
 // Owner returns the node that owns session s ("" if none does), and

@@ -151,3 +151,24 @@ func TestJoin_StartsBeforeJetStreamIsAvailable(t *testing.T) {
 	}
 	collect(t, res, 1)
 }
+
+// A node starts while JetStream elects a new meta leader (the old one's
+// server was just lost; the stream and buckets exist, with three
+// replicas): it waits for the election and joins.
+func TestJoin_StartsDuringALeaderElection(t *testing.T) {
+	servers := natstest.StartCluster(t, 3)
+	res := make(chan joined, 2)
+	leader := 0
+	for i, s := range servers {
+		if s.JetStreamIsLeader() {
+			leader = i
+		}
+	}
+	survivor := servers[(leader+1)%3]
+	go startMember(natstest.Connect(t, survivor), "first", 3, res)
+	collect(t, res, 1)
+
+	servers[leader].Shutdown() // the meta leader: the two others elect one
+	go startMember(natstest.Connect(t, survivor), "second", 3, res)
+	collect(t, res, 1)
+}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -237,6 +238,9 @@ func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 	}
 	if h.s.failed != nil {
 		log.Error("hub: journal failed; event not recorded", "run", m.RunID, "type", m.Payload.EventType(), "err", h.s.failed)
+		if m.Payload.EventType().Terminal() {
+			h.endUnrecorded(m.RunID, m.Payload.EventType())
+		}
 		return false
 	}
 	env := m.Stamp(h.e.cfg.NewID(), h.s.nextSeq+1, h.e.cfg.Now(), h.s.session)
@@ -311,6 +315,11 @@ func (h *hubActor) flush() {
 		h.runBarriers()
 		h.e.cfg.Logger.Error("hub: journal append failed; closing subscribers", "session", h.s.session, "events", len(batch), "err", err)
 		h.s.fail(err)
+		for _, enc := range batch {
+			if enc.Type.Terminal() {
+				h.endUnrecorded(enc.RunID, enc.Type)
+			}
+		}
 		h.s.pending = nil
 		for sub := range h.s.subs {
 			sub.Close(err)
@@ -346,6 +355,29 @@ func (h *hubActor) flush() {
 	// keep up to maxHubBatch old events alive per session.
 	clear(batch)
 	h.s.pending = batch[:0]
+}
+
+// endUnrecorded ends in the run index a run whose terminal event (of type
+// typ) the failed journal did not take: its supervisor has ended it, so
+// the index must not go on listing it as live. If another process fenced
+// the session (cluster mode), that process adopts the run from the journal
+// and lists it: it leaves this index. Otherwise it is listed failed here
+// (code internal, with the journal's error), and the journal, which holds
+// it as live, has it recovered at the next start.
+func (h *hubActor) endUnrecorded(run messages.RunID, typ messages.EventType) {
+	if errors.Is(h.s.failed, journal.ErrFenced) {
+		h.e.index.Remove(run)
+		return
+	}
+	sum, ok := h.e.index.Get(h.s.tenant, run)
+	if !ok || sum.Status.Terminal() {
+		return
+	}
+	h.e.index.Apply(h.s.tenant, &messages.Envelope{
+		Seq: sum.LastSeq, Timestamp: h.e.cfg.Now(), SessionID: h.s.session, RunID: run, Type: messages.RunError,
+		Payload: &messages.RunErrorPayload{Code: messages.ErrCodeInternal, Usage: sum.Usage, Nodes: sum.Nodes,
+			Message: fmt.Sprintf("the journal failed; the run's %s was not recorded: %v", typ, h.s.failed)},
+	})
 }
 
 // auditTimeout bounds how long a flush waits for the audit log.

@@ -32,8 +32,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,6 +43,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/internal/retry"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -60,6 +63,11 @@ type Options struct {
 	Prefix string
 	// Replicas of the buckets, as the journal's stream. Default 1.
 	Replicas int
+	// StartTimeout is how long Join tries to create the buckets and
+	// register this node, with backoff, while JetStream does not answer or
+	// fails (it is starting or electing a leader, or several nodes join at
+	// once). Default 0: one attempt.
+	StartTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -119,6 +127,12 @@ type Node struct {
 	view      map[string]string
 	adopt     func(context.Context, messages.SessionID) error
 	lastRenew time.Time
+	// takingOver counts the takeovers running (claim): from the
+	// compare-and-set that makes a session's key name this node until it
+	// holds the session, its interrupts are nowhere (unsettled); turns
+	// counts their beginnings and ends.
+	takingOver atomic.Int32
+	turns      atomic.Uint64
 
 	counts   counters
 	lost     chan struct{}
@@ -156,32 +170,59 @@ func Join(ctx context.Context, nc *nats.Conn, j *journal.JetStream, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	nodes, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
-		Bucket: opts.Prefix + "_NODES", TTL: opts.Lease, Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+	until := time.Now().Add(opts.StartTimeout)
+	log := opts.Logger.With("node", opts.NodeID)
+	var nodes, owners jetstream.KeyValue
+	err = retry.Until(ctx, until, log, "the cluster's buckets "+opts.Prefix+"_NODES and "+opts.Prefix+"_OWNERS", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		defer cancel()
+		nodes, err = js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+			Bucket: opts.Prefix + "_NODES", TTL: opts.Lease, Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: nodes bucket: %w", err)
+		}
+		// LimitMarkerTTL lets a release's purge marker expire (Release): an
+		// idle session leaves nothing in the bucket.
+		owners, err = js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+			Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
+			LimitMarkerTTL: releaseMarkerTTL,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: owners bucket: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: nodes bucket: %w", err)
-	}
-	// LimitMarkerTTL lets a release's purge marker expire (Release): an
-	// idle session leaves nothing in the bucket.
-	owners, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
-		Bucket: opts.Prefix + "_OWNERS", Replicas: opts.Replicas, Storage: jetstream.FileStorage, History: 1,
-		LimitMarkerTTL: releaseMarkerTTL,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: owners bucket: %w", err)
+		return nil, err
 	}
 	n := &Node{
-		opts: opts, log: opts.Logger.With("node", opts.NodeID), journal: j, nodes: nodes, owners: owners,
+		opts: opts, log: log, journal: j, nodes: nodes, owners: owners,
 		self:  Member{ID: opts.NodeID, Started: time.Now().UTC()},
 		owned: map[messages.SessionID]uint64{}, claiming: map[messages.SessionID]chan struct{}{}, view: map[string]string{}, lost: make(chan struct{}), done: make(chan struct{}),
 	}
 	val, _ := json.Marshal(n.self)
-	if _, err := nodes.Create(cctx, n.self.ID, val); err != nil {
-		return nil, fmt.Errorf("cluster: register node %s: %w", n.self.ID, err)
+	err = retry.Until(ctx, until, log, "registering this node in "+opts.Prefix+"_NODES", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		defer cancel()
+		_, err := nodes.Create(cctx, n.self.ID, val)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			// An earlier attempt whose answer was lost, or a former life of
+			// this --node-id whose key has not expired yet.
+			if e, gerr := nodes.Get(cctx, n.self.ID); gerr == nil && string(e.Value()) == string(val) {
+				return nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: register node %s: %w", n.self.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	cctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
 	n.lastRenew = time.Now()
 	loopCtx, stop := context.WithCancel(context.Background())
 	watch, err := owners.WatchAll(loopCtx)
@@ -307,6 +348,7 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID, create bool) err
 		owner := string(e.Value())
 		if owner == n.self.ID {
 			// Ours from before (a claim whose adoption failed): take it again.
+			defer n.beginTakeover()()
 			return n.took(ctx, s, e.Revision(), owner)
 		}
 		alive, err := n.alive(ctx, owner)
@@ -316,6 +358,7 @@ func (n *Node) claim(ctx context.Context, s messages.SessionID, create bool) err
 		if alive {
 			return &NotOwnerError{Session: s, Owner: owner}
 		}
+		defer n.beginTakeover()()
 		rev, err := kvDo(ctx, func(ctx context.Context) (uint64, error) {
 			return n.owners.Update(ctx, key, []byte(n.self.ID), e.Revision())
 		})
@@ -405,6 +448,9 @@ func (n *Node) lockSession(ctx context.Context, s messages.SessionID) (unlock fu
 	}
 }
 
+// joinTimeout bounds each attempt of Join's requests.
+const joinTimeout = 5 * time.Second
+
 // kvTimeout bounds one key-value operation of a claim: while JetStream
 // elects a leader (a server lost) an operation waits, and a claim that
 // fails fast is retried by its caller (503) instead of using up the
@@ -449,6 +495,74 @@ func (n *Node) took(ctx context.Context, s messages.SessionID, rev uint64, from 
 	n.owned[s] = rev
 	n.mu.Unlock()
 	return nil
+}
+
+// beginTakeover counts a takeover running until the function it returns
+// is called.
+func (n *Node) beginTakeover() (end func()) {
+	n.takingOver.Add(1)
+	n.turns.Add(1)
+	return func() {
+		n.turns.Add(1)
+		n.takingOver.Add(-1)
+	}
+}
+
+// takeoverMark is what settled compares: the takeovers' beginnings and
+// ends so far.
+func (n *Node) takeoverMark() uint64 { return n.turns.Load() }
+
+// settled reports whether no takeover ran on this node at any moment
+// since mark was taken: a list read meanwhile may lack a session it took
+// over.
+func (n *Node) settled(mark uint64) bool {
+	return n.takingOver.Load() == 0 && n.turns.Load() == mark
+}
+
+// unsettled says why some session has no owner serving it now ("" if
+// every one has), given the live members: its owner key names a node that
+// is not among them (its lease lapsed, and no node has taken the session
+// over yet), or names this node, which does not hold it and is not
+// claiming or releasing it (a former life's, until the next sweep), or
+// this node is taking a session over. The
+// session's runs and interrupts are then on no node: a list gathered from
+// the members would silently lack them. It reads this node's view of the
+// owners (kept by a watch), so it may lag a takeover by a moment, which
+// errs on the side of reporting one.
+func (n *Node) unsettled(live []Member) string {
+	if k := n.takingOver.Load(); k > 0 {
+		return fmt.Sprintf("node %s is taking %d session(s) over", n.self.ID, k)
+	}
+	alive := make(map[string]bool, len(live))
+	for _, m := range live {
+		alive[m.ID] = true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	orphans := map[string]int{}
+	for k, owner := range n.view {
+		if owner == n.self.ID {
+			id, err := journal.SubjectUntoken(strings.TrimPrefix(k, "s."))
+			_, held := n.owned[messages.SessionID(id)]
+			_, busy := n.claiming[messages.SessionID(id)] // a claim or a release under way
+			if err == nil && !held && !busy {
+				orphans[owner]++
+			}
+			continue
+		}
+		if !alive[owner] {
+			orphans[owner]++
+		}
+	}
+	if len(orphans) == 0 {
+		return ""
+	}
+	var parts []string
+	for owner, k := range orphans {
+		parts = append(parts, fmt.Sprintf("%d of node %s", k, owner))
+	}
+	slices.Sort(parts)
+	return "sessions not taken over yet: " + strings.Join(parts, ", ")
 }
 
 // Owner returns the node that owns session s ("" if none does), and

@@ -31,8 +31,14 @@ type clusterNode struct {
 
 func startNode(t *testing.T, nc *nats.Conn, id string, opts ...func(*actors.Config)) *clusterNode {
 	t.Helper()
+	return startNodeWith(t, nc, id, journal.JetStreamOptions{}, opts...)
+}
+
+// startNodeWith is startNode with the journal's options.
+func startNodeWith(t *testing.T, nc *nats.Conn, id string, jopts journal.JetStreamOptions, opts ...func(*actors.Config)) *clusterNode {
+	t.Helper()
 	ctx := context.Background()
-	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{})
+	j, err := journal.OpenJetStream(ctx, nc, jopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +232,17 @@ func TestEngines_StaleOwnerIsFenced(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.RunFinished {
 		t.Fatalf("run ended with %s", last.Type)
 	}
+	// a's stale run ends too (its last interrupt answered there), its
+	// terminal event refused: a no longer lists the run from its own run
+	// index (before, it said running for good) but as the catalogue has it,
+	// finished on b.
+	if _, err := ea.Resume(messages.Resume{InterruptID: ids[1], Decision: messages.DecisionReject, Feedback: "stale"}); err != nil {
+		t.Fatalf("resume on the stale node: %v", err)
+	}
+	until(t, 10*time.Second, "a lists the run finished", func() bool {
+		sum, err := ea.Run("", ref.RunID)
+		return err == nil && sum.Status == messages.StatusFinished
+	})
 }
 
 // toolApprovals follows probe until the run has raised n tool approvals,

@@ -139,6 +139,19 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			f.proxyIfMisdirected(next, w, r)
 			return
 		}
+		if tenantWide(r) && r.Header.Get(messages.ForwardedHeader) != "" {
+			// This node's page of a gathered list: not while (nor across)
+			// a takeover, whose session's interrupts are nowhere yet.
+			mark := f.node.takeoverMark()
+			rec := newRecorder()
+			next.ServeHTTP(rec, r)
+			if !f.node.settled(mark) {
+				unsettled(w, "node "+f.node.ID()+" is taking sessions over")
+				return
+			}
+			write(w, rec.status, rec.header, rec.body.Bytes())
+			return
+		}
 		if !forwardable(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -201,11 +214,15 @@ func tenantWide(r *http.Request) bool {
 // gatherInterrupts answers a tenant-wide interrupts list with the page
 // one node holding every session would give: this node's page and every
 // other live member's, asked for the same cursor and limit, merged
-// (interrupts.MergePages). A member that does not answer makes the call
-// 503 unavailable, Retry-After 1: a list that silently lacked a node's
-// interrupts would look complete. (A dead member answers at once, "no
-// responders", until its lease lapses and its sessions move.)
+// (interrupts.MergePages). A list that silently lacked some interrupts
+// would look complete, so the call is 503 unavailable, Retry-After 1,
+// while a member does not answer (a dead member answers at once, "no
+// responders", until its lease lapses), while a session has no owner
+// serving it (Node.unsettled: its owner's lease lapsed and no node took it
+// over yet), and while, or across the reading of the pages, a node takes
+// a session over.
 func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	mark := f.node.takeoverMark() // before this node's page
 	rec := newRecorder()
 	next.ServeHTTP(rec, r)
 	if rec.status != http.StatusOK {
@@ -221,10 +238,19 @@ func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r
 		writeAPIError(w, http.StatusInternalServerError, "internal", "listing interrupts: "+err.Error())
 		return
 	}
-	others, err := f.others(r.Context())
+	members, err := f.node.Members(r.Context())
 	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		writeAPIError(w, http.StatusServiceUnavailable, "unavailable", "listing the cluster's members: "+err.Error())
+		unsettled(w, "listing the cluster's members: "+err.Error())
+		return
+	}
+	var others []string
+	for _, m := range members {
+		if m.ID != f.node.ID() {
+			others = append(others, m.ID)
+		}
+	}
+	if why := f.node.unsettled(members); why != "" {
+		unsettled(w, why+"; try again")
 		return
 	}
 	pages := make([]messages.InterruptList, len(others))
@@ -250,11 +276,19 @@ func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r
 	for i, err := range errs {
 		if err != nil {
 			f.log.Warn("cluster: list a member's interrupts", "node", others[i], "err", err)
-			w.Header().Set("Retry-After", "1")
-			writeAPIError(w, http.StatusServiceUnavailable, "unavailable",
-				fmt.Sprintf("node %s did not list its interrupts (%v); try again", others[i], err))
+			unsettled(w, fmt.Sprintf("node %s did not list its interrupts (%v); try again", others[i], err))
 			return
 		}
+	}
+	// Checked again after the pages: a takeover that ran here, or a
+	// session this node's view saw lose its owner, while they were read.
+	why := f.node.unsettled(members)
+	if why == "" && !f.node.settled(mark) {
+		why = "node " + f.node.ID() + " took sessions over"
+	}
+	if why != "" {
+		unsettled(w, why+"; try again")
+		return
 	}
 	merged := interrupts.MergePages(limit, append(pages, local)...)
 	if merged.Interrupts == nil {
@@ -266,6 +300,13 @@ func (f *Forwarder) gatherInterrupts(next http.Handler, w http.ResponseWriter, r
 		return
 	}
 	write(w, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, body)
+}
+
+// unsettled answers a gathered list that would be incomplete: 503
+// unavailable, Retry-After 1.
+func unsettled(w http.ResponseWriter, why string) {
+	w.Header().Set("Retry-After", "1")
+	writeAPIError(w, http.StatusServiceUnavailable, "unavailable", why)
 }
 
 // writeAPIError writes the API's error body (messages.ErrorBody); code is

@@ -11,8 +11,10 @@ package journal
 //	<p>.ev.<session>            events: one message per Append (more if the batch
 //	                            exceeds the server's max payload); headers
 //	                            Conclave-First/-Last (seqs), Conclave-Crc (CRC-32C
-//	                            of the body); body: per event uvarint-prefixed
-//	                            type, run id, JSON. The seqs run First..Last.
+//	                            of the body), Conclave-Append (the Append's id,
+//	                            on its last message); body: per event
+//	                            uvarint-prefixed type, run id, JSON. The seqs
+//	                            run First..Last.
 //	<p>.first.<session>         the trim mark (rollup: only the last is kept)
 //	<p>.run.<run>               a run's start: session, first seq. Its stream seq
 //	                            orders ListRuns.
@@ -30,6 +32,13 @@ package journal
 // read it. If any other process appended to the session since, the server
 // refuses the whole batch and Append returns ErrFenced: a stale owner
 // cannot interleave its events with the new owner's.
+//
+// Retries. A publish whose answer is lost is sent again with the same
+// Nats-Msg-Id. If the first send was stored, the server refuses the repeat
+// (as a duplicate, or for a single message as a wrong last sequence: it
+// checks that before the id); Append then reads the session's last message,
+// and the append succeeded if that message carries its Conclave-Append id
+// (ErrFenced if another process appended after it).
 //
 // Acknowledgement. An event is acknowledged when JetStream acknowledged its
 // message: stored on a majority of the stream's replicas. JetStream writes
@@ -49,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +70,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-ai/conclave/internal/retry"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -81,12 +92,22 @@ type JetStreamOptions struct {
 	// Timeout bounds each request to the server that the caller's context
 	// does not bound sooner. Default 5 s.
 	Timeout time.Duration
+	// StartTimeout is how long OpenJetStream tries to create or update the
+	// stream, with backoff, while JetStream does not answer or fails (it
+	// is starting, or electing a leader, or several nodes create the
+	// stream at once). Default 0: one attempt.
+	StartTimeout time.Duration
+	// Logger logs what OpenJetStream waits for. Default slog.Default().
+	Logger *slog.Logger
 }
 
 const (
 	hdrFirst = "Conclave-First"
 	hdrLast  = "Conclave-Last"
 	hdrCrc   = "Conclave-Crc"
+	// hdrAppend identifies an Append on its last events message, so that
+	// a retried append can tell whether its batch was stored.
+	hdrAppend = "Conclave-Append"
 	// jsHeaderRoom is what a message's headers may take of the payload.
 	jsHeaderRoom = 1024
 	// jsCacheMax bounds the per-session caches (they are dropped whole).
@@ -152,9 +173,16 @@ func OpenJetStream(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*
 		// retries for (jsRetryBudget), no longer (each costs memory).
 		Duplicates: 30 * time.Second,
 	}
-	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	st, err := js.CreateOrUpdateStream(cctx, cfg)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var st jetstream.Stream
+	err = retry.Until(ctx, time.Now().Add(opts.StartTimeout), opts.Logger, "the journal's stream "+opts.Stream, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+		st, err = js.CreateOrUpdateStream(cctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: jetstream: stream %s: %w", opts.Stream, err)
 	}
@@ -281,6 +309,20 @@ func (j *JetStream) readTail(ctx context.Context, s messages.SessionID) (jsTail,
 	return jsTail{msgSeq: m.Sequence, head: last}, nil
 }
 
+// appended reads the session's last message and reports whether it is
+// the last message of the append whose Conclave-Append header is id.
+func (j *JetStream) appended(ctx context.Context, s messages.SessionID, id string) (jsTail, bool, error) {
+	m, err := j.last(ctx, j.evSubject(s))
+	if err != nil || m == nil {
+		return jsTail{}, false, err
+	}
+	_, last, err := msgSpan(m)
+	if err != nil {
+		return jsTail{}, false, j.corrupt(s, 0, 0, err.Error())
+	}
+	return jsTail{msgSeq: m.Sequence, head: last}, m.Header.Get(hdrAppend) == id, nil
+}
+
 func (j *JetStream) setTail(s messages.SessionID, t jsTail, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -317,25 +359,31 @@ func (j *JetStream) Append(ctx context.Context, s messages.SessionID, events []*
 	}
 	msgs := j.eventMsgs(s, events)
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(t.msgSeq, 10))
+	id := uuid.NewString()
+	msgs[len(msgs)-1].Header.Set(hdrAppend, id)
 	cat, ended, err := j.catalogMsgs(ctx, s, events)
 	if err != nil {
 		return err
 	}
 	ack, err := j.publish(ctx, append(msgs, cat...))
-	if errors.Is(err, errDuplicate) {
-		// An earlier attempt stored the batch; nothing can have been
-		// appended after it unless another process took the session.
-		t, err := j.readTail(ctx, s)
-		if err != nil {
-			j.setTail(s, jsTail{}, false)
-			return err
+	if errors.Is(err, errDuplicate) || errors.Is(err, ErrFenced) {
+		// An attempt whose answer was lost may have stored the batch: its
+		// repeat is then refused as a duplicate, or, when it is a single
+		// message, as fenced (the server checks the expected last subject
+		// sequence before the message id). It is stored if the session's
+		// last message is this append's last.
+		last, mine, rerr := j.appended(ctx, s, id)
+		switch {
+		case rerr != nil:
+			err = fmt.Errorf("%w (and reading whether it was stored: %w)", err, rerr)
+		case mine:
+			j.setTail(s, last, true)
+			ack, err = last.msgSeq+uint64(len(cat)), nil
+		case errors.Is(err, errDuplicate):
+			// Stored, and another process appended after it: it took the
+			// session over.
+			err = fmt.Errorf("%w (this batch was stored, and the session written after it)", ErrFenced)
 		}
-		if t.head != events[len(events)-1].Seq {
-			j.setTail(s, jsTail{}, false)
-			return fmt.Errorf("%w (the session's head is %d after this batch, stored once, ended at %d)", ErrFenced, t.head, events[len(events)-1].Seq)
-		}
-		j.setTail(s, t, true)
-		ack, err = t.msgSeq+uint64(len(cat)), nil
 	}
 	if err != nil {
 		j.setTail(s, jsTail{}, false) // the batch may or may not be stored: read again

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/cluster"
+	"github.com/conclave-ai/conclave/internal/retry"
 	"github.com/conclave-ai/conclave/journal"
 )
 
@@ -27,6 +28,9 @@ type clusterFlags struct {
 	lease     time.Duration
 	replicas  int
 	prefix    string
+	// startTimeout bounds the start: connecting, and creating the stream
+	// and buckets, retried with backoff while JetStream is not ready.
+	startTimeout time.Duration
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {
@@ -35,6 +39,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.lease, "cluster-lease", 10*time.Second, "how long a node that stopped renewing its membership stays a member; its sessions move within 1.5 leases")
 	fs.IntVar(&f.replicas, "cluster-replicas", 1, "JetStream replicas of the journal and the buckets (3 on a 3-server JetStream cluster)")
 	fs.StringVar(&f.advertise, "cluster-advertise", "", "the base `url` at which the other nodes reach this node's API, for AG-UI and A2A requests they proxy here (default: http:// and the listen address, with this host's name when it listens on every interface)")
+	fs.DurationVar(&f.startTimeout, "cluster-start-timeout", 60*time.Second, "how long a starting node waits for NATS JetStream (connecting, creating the stream and buckets, joining), retrying with backoff, before it gives up: servers starting or restarting, a leader being elected, several nodes starting at once")
 	fs.StringVar(&f.prefix, "cluster-prefix", "conclave", "prefix of the cluster's subjects, stream and buckets (clusters sharing one JetStream need different prefixes)")
 }
 
@@ -58,20 +63,31 @@ func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterM
 	if id == "" {
 		id = uuid.NewString()
 	}
-	nc, err := nats.Connect(f.urls, nats.Name("conclave "+id), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.Timeout(5*time.Second), nats.RetryOnFailedConnect(false),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { logger.Warn("cluster: disconnected from NATS", "err", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("cluster: reconnected to NATS", "url", nc.ConnectedUrl()) }))
+	// One deadline for the whole start: a coordinated rollout starts its
+	// nodes together, and servers that just restarted answer only once
+	// JetStream has its leaders.
+	until := time.Now().Add(f.startTimeout)
+	var nc *nats.Conn
+	err := retry.Until(ctx, until, logger, "the NATS servers "+f.urls, func(context.Context) error {
+		var err error
+		nc, err = nats.Connect(f.urls, nats.Name("conclave "+id), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+			nats.Timeout(5*time.Second), nats.RetryOnFailedConnect(false),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { logger.Warn("cluster: disconnected from NATS", "err", err) }),
+			nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("cluster: reconnected to NATS", "url", nc.ConnectedUrl()) }))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("--cluster %s: %w", f.urls, err)
 	}
 	upper := upperPrefix(f.prefix)
-	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{Stream: upper, Prefix: f.prefix, Replicas: f.replicas})
+	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{Stream: upper, Prefix: f.prefix, Replicas: f.replicas,
+		StartTimeout: time.Until(until), Logger: logger})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	node, err := cluster.Join(ctx, nc, j, cluster.Options{NodeID: id, Lease: f.lease, Prefix: upper, Replicas: f.replicas, Logger: logger})
+	node, err := cluster.Join(ctx, nc, j, cluster.Options{NodeID: id, Lease: f.lease, Prefix: upper, Replicas: f.replicas, Logger: logger,
+		StartTimeout: time.Until(until)})
 	if err != nil {
 		nc.Close()
 		return nil, err

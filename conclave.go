@@ -101,6 +101,11 @@ type Options struct {
 	// larger chunk from the model is published as several events. Default
 	// 64 KiB.
 	MaxDeltaBytes int
+	// MaxAgentTurns bounds the model turns of one agent: past it the agent
+	// fails with code turn_limit (a model that calls tools every turn
+	// would loop without end). Default actors.DefaultMaxAgentTurns (25);
+	// negative: no bound.
+	MaxAgentTurns int
 	// MaxTurnOutputBytes bounds the text and reasoning of one model turn:
 	// at the bound the text is cut, a warning output_truncated is
 	// published and the turn ends. Default 4 MiB; negative: no bound.
@@ -167,7 +172,7 @@ func New(opts Options) (*Engine, error) {
 		Concurrency: opts.Concurrency, InterruptTimeout: opts.InterruptTimeout,
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
-		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes,
+		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
 	}
 	tools := opts.Tools
 	switch {

@@ -97,6 +97,12 @@ type Config struct {
 	// ModelTurnTimeout bounds a whole model turn, likewise. Default
 	// DefaultModelTurnTimeout; negative: no bound.
 	ModelTurnTimeout time.Duration
+	// MaxAgentTurns bounds the model turns of one agent (each turn that
+	// calls tools is followed by another): at 80 % of it the agent's lane
+	// gets a warning turn_limit_near, past it the agent fails with a
+	// *model.Error of code turn_limit. Default DefaultMaxAgentTurns (as
+	// LangGraph's recursion limit); negative: no bound.
+	MaxAgentTurns int
 	// MaxDeltaBytes bounds one text or reasoning delta event: a longer
 	// chunk from the model is published as several events, cut at rune
 	// boundaries. Default DefaultMaxDeltaBytes.
@@ -208,6 +214,8 @@ const (
 	// DefaultModelTurnTimeout bounds one turn: long enough for a long
 	// answer from a slow local model.
 	DefaultModelTurnTimeout = 30 * time.Minute
+	// DefaultMaxAgentTurns is LangGraph's default recursion limit.
+	DefaultMaxAgentTurns = 25
 )
 
 func (c Config) withDefaults() Config {
@@ -240,6 +248,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ModelIdleTimeout == 0 {
 		c.ModelIdleTimeout = DefaultModelIdleTimeout
+	}
+	if c.MaxAgentTurns == 0 {
+		c.MaxAgentTurns = DefaultMaxAgentTurns
 	}
 	if c.ModelTurnTimeout == 0 {
 		c.ModelTurnTimeout = DefaultModelTurnTimeout

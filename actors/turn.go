@@ -39,6 +39,17 @@ type (
 // their order: one sender, FIFO mailbox) and reports the turn's result to
 // the agent, which alone decides what happens next.
 func (a *agentActor) startTurn(ctx actor.Context) {
+	if limit := a.spec.e.cfg.MaxAgentTurns; limit > 0 {
+		switch {
+		case a.turn >= limit:
+			a.finishFailed(ctx, &model.Error{Code: model.CodeTurnLimit,
+				Message: fmt.Sprintf("%s used its %d model turns (each called tools, so another was due)", a.spec.agentID, limit)})
+			return
+		case a.turn+1 == (limit*4+4)/5: // 80 %, rounded up
+			a.emit(ctx, messages.NewWarning(messages.WarnTurnLimitNear,
+				fmt.Sprintf("%s starts model turn %d of at most %d", a.spec.agentID, a.turn+1, limit)))
+		}
+	}
 	a.turn++
 	req := a.spec.req
 	a.mergeSubCitations()

@@ -149,6 +149,10 @@ const (
 	// ModelErrTimeout: the model went silent for longer than the idle
 	// timeout between chunks, or its turn outlasted the turn deadline.
 	ModelErrTimeout ModelErrorCode = "timeout"
+	// ModelErrTurnLimit: the agent used its maximum of model turns (a
+	// model that calls tools every turn would otherwise loop, and spend,
+	// without end).
+	ModelErrTurnLimit ModelErrorCode = "turn_limit"
 )
 
 // RunErrorPayload is the failing terminal event.
@@ -393,6 +397,9 @@ const (
 	// WarnOutputTruncated: a model turn reached the engine's bound on a
 	// turn's output; its text was cut there and the turn ended.
 	WarnOutputTruncated WarningCode = "output_truncated"
+	// WarnTurnLimitNear: an agent has used 80 % of its model turns; at the
+	// limit it fails with code turn_limit.
+	WarnTurnLimitNear WarningCode = "turn_limit_near"
 )
 
 // SuggestedAction is what a user can do about a warning of code c ("" for
@@ -409,6 +416,8 @@ func (c WarningCode) SuggestedAction() string {
 		return "None needed: the run goes on without the sub-team."
 	case WarnOutputTruncated:
 		return "Ask for a shorter answer, or raise the engine's bound on a turn's output (--model-max-output)."
+	case WarnTurnLimitNear:
+		return "If the agent is looping on tool calls, abort the run or steer it; raise the engine's turn limit (--max-agent-turns) if long tool use is intended."
 	case WarnSignatureRefused:
 		return "Check the approver's key and that the statement names this interrupt, its evidence digest and the same edited arguments."
 	}

@@ -15,6 +15,8 @@ const (
 	// CodeTimeout: the model was silent longer than the idle timeout, or
 	// its turn outlasted the turn deadline (WithTimeouts).
 	CodeTimeout = messages.ModelErrTimeout
+	// CodeTurnLimit: the agent used its maximum of model turns.
+	CodeTurnLimit = messages.ModelErrTurnLimit
 )
 
 // Error is a model failure with a stable Code. It matches ErrModel under

@@ -35,6 +35,7 @@ type modelFlags struct {
 	// Bounds of every model turn, whatever the backend (actors.Config).
 	idleTimeout, turnTimeout time.Duration
 	maxDelta, maxOutput      int
+	maxTurns                 int
 	registered               bool // the bounds are flags: bounds applies them
 }
 
@@ -49,6 +50,7 @@ func (f *modelFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.idleTimeout, "model-idle-timeout", actors.DefaultModelIdleTimeout, "fail a model turn that sends no chunk for this long, the first one included (node_failed code timeout); 0: no bound")
 	fs.DurationVar(&f.turnTimeout, "model-turn-timeout", actors.DefaultModelTurnTimeout, "fail a model turn that lasts longer than this (code timeout); 0: no bound")
 	fs.IntVar(&f.maxDelta, "model-max-delta", actors.DefaultMaxDeltaBytes, "bytes of one text or reasoning delta event: a larger model chunk is published as several events")
+	fs.IntVar(&f.maxTurns, "max-agent-turns", actors.DefaultMaxAgentTurns, "model turns of one agent: past them it fails with code turn_limit (a model calling tools every turn loops and spends without end); 0: no bound")
 	fs.IntVar(&f.maxOutput, "model-max-output", actors.DefaultMaxTurnOutputBytes, "bytes of text and reasoning of one model turn: at the bound the text is cut, a warning output_truncated is published and the turn ends; 0: no bound")
 }
 
@@ -60,6 +62,13 @@ func (f *modelFlags) bounds(cfg *actors.Config) error {
 	}
 	if f.idleTimeout < 0 || f.turnTimeout < 0 {
 		return fmt.Errorf("--model-idle-timeout and --model-turn-timeout must be 0 (no bound) or more, got %v and %v", f.idleTimeout, f.turnTimeout)
+	}
+	if f.maxTurns < 0 {
+		return fmt.Errorf("--max-agent-turns must be 0 (no bound) or more, got %d", f.maxTurns)
+	}
+	cfg.MaxAgentTurns = f.maxTurns
+	if f.maxTurns == 0 {
+		cfg.MaxAgentTurns = -1
 	}
 	if f.maxDelta < 0 || f.maxOutput < 0 {
 		return fmt.Errorf("--model-max-delta and --model-max-output must be 0 or more, got %d and %d", f.maxDelta, f.maxOutput)

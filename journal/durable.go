@@ -228,6 +228,7 @@ type Durable struct {
 	// Owned by the committer (by Open before it starts, by Close after it
 	// ended).
 	hwm     *hwmLog
+	floor   *hwmLog // the second copy of the reservations (hwm.go)
 	hwmBuf  []hwmEntry
 	hwmErrs int
 
@@ -372,6 +373,9 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 		if j.hwm != nil {
 			_ = j.hwm.Close()
 		}
+		if j.floor != nil {
+			_ = j.floor.Close()
+		}
 		return nil, err
 	}
 	d = j
@@ -401,7 +405,7 @@ func checkDir(fs vfs.FS, dir string) error {
 		switch n {
 		case markerFile:
 			marked = true
-		case probeFile, markerTemp, headsFile, headsTemp, hwmFile, hwmTemp, "LOCK":
+		case probeFile, markerTemp, headsFile, headsTemp, hwmFile, hwmTemp, floorFile, floorTemp, "LOCK":
 		default:
 			others = append(others, n)
 		}
@@ -770,6 +774,9 @@ func (d *Durable) reserve(group []*commitReq) error {
 	if err := d.hwm.reserve(entries); err != nil {
 		return err
 	}
+	if err := d.floor.reserve(entries); err != nil {
+		return err
+	}
 	for _, r := range group {
 		if r.last > 0 && r.last+reserveAhead/2 > r.s.reserved {
 			r.s.reserved = r.last + reserveAhead
@@ -820,7 +827,7 @@ func (d *Durable) rewriteHWM() error {
 		}
 	}
 	d.mu.RUnlock()
-	h, err := writeHWM(d.fs, d.dir, entries)
+	h, err := writeHWM(d.fs, d.dir, hwmFile, entries)
 	if err != nil {
 		return err
 	}
@@ -828,6 +835,16 @@ func (d *Durable) rewriteHWM() error {
 		_ = d.hwm.Close()
 	}
 	d.hwm = h
+	// The floor log second: a crash between the two leaves it older, and
+	// both intact (Open takes the higher marks of the two).
+	f, err := writeHWM(d.fs, d.dir, floorFile, entries)
+	if err != nil {
+		return err
+	}
+	if d.floor != nil {
+		_ = d.floor.Close()
+	}
+	d.floor = f
 	return nil
 }
 
@@ -1225,7 +1242,7 @@ func (d *Durable) Close() (err error) {
 	if d.failed.Load() == nil {
 		hwmErr = d.rewriteHWM()
 	}
-	hwmErr = errors.Join(hwmErr, d.hwm.Close())
+	hwmErr = errors.Join(hwmErr, d.hwm.Close(), d.floor.Close())
 	defer func() {
 		if r := recover(); r != nil {
 			fe, ok := r.(*fatalError)

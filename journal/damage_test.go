@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -591,5 +593,93 @@ func TestOpen_DoubleFault(t *testing.T) {
 			}
 			openDurable(t, dir, journal.Options{}) // repaired: opens without Repair
 		})
+	}
+}
+
+// TestDurable_DataDirRemoved (issue 27 item 7): the data directory is
+// removed under an open journal. Idle, the watch fails the journal within
+// its period; writing, the store's own failure (it cannot create its next
+// write-ahead log) fails it. Either way Append is refused with
+// ErrWriteFailed, Failed is closed, and nothing crashes, hangs or spins:
+// before, the process died with "fatal error: sync: unlock of unlocked
+// mutex". The writing case runs in a child process: the store's goroutine
+// stays parked there and the store cannot be closed (goleak would object).
+func TestDurable_DataDirRemoved(t *testing.T) {
+	t.Parallel()
+	t.Run("Idle", func(t *testing.T) {
+		t.Parallel()
+		removeUnder(t, false)
+	})
+	t.Run("Writing", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDurable_DataDirRemovedChild$", "-test.v")
+		cmd.Env = append(os.Environ(), "CONCLAVE_TEST_REMOVE_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("child: ok")) {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestDurable_DataDirRemovedChild is TestDurable_DataDirRemoved's writing
+// case, in a child process; it exits without goleak's check.
+func TestDurable_DataDirRemovedChild(t *testing.T) {
+	if os.Getenv("CONCLAVE_TEST_REMOVE_CHILD") == "" {
+		t.Skip("run by TestDurable_DataDirRemoved")
+	}
+	removeUnder(t, true)
+	if t.Failed() {
+		os.Exit(1)
+	}
+	fmt.Println("child: ok")
+	os.Exit(0)
+}
+
+func removeUnder(t *testing.T, writing bool) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "journal")
+	var logs logBuffer
+	watch := 10 * time.Millisecond
+	if writing {
+		watch = -1 // the store's own failure, not the watch's
+	}
+	d, err := journal.Open(dir, journal.Options{Logger: logs.logger(), MemTableSize: 1 << 20, WatchEvery: watch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Append(ctx, "s", events(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(10)
+	if writing {
+		// 1 MiB memtables: the store needs a new write-ahead log within a
+		// few thousand events, and cannot create it.
+		for i := 0; i < 100_000 && d.Err() == nil; i++ {
+			if err := d.Append(ctx, "s", events(seq+1, seq+100)); err != nil {
+				break
+			}
+			seq += 100
+		}
+	}
+	select {
+	case <-d.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the journal did not fail after its directory was removed (head %d)\n%s", seq, logs.String())
+	}
+	if err := d.Append(ctx, "s", events(seq+1, seq+1)); !errors.Is(err, journal.ErrWriteFailed) {
+		t.Fatalf("Append after the failure = %v, want ErrWriteFailed", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Fatal("Close of a failed journal = nil")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
 	}
 }

@@ -249,7 +249,7 @@ func (w *world) boot(ctx context.Context) error {
 	// bigger log costs more; the simulations CI runs write a few MB.)
 	// Sessions stay in memory: leaving it flushes the memtable, which
 	// rotates the write-ahead log on a background goroutine (see above).
-	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1}
+	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1, WatchEvery: -1}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true

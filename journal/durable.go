@@ -61,7 +61,8 @@ package journal
 // A session's events are one contiguous, ordered key range, and their value
 // holds the event type and run id before the envelope JSON, so reads need no
 // JSON decoding. Every value other than an event's is sealed (record.go).
-// Beside the store: the marker file, and the high-water mark log (hwm.go).
+// Beside the store: the marker file, the high-water mark log and the floor
+// log (hwm.go).
 //
 // Group commit. Append encodes its batch on the caller's goroutine and hands
 // it to one commit goroutine, which merges every batch waiting at that
@@ -162,8 +163,12 @@ type Options struct {
 	// the next Append must use a seq above anything ever acknowledged. A
 	// write-ahead log the store cannot replay to its end is cut at its last
 	// intact record (a copy of it is kept as CONCLAVE-JOURNAL-DAMAGED-*),
-	// and a damaged or missing high-water mark log is rebuilt from the
-	// store. Without damage, Repair changes nothing.
+	// and a damaged or missing high-water mark or floor log is rebuilt
+	// from the store. When the high-water mark log is not intact, what was
+	// acknowledged is unknown: every session's head goes to its
+	// reservation in the floor log (or in what is left of either log) and,
+	// with neither log intact, 2^32 above its stored head (check.go,
+	// raiseToFloor). Without damage, Repair changes nothing.
 	Repair bool
 	// FS replaces the OS filesystem: pebble's vfs.NewCrashableMem for a
 	// journal in memory that can lose its unsynced tail (testkit/sim's

@@ -887,10 +887,7 @@ func (d *Durable) reserve(group []*commitReq) error {
 		}
 	}
 	d.hwmBuf = entries
-	if err := d.hwm.reserve(entries); err != nil {
-		return err
-	}
-	if err := d.floor.reserve(entries); err != nil {
+	if err := reserveBoth(d.hwm, d.floor, entries); err != nil {
 		return err
 	}
 	for _, r := range group {

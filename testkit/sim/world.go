@@ -362,8 +362,12 @@ func (w *world) afterDamage(ctx context.Context, acked uint64, err error) error 
 		return err
 	}
 	if head < acked {
-		return fmt.Errorf("after damage (high-water mark log %q): the journal's head is %d, but seqs up to %d were acknowledged: seq %d would be handed out twice",
-			w.sc.DamageHWM, head, acked, head+1)
+		what := "a cut write-ahead log"
+		if w.sc.DamageHWM != "" {
+			what += ", the high-water mark log " + string(w.sc.DamageHWM)
+		}
+		return fmt.Errorf("after damage (%s): the journal's head is %d, but seqs up to %d were acknowledged: seq %d would be handed out twice",
+			what, head, acked, head+1)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 // end with an error frame, GET /readyz must answer 503 naming the journal
 // (GET /healthz, liveness, stays 200), and the process must exit 1 with a
 // clear log line: no crash ("fatal error: sync: unlock of unlocked
-// mutex"), no spinning with /healthz ok.
+// mutex"), no spinning with /healthz ok, no log line per dropped token.
 func TestServe_DataDirRemoved(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -84,6 +84,10 @@ func TestServe_DataDirRemoved(t *testing.T) {
 	log := srv.log.tail(1 << 20)
 	if !strings.Contains(log, "the journal failed") {
 		t.Fatalf("no clear log line about the journal:\n%s", log)
+	}
+	// One line for the session's dropped events, not one per token.
+	if n := strings.Count(log, "hub: journal failed; event"); n > 1 {
+		t.Fatalf("the hub logged %d lines about dropped events of one session; want 1", n)
 	}
 	for _, line := range strings.Split(log, "\n") {
 		if strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "goroutine ") || strings.Contains(line, "DATA RACE") {

@@ -53,6 +53,7 @@ type hubShared struct {
 	subs       map[*feed.Subscription]struct{}
 	terminated *recentRuns // runs whose terminal event was stamped lately
 	failed     error       // set when the journal refused a batch
+	dropped    int         // events dropped since failed: only the first is logged
 
 	waitMu  sync.Mutex // guards waiters and waitErr; the engine actor adds waiters
 	waiters map[messages.RunID]chan struct{}
@@ -237,7 +238,13 @@ func (h *hubActor) stamp(ctx actor.Context, m *messages.Emit) bool {
 		return false
 	}
 	if h.s.failed != nil {
-		log.Error("hub: journal failed; event not recorded", "run", m.RunID, "type", m.Payload.EventType(), "err", h.s.failed)
+		// Once per session: a run still streaming would log every token
+		// (hundreds of lines a second) until the server stops.
+		if h.s.dropped == 0 {
+			log.Error("hub: journal failed; events not recorded (this session's further drops are not logged)",
+				"run", m.RunID, "type", m.Payload.EventType(), "err", h.s.failed)
+		}
+		h.s.dropped++
 		if m.Payload.EventType().Terminal() {
 			h.endUnrecorded(m.RunID, m.Payload.EventType())
 		}

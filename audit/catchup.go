@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -35,7 +36,7 @@ const (
 )
 
 // keyStarted marks a store whose cursors cover the journal: written by
-// the first CatchUp.
+// the first CatchUp, once it has derived the log from the journal.
 var keyStarted = []byte("i")
 
 // cursor is the value of a cursor key.
@@ -82,10 +83,17 @@ func (l *Log) getCursor(key messages.SessionID) (cursor, bool, error) {
 }
 
 // CatchUp records the decisions src journaled after each session's cursor
-// (see Record). Call it before anything else records. The first CatchUp
-// of a store (a new one, or the first start after an upgrade) starts the
-// log at the journal's heads instead: what was decided before the log
-// existed is not recorded. It returns how many sessions it caught up.
+// (see Record). Call it before anything else records. It returns how many
+// sessions it caught up.
+//
+// A store that was never started (no start mark: a new log, the first
+// start after an upgrade, or a log whose files were lost, its write-ahead
+// log deleted after a kill -9) has no cursor: CatchUp then derives the
+// whole log from what the journal holds, from each session's first event,
+// and warns when that recorded anything (the journal held decisions the
+// log did not). A log never starts empty beside a journal that holds
+// decisions. Decisions whose events the journal no longer holds
+// (retention) cannot be recovered; CatchUp warns of them.
 //
 // Session keys are "tenant/session" (actors.JournalKey); a session with
 // neither a cursor nor a tenant in its key (journaled by a version without
@@ -111,73 +119,159 @@ func (l *Log) CatchUp(ctx context.Context, src Source) (int, error) {
 		return 0, fmt.Errorf("audit: %w", err)
 	}
 	if !started {
-		b := l.db.NewBatch()
-		defer b.Close()
-		for _, key := range sessions {
-			tenant, ok := tenantOfKey(key)
-			if !ok {
-				continue
-			}
-			head, err := src.Head(ctx, key)
-			if err != nil {
-				return 0, fmt.Errorf("audit: catch up %s: %w", key, err)
-			}
-			if err := l.setCursor(b, tenant, key, head, nil); err != nil {
-				return 0, err
-			}
-		}
-		if err := b.Set(keyStarted, sealValue(keyStarted, []byte("1")), nil); err != nil {
-			return 0, fmt.Errorf("audit: %w", err)
-		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			return 0, fmt.Errorf("audit: %w", err)
-		}
-		return 0, nil
+		return l.rebuild(ctx, src, sessions)
 	}
 	n := 0
 	for _, key := range sessions {
-		head, err := src.Head(ctx, key)
-		if err != nil {
-			return n, fmt.Errorf("audit: catch up %s: %w", key, err)
-		}
-		cur, ok, err := l.getCursor(key)
+		tenant, cur, head, ok, err := l.behind(ctx, src, key)
 		if err != nil {
 			return n, err
 		}
 		if !ok {
-			if cur.Tenant, ok = tenantOfKey(key); !ok {
-				l.log.Warn("audit: a session without a tenant in its key and no cursor is not caught up", "session", key)
-				continue
-			}
-		}
-		if cur.Seq >= head {
 			continue
 		}
-		l.log.Info("audit: catching up a session's decisions from the journal", "session", key, "after", cur.Seq, "head", head)
+		l.log.Info("audit: catching up a session's decisions from the journal", "session", key, "after", cur, "head", head)
 		n++
-		for after := cur.Seq; after < head; {
-			encs, err := src.ReadAfter(ctx, key, after, catchUpPage)
-			if err != nil {
-				return n, fmt.Errorf("audit: catch up %s: %w", key, err)
-			}
-			if len(encs) == 0 {
-				break
-			}
-			envs := make([]*messages.Envelope, 0, len(encs))
-			for _, enc := range encs {
-				env, err := enc.Envelope()
-				if err != nil {
-					return n, fmt.Errorf("audit: catch up %s seq %d: %w", key, enc.Seq, err)
-				}
-				envs = append(envs, env)
-			}
-			if err := l.record(cur.Tenant, key, envs); err != nil {
-				return n, err
-			}
-			after = envs[len(envs)-1].Seq
+		err = l.readSession(ctx, src, key, cur, head, func(envs []*messages.Envelope) error {
+			return l.record(tenant, key, envs)
+		})
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// behind returns a session's tenant, cursor and head, and whether the
+// cursor is behind the head.
+func (l *Log) behind(ctx context.Context, src Source, key messages.SessionID) (messages.TenantID, uint64, uint64, bool, error) {
+	head, err := src.Head(ctx, key)
+	if err != nil {
+		return "", 0, 0, false, fmt.Errorf("audit: catch up %s: %w", key, err)
+	}
+	cur, ok, err := l.getCursor(key)
+	if err != nil {
+		return "", 0, 0, false, err
+	}
+	if !ok {
+		if cur.Tenant, ok = tenantOfKey(key); !ok {
+			l.log.Warn("audit: a session without a tenant in its key and no cursor is not caught up", "session", key)
+			return "", 0, 0, false, nil
+		}
+	}
+	return cur.Tenant, cur.Seq, head, cur.Seq < head, nil
+}
+
+// readSession hands fn the session's events after after up to head, a
+// page at a time, decoded.
+func (l *Log) readSession(ctx context.Context, src Source, key messages.SessionID, after, head uint64, fn func([]*messages.Envelope) error) error {
+	for after < head {
+		encs, err := src.ReadAfter(ctx, key, after, catchUpPage)
+		if err != nil {
+			return fmt.Errorf("audit: catch up %s: %w", key, err)
+		}
+		if len(encs) == 0 {
+			return nil
+		}
+		if first := encs[0].Seq; first > after+1 {
+			l.log.Warn("audit: the journal no longer holds some events the log never recorded (retention): their decisions are not in the log",
+				"session", key, "from_seq", after+1, "to_seq", first-1)
+		}
+		envs := make([]*messages.Envelope, 0, len(encs))
+		for _, enc := range encs {
+			env, err := enc.Envelope()
+			if err != nil {
+				return fmt.Errorf("audit: catch up %s seq %d: %w", key, enc.Seq, err)
+			}
+			envs = append(envs, env)
+		}
+		if err := fn(envs); err != nil {
+			return err
+		}
+		after = envs[len(envs)-1].Seq
+	}
+	return nil
+}
+
+// rebuild is CatchUp on a store without the start mark: it derives the log
+// from every session's events the journal holds (after the session's
+// cursor, if an earlier rebuild stopped midway), in the order of the
+// decisions' timestamps across sessions, which is the order their hubs
+// recorded them in (one index sequence per tenant covers many sessions).
+// It holds the decisions in memory until it has read every session: they
+// are human-paced, a few per run.
+func (l *Log) rebuild(ctx context.Context, src Source, sessions []messages.SessionID) (int, error) {
+	type decision struct {
+		tenant messages.TenantID
+		key    messages.SessionID
+		env    *messages.Envelope
+	}
+	type caught struct {
+		tenant messages.TenantID
+		key    messages.SessionID
+		head   uint64
+	}
+	var decisions []decision
+	var done []caught
+	for _, key := range sessions {
+		tenant, cur, head, ok, err := l.behind(ctx, src, key)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			continue
+		}
+		done = append(done, caught{tenant, key, head})
+		err = l.readSession(ctx, src, key, cur, head, func(envs []*messages.Envelope) error {
+			for _, env := range envs {
+				if Audited(env.Type) {
+					decisions = append(decisions, decision{tenant, key, env})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	slices.SortStableFunc(decisions, func(a, b decision) int { return a.env.Timestamp.Compare(b.env.Timestamp) })
+	for _, d := range decisions {
+		if err := l.record(d.tenant, d.key, []*messages.Envelope{d.env}); err != nil {
+			return 0, err
+		}
+	}
+	for _, c := range done {
+		if err := l.setCursor(l.db, c.tenant, c.key, c.head, pebble.NoSync); err != nil {
+			return 0, err
+		}
+	}
+	if len(decisions) > 0 {
+		l.log.Warn("audit: the log had no start mark (a new log, or one whose files were lost) and the journal holds decisions: derived the log from the journal",
+			"decisions", len(decisions), "sessions", len(done))
+	}
+	// Synced: the cursors written before it are durable with it.
+	if err := l.db.Set(keyStarted, sealValue(keyStarted, []byte("1")), pebble.Sync); err != nil {
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	return len(done), nil
+}
+
+// Started reports whether the store holds the start mark the first CatchUp
+// writes. A store with records and no mark was only written by Record (a
+// cluster node); one with neither is new, or lost its files.
+func (l *Log) Started() (bool, error) {
+	release, err := l.acquire()
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	_, closer, err := l.db.Get(keyStarted)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("audit: %w", err)
+	}
+	return true, closer.Close()
 }
 
 // tenantOfKey is the tenant of a "tenant/session" journal key.

@@ -271,23 +271,11 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 	if walDamage != "" {
 		files = append(files, walDamage)
 	}
-	hw, err := readHWM(d.fs, d.dir)
-	switch {
-	case err == nil:
-	case isNotExist(err):
-		hw = hwmRead{entries: map[messages.SessionID]*hwmEntry{}, tornAt: -1}
-		if format == 2 {
-			files = append(files, hwmFile+" is missing: the journal cannot tell whether acknowledged events were lost")
-		}
-	case errors.Is(err, errHWMDamaged):
-		files = append(files, fmt.Sprintf("%s is %v", hwmFile, err))
-	default:
-		return fmt.Errorf("journal: %s: read %s: %w", d.dir, hwmFile, err)
+	hw, marks, err := d.readMarks(format)
+	if err != nil {
+		return err
 	}
-	if hw.tornAt >= 0 {
-		d.log.Warn("journal: ignored the unsynced end of the high-water mark log (a crash while writing it)",
-			"dir", d.dir, "file", hwmFile, "bytes", hw.size-hw.tornAt)
-	}
+	files = append(files, marks...)
 	if format == 1 {
 		if err := readHeads(d.fs, d.dir, hw.entries); err != nil {
 			files = append(files, err.Error())
@@ -318,6 +306,9 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 			d.log.Warn("journal: repair: "+f, "dir", d.dir)
 		}
 	}
+	if repair && !hw.intact && !regress.TrustDamagedMarks.Load() {
+		damaged = d.raiseToFloor(checks, damaged, hw)
+	}
 	d.log.Info("journal: verified the events stored since the previous open", "dir", d.dir,
 		"sessions", len(checks), "events", verified, "duration", time.Since(began).Round(time.Millisecond))
 	if mig != nil {
@@ -329,7 +320,7 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 			"runs", len(mig.order), "duration", time.Since(began).Round(time.Millisecond))
 	}
 	if len(damaged) > 0 {
-		if err := d.repair(checks, damaged, hw.entries); err != nil {
+		if err := d.repair(checks, damaged, hw); err != nil {
 			return storeError("repair", d.dir, err)
 		}
 	}
@@ -342,7 +333,7 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 		if e := hw.entries[s.id]; e != nil {
 			s.reserved = e.reserved
 		}
-		s.reserved = max(s.reserved, s.acked+reserveAhead)
+		s.reserved = max(s.reserved, hw.floors[s.id], s.acked+reserveAhead)
 	}
 	if err := d.rewriteHWM(); err != nil {
 		return err
@@ -360,6 +351,128 @@ func (d *Durable) recover(format int, repair bool, walDamage string) error {
 		}
 	}
 	return nil
+}
+
+// blindJump is how far a repair that has neither mark log intact moves
+// every stored session's head. The events such a loss can take are those
+// of the write-ahead logs not yet flushed to tables: at most
+// MemTableStopWritesThreshold memtables (4 x 64 MiB by default), fewer
+// events than bytes, so far below 2^32; seqs are uint64.
+const blindJump = 1 << 32
+
+// marks is what the high-water mark log and the floor log say together.
+type marks struct {
+	// entries merges the intact frames of both logs (the highest marks).
+	entries map[messages.SessionID]*hwmEntry
+	// intact: the high-water mark log was read whole (or the journal is
+	// new, or a format-1 one with its heads file): its heads are every
+	// seq acknowledged, and a loss is found by comparing them.
+	intact bool
+	// reserved: one log was read whole, so its reservations bound every
+	// seq handed out (no seq above a reservation is acknowledged).
+	reserved bool
+	// floors are the heads raiseToFloor chose for a repair.
+	floors map[messages.SessionID]uint64
+}
+
+// readMarks reads both mark logs and says what is wrong with them (for a
+// *DamageError). A missing or damaged log is never read as "nothing was
+// acknowledged": only a journal that is new (format 0) or predates the
+// log (format 1) may lack it, and only one written before the floor log
+// existed (a version-1 high-water mark log) may lack that.
+func (d *Durable) readMarks(format int) (marks, []string, error) {
+	m := marks{entries: map[messages.SessionID]*hwmEntry{}, floors: map[messages.SessionID]uint64{}}
+	var notes []string
+	hw, hwErr := readHWM(d.fs, d.dir, hwmFile)
+	fl, flErr := readHWM(d.fs, d.dir, floorFile)
+	if regress.TrustDamagedMarks.Load() {
+		fl, flErr = hwmRead{}, nil
+		if errors.Is(hwErr, errHWMDamaged) {
+			hwErr = nil
+		}
+	}
+	for _, f := range []struct {
+		name string
+		r    hwmRead
+		err  error
+	}{{hwmFile, hw, hwErr}, {floorFile, fl, flErr}} {
+		switch {
+		case f.err == nil:
+			if f.name == hwmFile {
+				m.intact = true
+			}
+			m.reserved = true
+			if f.r.tornAt >= 0 {
+				d.log.Warn("journal: ignored the unsynced end of a mark log (a crash while writing it)",
+					"dir", d.dir, "file", f.name, "bytes", f.r.size-f.r.tornAt)
+			}
+		case isNotExist(f.err):
+			switch {
+			case format != 2:
+				// A new journal, or a format-1 one (its heads file).
+				m.intact = m.intact || f.name == hwmFile
+			case f.name == floorFile && hwErr == nil && hw.version == 1:
+				// Written before the floor log existed; this Open writes it.
+			default:
+				notes = append(notes, f.name+" is missing: the journal cannot tell whether acknowledged events were lost")
+			}
+		case errors.Is(f.err, errHWMDamaged):
+			notes = append(notes, fmt.Sprintf("%s is %v", f.name, f.err))
+		default:
+			return m, nil, fmt.Errorf("journal: %s: read %s: %w", d.dir, f.name, f.err)
+		}
+		for id, e := range f.r.entries {
+			have := m.entries[id]
+			if have == nil {
+				m.entries[id] = e
+				continue
+			}
+			have.head, have.reserved, have.verified = max(have.head, e.head), max(have.reserved, e.reserved), max(have.verified, e.verified)
+		}
+	}
+	if !m.intact {
+		// What verified says cannot be trusted to cover what was lost.
+		for _, e := range m.entries {
+			e.verified = 0
+		}
+	}
+	return m, notes, nil
+}
+
+// raiseToFloor is a repair's answer to a high-water mark log that is
+// missing or damaged: it cannot tell what was acknowledged, so every
+// session's next seq goes above anything that may have been: its
+// reservation in an intact log, else the highest mark left in either log
+// and its stored head plus blindJump. It adds each session it raises to
+// damaged (nothing of them is deleted) and returns the list.
+func (d *Durable) raiseToFloor(checks map[messages.SessionID]*sessionCheck, damaged []DamagedSession, m marks) []DamagedSession {
+	for id, e := range m.entries {
+		m.floors[id] = max(e.head, e.reserved)
+	}
+	if !m.reserved {
+		for id, c := range checks {
+			m.floors[id] = max(m.floors[id], max(c.s.head.Load(), c.last)+blindJump)
+		}
+		d.log.Warn("journal: repair: neither mark log is intact: every stored session's next seq jumps; a session whose every event was in a lost write-ahead log cannot be protected",
+			"dir", d.dir, "jump", uint64(blindJump))
+	}
+	listed := map[messages.SessionID]bool{}
+	for _, dmg := range damaged {
+		listed[dmg.Session] = true
+	}
+	for id, floor := range m.floors {
+		var head uint64
+		if c := checks[id]; c != nil {
+			head = max(c.s.head.Load(), c.last)
+		}
+		if listed[id] || floor <= head {
+			continue
+		}
+		damaged = append(damaged, DamagedSession{Session: id, LastIntact: head, Acknowledged: head,
+			Detail: fmt.Sprintf("the high-water mark log is not intact: seqs up to %d may have been acknowledged", floor)})
+	}
+	slices.SortFunc(damaged, func(a, b DamagedSession) int { return cmpSession(a.Session, b.Session) })
+	return damaged
 }
 
 // loadSessions builds every session's state from the store, verifying the
@@ -570,9 +683,10 @@ func cmpSession(a, b messages.SessionID) int {
 }
 
 // repair truncates each damaged session to its last intact event, sets its
-// head to the highest seq it acknowledged or reserved, and fixes the
-// catalogue, in one synced batch.
-func (d *Durable) repair(checks map[messages.SessionID]*sessionCheck, damaged []DamagedSession, hw map[messages.SessionID]*hwmEntry) error {
+// head to the highest seq it acknowledged or reserved (or to its floor,
+// when the marks are not intact), and fixes the catalogue, in one synced
+// batch.
+func (d *Durable) repair(checks map[messages.SessionID]*sessionCheck, damaged []DamagedSession, hw marks) error {
 	b := d.db.NewBatch()
 	defer b.Close()
 	truncated := map[messages.SessionID]uint64{}
@@ -584,8 +698,8 @@ func (d *Durable) repair(checks map[messages.SessionID]*sessionCheck, damaged []
 			d.sessions[dmg.Session] = c.s
 		}
 		s := c.s
-		head := max(dmg.Acknowledged, s.head.Load())
-		if e := hw[s.id]; e != nil {
+		head := max(dmg.Acknowledged, s.head.Load(), hw.floors[s.id])
+		if e := hw.entries[s.id]; e != nil {
 			head = max(head, e.reserved)
 		}
 		gaps := *s.gaps.Load()

@@ -61,7 +61,8 @@ package journal
 // A session's events are one contiguous, ordered key range, and their value
 // holds the event type and run id before the envelope JSON, so reads need no
 // JSON decoding. Every value other than an event's is sealed (record.go).
-// Beside the store: the marker file, and the high-water mark log (hwm.go).
+// Beside the store: the marker file, the high-water mark log and the floor
+// log (hwm.go).
 //
 // Group commit. Append encodes its batch on the caller's goroutine and hands
 // it to one commit goroutine, which merges every batch waiting at that
@@ -85,6 +86,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -161,8 +163,12 @@ type Options struct {
 	// the next Append must use a seq above anything ever acknowledged. A
 	// write-ahead log the store cannot replay to its end is cut at its last
 	// intact record (a copy of it is kept as CONCLAVE-JOURNAL-DAMAGED-*),
-	// and a damaged or missing high-water mark log is rebuilt from the
-	// store. Without damage, Repair changes nothing.
+	// and a damaged or missing high-water mark or floor log is rebuilt
+	// from the store. When the high-water mark log is not intact, what was
+	// acknowledged is unknown: every session's head goes to its
+	// reservation in the floor log (or in what is left of either log) and,
+	// with neither log intact, 2^32 above its stored head (check.go,
+	// raiseToFloor). Without damage, Repair changes nothing.
 	Repair bool
 	// FS replaces the OS filesystem: pebble's vfs.NewCrashableMem for a
 	// journal in memory that can lose its unsynced tail (testkit/sim's
@@ -175,7 +181,17 @@ type Options struct {
 	// in memory (what testkit/sim needs: leaving flushes the memtable,
 	// which rotates the WAL on a background goroutine of the store).
 	IdleAfter time.Duration
+	// WatchEvery is how often the journal checks that its data directory
+	// is still there (its marker file, by a stat): a directory removed
+	// under a running server fails the journal within this period, even
+	// when nothing is written (the store's files stay open, so writes
+	// would go on into deleted files). Default DefaultWatchEvery;
+	// negative: no check (testkit/sim, whose disk is in memory).
+	WatchEvery time.Duration
 }
+
+// DefaultWatchEvery is Options.WatchEvery's default.
+const DefaultWatchEvery = time.Second
 
 // DurableStats counts the work of a Durable journal since Open.
 type DurableStats struct {
@@ -221,13 +237,28 @@ type Durable struct {
 	commits  chan *commitReq // to commitLoop; closed by Close
 	loopDone chan struct{}   // closed when commitLoop returns
 	failed   atomic.Pointer[error]
+	// failedCh is closed with the first failure (fail): what Append and
+	// Close wait on besides the committer, and what Failed returns.
+	failedCh   chan struct{}
+	failedOnce sync.Once
 	// poisoned is set when the store panicked with something other than
-	// a *fatalError: it may hold its own locks, so Close must not call it.
-	poisoned atomic.Bool
+	// a *fatalError, or a goroutine of it is parked in Fatalf (parked is
+	// closed then): it may hold its own locks, so nothing may call it.
+	poisoned   atomic.Bool
+	parked     chan struct{}
+	parkedOnce sync.Once
+	// opened is set when Open returns: from then on the store's Fatalf
+	// parks its goroutine instead of panicking (see pebbleLogger.Fatalf).
+	opened atomic.Bool
+
+	// watchLoop's stop and done channels (nil without a watch).
+	watchStop, watchDone chan struct{}
+	watchOnce            sync.Once
 
 	// Owned by the committer (by Open before it starts, by Close after it
 	// ended).
 	hwm     *hwmLog
+	floor   *hwmLog // the second copy of the reservations (hwm.go)
 	hwmBuf  []hwmEntry
 	hwmErrs int
 
@@ -333,11 +364,13 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 		live:      make(map[messages.RunID]*liveRun),
 		commits:   make(chan *commitReq, commitQueue),
 		loopDone:  make(chan struct{}),
+		failedCh:  make(chan struct{}),
+		parked:    make(chan struct{}),
 	}
 	po := &pebble.Options{
 		FS:                          fs,
 		Lock:                        lock,
-		Logger:                      pebbleLogger{log},
+		Logger:                      pebbleLogger{l: log, d: j},
 		EventListener:               j.eventListener(),
 		FormatMajorVersion:          pebble.FormatTableFormatV6,
 		ErrorIfNotExists:            format != 0,
@@ -372,6 +405,9 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 		if j.hwm != nil {
 			_ = j.hwm.Close()
 		}
+		if j.floor != nil {
+			_ = j.floor.Close()
+		}
 		return nil, err
 	}
 	d = j
@@ -382,7 +418,54 @@ func Open(dir string, opts Options) (d *Durable, err error) {
 		// is idle), which costs the store a small table to compact.
 		go d.evictLoop(d.idleAfter) // Close closes evictStop and waits for evictDone
 	}
+	if every := cmp.Or(opts.WatchEvery, DefaultWatchEvery); every > 0 {
+		d.watchStop, d.watchDone = make(chan struct{}), make(chan struct{})
+		go d.watchLoop(every) // Close closes watchStop and waits for watchDone
+	}
+	d.opened.Store(true)
 	return d, nil
+}
+
+// watchLoop checks every period that the data directory still holds the
+// journal's marker, and fails the journal when it does not.
+func (d *Durable) watchLoop(every time.Duration) {
+	defer close(d.watchDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.watchStop:
+			return
+		case <-d.failedCh:
+			return // nothing more to find
+		case <-t.C:
+			if _, err := d.fs.Stat(d.fs.PathJoin(d.dir, markerFile)); err != nil {
+				_ = d.fail(fmt.Errorf("the data directory lost its %s marker (removed or replaced under the server?): %w", markerFile, err))
+			}
+		}
+	}
+}
+
+// stopWatch stops watchLoop and waits for it. Idempotent.
+func (d *Durable) stopWatch() {
+	if d.watchStop == nil {
+		return
+	}
+	d.watchOnce.Do(func() { close(d.watchStop) })
+	<-d.watchDone
+}
+
+// Failed returns a channel closed when the journal fails (a write or an
+// fsync failed, or its data directory is gone): it then refuses every
+// write until it is opened again. Err says why.
+func (d *Durable) Failed() <-chan struct{} { return d.failedCh }
+
+// Err returns the journal's failure, nil while it accepts writes.
+func (d *Durable) Err() error {
+	if f := d.failed.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // checkDir creates dir if needed and checks, without writing into it, that
@@ -401,7 +484,7 @@ func checkDir(fs vfs.FS, dir string) error {
 		switch n {
 		case markerFile:
 			marked = true
-		case probeFile, markerTemp, headsFile, headsTemp, hwmFile, hwmTemp, "LOCK":
+		case probeFile, markerTemp, headsFile, headsTemp, hwmFile, hwmTemp, floorFile, floorTemp, "LOCK":
 		default:
 			others = append(others, n)
 		}
@@ -645,13 +728,14 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 			return err
 		}
 	}
+	err = d.send(req)
 	if cat.ordered {
-		d.commits <- req
 		d.orderMu.Unlock() // taken by catalogBatch
-	} else {
-		d.commits <- req
 	}
-	if err := <-req.done; err != nil {
+	if err == nil {
+		err = d.wait(req)
+	}
+	if err != nil {
 		return err
 	}
 	s.lastSum = sum
@@ -669,8 +753,44 @@ func (d *Durable) Append(ctx context.Context, session messages.SessionID, events
 // holds s.mu and closeMu for reading.
 func (d *Durable) commit(s *durSession, b *pebble.Batch) error {
 	s.req.b, s.req.last, s.req.sync = b, 0, true
-	d.commits <- &s.req
-	return <-s.req.done
+	return d.queue(&s.req)
+}
+
+// queue hands req to the committer and waits for its outcome, or for the
+// journal's failure: a committer parked in the store (pebbleLogger.Fatalf)
+// never answers. After a failure req may still be the committer's, but no
+// write uses its session's req again: every write checks d.failed first.
+func (d *Durable) queue(req *commitReq) error {
+	if err := d.send(req); err != nil {
+		return err
+	}
+	return d.wait(req)
+}
+
+// send hands req to the committer (see queue).
+func (d *Durable) send(req *commitReq) error {
+	select {
+	case d.commits <- req:
+		return nil
+	case <-d.failedCh:
+		_ = req.b.Close()
+		return d.Err()
+	}
+}
+
+// wait waits for req's outcome (see queue).
+func (d *Durable) wait(req *commitReq) error {
+	select {
+	case err := <-req.done:
+		return err
+	case <-d.failedCh:
+		select {
+		case err := <-req.done: // answered as the journal failed: the answer counts
+			return err
+		default:
+			return d.Err()
+		}
+	}
 }
 
 // encodeEvent adds e's record, chained to prev, to b and returns its sum.
@@ -767,7 +887,7 @@ func (d *Durable) reserve(group []*commitReq) error {
 		}
 	}
 	d.hwmBuf = entries
-	if err := d.hwm.reserve(entries); err != nil {
+	if err := reserveBoth(d.hwm, d.floor, entries); err != nil {
 		return err
 	}
 	for _, r := range group {
@@ -820,7 +940,7 @@ func (d *Durable) rewriteHWM() error {
 		}
 	}
 	d.mu.RUnlock()
-	h, err := writeHWM(d.fs, d.dir, entries)
+	h, err := writeHWM(d.fs, d.dir, hwmFile, entries)
 	if err != nil {
 		return err
 	}
@@ -828,6 +948,16 @@ func (d *Durable) rewriteHWM() error {
 		_ = d.hwm.Close()
 	}
 	d.hwm = h
+	// The floor log second: a crash between the two leaves it older, and
+	// both intact (Open takes the higher marks of the two).
+	f, err := writeHWM(d.fs, d.dir, floorFile, entries)
+	if err != nil {
+		return err
+	}
+	if d.floor != nil {
+		_ = d.floor.Close()
+	}
+	d.floor = f
 	return nil
 }
 
@@ -855,6 +985,7 @@ func (d *Durable) fail(cause error) error {
 	err := fmt.Errorf("%w: %s: %w", ErrWriteFailed, d.dir, cause)
 	if d.failed.CompareAndSwap(nil, &err) {
 		d.log.Error("journal: write failed; refusing writes until restart", "dir", d.dir, "err", cause)
+		d.failedOnce.Do(func() { close(d.failedCh) })
 		return err
 	}
 	return *d.failed.Load()
@@ -1209,7 +1340,10 @@ func (d *Durable) Dir() string { return d.dir }
 // store (acknowledged batches are already in the fsynced WAL). It is
 // idempotent. It returns the write failure, if any.
 func (d *Durable) Close() (err error) {
-	d.stopEvictor()
+	d.stopWatch()
+	if !d.stopEvictor() {
+		return d.parkedError()
+	}
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.closed {
@@ -1217,15 +1351,19 @@ func (d *Durable) Close() (err error) {
 	}
 	d.closed = true
 	close(d.commits)
-	<-d.loopDone
+	select {
+	case <-d.loopDone:
+	case <-d.parked: // the committer may be the goroutine parked in the store
+		return d.parkedError()
+	}
 	if d.poisoned.Load() {
-		return fmt.Errorf("journal: %s: store left unclosed after a panic: %w", d.dir, *d.failed.Load())
+		return d.parkedError()
 	}
 	var hwmErr error
 	if d.failed.Load() == nil {
 		hwmErr = d.rewriteHWM()
 	}
-	hwmErr = errors.Join(hwmErr, d.hwm.Close())
+	hwmErr = errors.Join(hwmErr, d.hwm.Close(), d.floor.Close())
 	defer func() {
 		if r := recover(); r != nil {
 			fe, ok := r.(*fatalError)
@@ -1248,6 +1386,11 @@ func (d *Durable) Close() (err error) {
 	return nil
 }
 
+// parkedError is what Close returns when it cannot close the store.
+func (d *Durable) parkedError() error {
+	return fmt.Errorf("journal: %s: store left unclosed after a fatal error: %w", d.dir, d.Err())
+}
+
 // fatalError is what pebbleLogger.Fatalf panics with.
 type fatalError struct {
 	msg   string
@@ -1258,7 +1401,10 @@ func (e *fatalError) Error() string { return e.msg }
 func (e *fatalError) Unwrap() error { return e.cause }
 
 // pebbleLogger adapts slog to pebble.Logger.
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct {
+	l *slog.Logger
+	d *Durable
+}
 
 func (p pebbleLogger) Infof(format string, args ...any) {
 	p.l.Debug("journal: " + fmt.Sprintf(format, args...))
@@ -1268,10 +1414,20 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error("journal: " + fmt.Sprintf(format, args...))
 }
 
-// Fatalf must not return. Pebble calls it for a failed commit (on the
-// committing goroutine, where commitSafely recovers it) and for broken
-// invariants (anywhere; then the panic ends the process, as Pebble's
-// default logger would).
+// Fatalf must not return. Pebble calls it for a failed commit, for a
+// write-ahead log or MANIFEST it cannot create, write or sync (the data
+// directory removed under the server, a failing disk), and for broken
+// invariants, on whatever goroutine hit it, and often while it holds its
+// own mutex or has released it around the call: a panic unwinding through
+// such a frame unlocks an unlocked mutex, which is a fatal error of the
+// runtime that no recover catches ("sync: unlock of unlocked mutex").
+//
+// So, once Open has returned, Fatalf (but for commitFatal) fails the journal (every write is
+// refused from then on, Failed is closed, conclave serve exits) and parks
+// the goroutine for good: it blocks, holding whatever the store holds,
+// and uses no CPU. Nothing calls the store again (poisoned; Close leaves
+// it unclosed); the process is expected to exit. During Open it panics
+// with a *fatalError, which Open recovers into its error.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	fe := &fatalError{msg: fmt.Sprintf(format, args...)}
 	for _, a := range args {
@@ -1280,20 +1436,56 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 			break
 		}
 	}
+	// The store's errors carry their stack traces after the first line.
+	fe.msg, _, _ = strings.Cut(fe.msg, "\n")
 	p.l.Error("journal: store fatal error", "err", fe.msg)
-	panic(fe)
+	if p.d == nil || !p.d.opened.Load() || format == commitFatal {
+		panic(fe)
+	}
+	p.d.park(fe)
+}
+
+// commitFatal is the format of Pebble's Fatalf for a commit whose write or
+// fsync of the write-ahead log failed (db.go, applyInternal): called on the
+// committing goroutine (the committer: nothing else commits once Open has
+// returned) after the commit pipeline returned, with no lock of the store
+// held, so its panic unwinds safely into commitSafely's recover.
+const commitFatal = "pebble: fatal commit error: %v"
+
+// park fails the journal and blocks the calling goroutine (one of the
+// store's) for good; see pebbleLogger.Fatalf.
+func (d *Durable) park(fe *fatalError) {
+	_ = d.fail(fe)
+	d.poisoned.Store(true)
+	d.parkedOnce.Do(func() { close(d.parked) })
+	d.log.Error("journal: the store cannot go on; its goroutine is parked and the journal refuses every write: restart the server once the data directory is back",
+		"dir", d.dir)
+	select {} // never returns: Pebble's Fatalf must not
+}
+
+// diskFailure reports whether err says the disk cannot take the store's
+// writes: full, gone (the data directory removed), read-only or failing.
+func diskFailure(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.ENOENT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventListener logs the store's events. A background write (flush,
-// compaction) that fails for lack of space fails the journal: its WAL may
-// still have preallocated room, and without this Append would block on a
-// write stall instead of reporting the full disk.
+// compaction) that fails for lack of space, or because the directory or
+// the disk is gone, fails the journal: its WAL may still have preallocated
+// room (or be a deleted file still open), and without this Append would
+// block on a write stall, or go on writing to nowhere, instead of
+// reporting the failure.
 func (d *Durable) eventListener() *pebble.EventListener {
 	log := d.log
 	return &pebble.EventListener{
 		BackgroundError: func(err error) {
 			log.Error("journal: background error", "dir", d.dir, "err", err)
-			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			if diskFailure(err) {
 				_ = d.fail(err)
 			}
 		},

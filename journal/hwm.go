@@ -25,15 +25,31 @@ package journal
 // ('r'), head ('h'). 'v', 's' and 'r' frames are fsynced when written;
 // 'h' frames are not.
 //
+// Version 2's version frame also holds the length of the snapshot the file
+// was written with (8 bytes, big endian, after the version text).
+//
 // Reading it: a frame that fails its checksum or is cut short is damage,
-// unless it lies after the last fsynced frame. That tail was never synced:
-// a machine crash may lose it, or leave garbage in it, so it is ignored
-// (with a warning) and what precedes it is used. Heads lost that way only
-// weaken the detection of a later loss; reservations are never lost.
+// unless it lies after the last fsynced frame and after the snapshot. That
+// tail was never synced: a machine crash may lose it, or leave garbage in
+// it, so it is ignored (with a warning) and what precedes it is used.
+// Heads lost that way only weaken the detection of a later loss;
+// reservations are never lost. The snapshot is written whole and fsynced
+// before it is renamed into place, so a bad byte in it (or a file shorter
+// than it) is damage even when no synced frame follows: a flipped bit in
+// the last snapshot frame must not pass for a torn tail (version 1 files
+// carry no length and cannot tell the two apart).
+//
+// The floor log (floorFile) is a second copy of the same records without
+// the heads: the snapshots and the reservation frames, written and fsynced
+// with those of the high-water mark log. No seq above a session's
+// reservation is acknowledged, so either file alone, intact, tells a
+// repair which seqs may have been handed out; a repair that has neither
+// jumps every stored session by blindJump (check.go).
 
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -44,6 +60,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -51,6 +68,10 @@ const (
 	hwmFile    = "CONCLAVE-JOURNAL-HWM"
 	hwmTemp    = hwmFile + ".tmp"
 	hwmVersion = "conclave journal hwm 1"
+	// hwmVersion2 is followed by the snapshot's length (8 bytes).
+	hwmVersion2 = "conclave journal hwm 2"
+	floorFile   = "CONCLAVE-JOURNAL-FLOOR"
+	floorTemp   = floorFile + ".tmp"
 
 	hwmMagic0, hwmMagic1 byte = 0xC7, 0x4A
 	hwmFrameHeader            = 11
@@ -100,12 +121,17 @@ type hwmRead struct {
 	entries map[messages.SessionID]*hwmEntry
 	// tornAt is the offset of an unsynced tail that was ignored, -1 if none.
 	tornAt, size int64
+	// snapshot is the length of the snapshot the file starts with, 0 if
+	// the file does not say (version 1).
+	snapshot int64
+	version  int
 }
 
-// readHWM reads the log in dir. A missing file is an error matching
-// os.ErrNotExist.
-func readHWM(fs vfs.FS, dir string) (hwmRead, error) {
-	f, err := fs.Open(fs.PathJoin(dir, hwmFile))
+// readHWM reads the log name (hwmFile or floorFile) in dir. A missing file
+// is an error matching os.ErrNotExist. A damaged file is an error matching
+// errHWMDamaged; the hwmRead then holds what its intact frames say.
+func readHWM(fs vfs.FS, dir, name string) (hwmRead, error) {
+	f, err := fs.Open(fs.PathJoin(dir, name))
 	if err != nil {
 		return hwmRead{}, err
 	}
@@ -115,24 +141,31 @@ func readHWM(fs vfs.FS, dir string) (hwmRead, error) {
 		return hwmRead{}, err
 	}
 	if len(b) > hwmMaxFile {
-		return hwmRead{}, fmt.Errorf("%s is larger than %d bytes", hwmFile, hwmMaxFile)
+		return hwmRead{}, fmt.Errorf("%s is larger than %d bytes", name, hwmMaxFile)
 	}
 	return parseHWM(b)
 }
 
 // parseHWM decodes a high-water mark log; see the file comment for what is
-// damage and what is an ignorable tail.
+// damage and what is an ignorable tail. It reads every intact frame, even
+// of a damaged log: what they say is still true, and a repair uses it.
 func parseHWM(b []byte) (hwmRead, error) {
 	r := hwmRead{entries: map[messages.SessionID]*hwmEntry{}, tornAt: -1, size: int64(len(b))}
 	if len(b) == 0 {
 		return r, fmt.Errorf("%w: empty", errHWMDamaged)
+	}
+	var damage error
+	damaged := func(err error) {
+		if damage == nil {
+			damage = err
+		}
 	}
 	bad := -1 // offset of the first bad byte range, -1 if none yet
 	for off := 0; off < len(b); {
 		kind, payload, n, ok := parseFrame(b[off:])
 		if !ok || off == 0 && kind != frameVersion {
 			if off == 0 {
-				return r, fmt.Errorf("%w: no version frame at its start", errHWMDamaged)
+				damaged(fmt.Errorf("%w: no version frame at its start", errHWMDamaged))
 			}
 			if bad < 0 {
 				bad = off
@@ -146,17 +179,25 @@ func parseHWM(b []byte) (hwmRead, error) {
 			continue
 		}
 		if kind != frameHeads && bad >= 0 {
-			return r, fmt.Errorf("%w at byte %d (before a synced record at byte %d)", errHWMDamaged, bad, off)
+			damaged(fmt.Errorf("%w at byte %d (before a synced record at byte %d)", errHWMDamaged, bad, off))
 		}
-		if err := r.apply(kind, payload); err != nil {
-			return r, fmt.Errorf("%w: record at byte %d: %w", errHWMDamaged, off, err)
+		if err := r.apply(kind, payload, off); err != nil {
+			damaged(fmt.Errorf("%w: record at byte %d: %w", errHWMDamaged, off, err))
 		}
 		off += n
+	}
+	switch {
+	case r.version == 0:
+		damaged(fmt.Errorf("%w: no version frame", errHWMDamaged))
+	case int64(len(b)) < r.snapshot:
+		damaged(fmt.Errorf("%w: cut at byte %d, inside its snapshot of %d bytes", errHWMDamaged, len(b), r.snapshot))
+	case bad >= 0 && int64(bad) < r.snapshot:
+		damaged(fmt.Errorf("%w at byte %d, inside its snapshot of %d bytes (written whole and synced)", errHWMDamaged, bad, r.snapshot))
 	}
 	if bad >= 0 {
 		r.tornAt = int64(bad)
 	}
-	return r, nil
+	return r, damage
 }
 
 // parseFrame decodes the frame at the start of b.
@@ -176,9 +217,16 @@ func parseFrame(b []byte) (kind byte, payload []byte, n int, ok bool) {
 	return b[2], b[hwmFrameHeader:n], n, true
 }
 
-func (r *hwmRead) apply(kind byte, p []byte) error {
+func (r *hwmRead) apply(kind byte, p []byte, off int) error {
 	if kind == frameVersion {
-		if string(p) != hwmVersion {
+		switch {
+		case off != 0:
+			return errors.New("a version frame after the start")
+		case string(p) == hwmVersion:
+			r.version = 1
+		case len(p) == len(hwmVersion2)+8 && string(p[:len(hwmVersion2)]) == hwmVersion2:
+			r.version, r.snapshot = 2, int64(binary.BigEndian.Uint64(p[len(hwmVersion2):]))
+		default:
 			return fmt.Errorf("unknown version %q", p)
 		}
 		return nil
@@ -252,22 +300,23 @@ func sealFrame(dst []byte, start int) []byte {
 	return dst
 }
 
-// hwmLog appends to the high-water mark log. Only one goroutine uses it at
-// a time: Open, then the committer, then Close.
+// hwmLog appends to the high-water mark log or the floor log. Only one
+// goroutine uses it at a time: Open, then the committer, then Close.
 type hwmLog struct {
 	fs   vfs.FS
 	dir  string
+	name string
 	f    vfs.File
 	size int64 // bytes in the file
 	base int64 // bytes of its last snapshot
 	buf  []byte
 }
 
-// writeHWM replaces the log in dir with a snapshot of entries (atomically)
-// and returns it open for appending.
-func writeHWM(fs vfs.FS, dir string, entries []hwmEntry) (*hwmLog, error) {
+// writeHWM replaces the log name (hwmFile or floorFile) in dir with a
+// snapshot of entries (atomically) and returns it open for appending.
+func writeHWM(fs vfs.FS, dir, name string, entries []hwmEntry) (*hwmLog, error) {
 	slices.SortFunc(entries, func(a, b hwmEntry) int { return cmp.Compare(a.id, b.id) })
-	b := sealFrame(append([]byte{hwmMagic0, hwmMagic1, frameVersion, 0, 0, 0, 0, 0, 0, 0, 0}, hwmVersion...), 0)
+	b := sealFrame(append(append([]byte{hwmMagic0, hwmMagic1, frameVersion, 0, 0, 0, 0, 0, 0, 0, 0}, hwmVersion2...), 0, 0, 0, 0, 0, 0, 0, 0), 0)
 	for len(entries) > 0 {
 		n, size := 0, 0
 		for n < len(entries) && (n == 0 || size < hwmSnapshotChunk) {
@@ -277,26 +326,30 @@ func writeHWM(fs vfs.FS, dir string, entries []hwmEntry) (*hwmLog, error) {
 		b = appendFrame(b, frameSnapshot, entries[:n])
 		entries = entries[n:]
 	}
-	tmp := fs.PathJoin(dir, hwmTemp)
+	// The snapshot's length goes into the version frame.
+	vlen := hwmFrameHeader + len(hwmVersion2) + 8
+	binary.BigEndian.PutUint64(b[vlen-8:], uint64(len(b)))
+	sealFrame(b[:vlen], 0) // in place
+	tmp := fs.PathJoin(dir, name+".tmp")
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return nil, fmt.Errorf("journal: %s: write %s: %w", dir, hwmFile, err)
+		return nil, fmt.Errorf("journal: %s: write %s: %w", dir, name, err)
 	}
 	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = fs.Rename(tmp, fs.PathJoin(dir, hwmFile))
+		err = fs.Rename(tmp, fs.PathJoin(dir, name))
 	}
 	if err == nil {
 		err = syncDir(fs, dir)
 	}
 	if err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("journal: %s: write %s: %w", dir, hwmFile, err)
+		return nil, fmt.Errorf("journal: %s: write %s: %w", dir, name, err)
 	}
-	return &hwmLog{fs: fs, dir: dir, f: f, size: int64(len(b)), base: int64(len(b))}, nil
+	return &hwmLog{fs: fs, dir: dir, name: name, f: f, size: int64(len(b)), base: int64(len(b))}, nil
 }
 
 // heads appends a heads frame (no fsync).
@@ -304,6 +357,33 @@ func (h *hwmLog) heads(entries []hwmEntry) error { return h.append(frameHeads, e
 
 // reserve appends a reservation frame and fsyncs it.
 func (h *hwmLog) reserve(entries []hwmEntry) error { return h.append(frameReserve, entries, true) }
+
+// reserveBoth appends a reservation frame to the high-water mark log h and
+// to the floor log fl, and fsyncs both at once: the floor's fsync runs on a
+// goroutine that reserveBoth waits for, so a reservation costs about one
+// fsync, not two (on ext4 the second joins the first's journal commit).
+func reserveBoth(h, fl *hwmLog, entries []hwmEntry) error {
+	if err := h.append(frameReserve, entries, false); err != nil {
+		return err
+	}
+	if err := fl.append(frameReserve, entries, false); err != nil {
+		return err
+	}
+	var g routine.Group
+	var flErr error
+	g.Go(func() { flErr = fl.sync() })
+	err := h.sync()
+	_ = g.Wait(context.Background()) // never cancelled: returns when the fsync does
+	return errors.Join(err, flErr)
+}
+
+// sync fsyncs the log.
+func (h *hwmLog) sync() error {
+	if err := h.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", h.name, err)
+	}
+	return nil
+}
 
 func (h *hwmLog) append(kind byte, entries []hwmEntry, sync bool) error {
 	h.buf = appendFrame(h.buf[:0], kind, entries)
@@ -313,7 +393,7 @@ func (h *hwmLog) append(kind byte, entries []hwmEntry, sync bool) error {
 		err = h.f.Sync()
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", hwmFile, err)
+		return fmt.Errorf("write %s: %w", h.name, err)
 	}
 	return nil
 }

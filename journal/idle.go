@@ -54,13 +54,20 @@ func (d *Durable) evictLoop(every time.Duration) {
 }
 
 // stopEvictor stops evictLoop and waits for it (before Close takes
-// closeMu, which a pass holds for reading). Idempotent.
-func (d *Durable) stopEvictor() {
+// closeMu, which a pass holds for reading). Idempotent. It reports false
+// when a goroutine of the store is parked (pebbleLogger.Fatalf): a pass
+// may then wait inside the store for good, and Close must not wait.
+func (d *Durable) stopEvictor() bool {
 	if d.evictStop == nil {
-		return
+		return true
 	}
 	d.stopOnce.Do(func() { close(d.evictStop) })
-	<-d.evictDone
+	select {
+	case <-d.evictDone:
+		return true
+	case <-d.parked:
+		return false
+	}
 }
 
 // evictIdle drops the in-memory state of the sessions unused since before

@@ -31,14 +31,18 @@
 // session key, the seq, the checksum of the session's previous record and
 // the event (a chain), and verifies it on every read: a damaged event is
 // never returned, the read fails with a [*CorruptError]. Beside the store it
-// keeps a high-water mark log of what it acknowledged. At Open it compares
-// each session's stored events with it and verifies the events stored since
-// the previous Open, and refuses to open a journal that lost or garbled
-// acknowledged events (a truncated, garbled or deleted write-ahead log) with
-// a [*DamageError] naming each damaged session. [Options.Repair] truncates
-// such sessions to their last intact event instead; their next seq is then
-// above every seq ever acknowledged, and ReadAfter jumps over the lost range
-// as over a trimmed prefix. Events written by versions before checksums
+// keeps a high-water mark log of what it acknowledged, and a second copy of
+// its reservations (the floor log: no seq above a reservation is ever
+// acknowledged). At Open it compares each session's stored events with it
+// and verifies the events stored since the previous Open, and refuses to
+// open a journal that lost or garbled acknowledged events (a truncated,
+// garbled or deleted write-ahead log), or whose high-water mark or floor
+// log is missing or damaged, with a [*DamageError] naming each damaged
+// session and file. [Options.Repair] truncates such sessions to their last
+// intact event instead; their next seq is then above every seq that may
+// have been acknowledged, and ReadAfter jumps over the lost range as over a
+// trimmed prefix. A journal fails ([Durable.Failed]) when a write fails or
+// its data directory disappears, and refuses every write from then on. Events written by versions before checksums
 // (value format 1) stay readable; they carry no checksum and no chain.
 //
 // # Run catalogue

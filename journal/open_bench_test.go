@@ -41,7 +41,7 @@ func BenchmarkDurable_Open(b *testing.B) {
 		b.Fatal(err)
 	}
 	resetVerified := func() {
-		r, err := readHWM(vfs.Default, dir)
+		r, err := readHWM(vfs.Default, dir, hwmFile)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func BenchmarkDurable_Open(b *testing.B) {
 			e.verified = 0
 			entries = append(entries, *e)
 		}
-		h, err := writeHWM(vfs.Default, dir, entries)
+		h, err := writeHWM(vfs.Default, dir, hwmFile, entries)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -27,6 +27,27 @@ type RunList struct {
 	NextCursor RunID `json:"next_cursor,omitempty"`
 }
 
+// Readiness answers GET /readyz: 200 {"status":"ready"} when the server
+// can take work (its journal accepts writes), else 503
+// {"status":"not_ready","not_ready":[{"component":"journal","reason":"…"}]}.
+// GET /healthz is liveness only: it stays 200 while the process serves.
+type Readiness struct {
+	Status   string     `json:"status"` // ReadyStatus or NotReadyStatus
+	NotReady []NotReady `json:"not_ready,omitempty"`
+}
+
+// NotReady names one part of the server that is not ready, and why.
+type NotReady struct {
+	Component string `json:"component"` // "journal", "server" (shutting down)
+	Reason    string `json:"reason"`
+}
+
+// Readiness statuses.
+const (
+	ReadyStatus    = "ready"
+	NotReadyStatus = "not_ready"
+)
+
 // ErrorBody is every API error: {"error":{"code":"...","message":"..."}}.
 type ErrorBody struct {
 	Error APIError `json:"error"`

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -215,6 +216,38 @@ func TestServer_MetricsNeedAToken(t *testing.T) {
 	}
 	if resp, _ := h.do("GET", "/healthz", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /healthz = %d (needs no token)", resp.StatusCode)
+	}
+}
+
+// TestServer_Readyz: GET /readyz is 200 while Config.Ready lists nothing,
+// and 503 naming each part that is not ready (a failed journal) while
+// /healthz, liveness only, stays 200; neither needs a token.
+func TestServer_Readyz(t *testing.T) {
+	t.Parallel()
+	var tokens transport.Tokens
+	if err := tokens.Add("token-aaaaaaaaaaaaaaaa", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Bool
+	h := newHarness(t, transport.Config{Tokens: tokens, Ready: func() []messages.NotReady {
+		if failed.Load() {
+			return []messages.NotReady{{Component: "journal", Reason: "journal: write failed: /data: gone"}}
+		}
+		return nil
+	}})
+	resp, body := h.do("GET", "/readyz", nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"ready"`) {
+		t.Fatalf("GET /readyz = %d %s", resp.StatusCode, body)
+	}
+	failed.Store(true)
+	resp, body = h.do("GET", "/readyz", nil)
+	var rd messages.Readiness
+	if err := json.Unmarshal(body, &rd); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		rd.Status != messages.NotReadyStatus || len(rd.NotReady) != 1 || rd.NotReady[0].Component != "journal" {
+		t.Fatalf("GET /readyz with a failed journal = %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := h.do("GET", "/healthz", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz = %d; liveness does not follow readiness", resp.StatusCode)
 	}
 }
 

@@ -41,6 +41,10 @@ import (
 // Config configures a Server. Only Engine is required.
 type Config struct {
 	Engine *actors.Engine
+	// Ready lists what keeps the server from taking work (conclave serve:
+	// a failed journal); GET /readyz answers 503 naming them, and 200
+	// when the list is empty. Nil: ready until Shutdown.
+	Ready func() []messages.NotReady
 	// Audit, when set, serves GET /api/v1/audit: the caller's tenant's
 	// audit log (package audit). Without it the endpoint answers 404.
 	Audit AuditReader
@@ -286,6 +290,7 @@ func (s *Server) routes() {
 	s.mux.Handle(a2a.CardPath, s.a2a.Card())
 	s.mux.Handle(a2a.RPCPath, s.preAuthA2A(s.tokenAuth(false), s.a2a.RPC()))
 	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
+	s.mux.HandleFunc("/readyz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
 	metricsH := s.metrics.handler()
 	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
 		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
@@ -473,6 +478,23 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is readiness (GET /readyz): 200 only while the server can take
+// work; see messages.Readiness. Like /healthz it needs no token.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var not []messages.NotReady
+	if s.closing.Load() {
+		not = append(not, messages.NotReady{Component: "server", Reason: "shutting down"})
+	}
+	if s.cfg.Ready != nil {
+		not = append(not, s.cfg.Ready()...)
+	}
+	if len(not) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, messages.Readiness{Status: messages.NotReadyStatus, NotReady: not})
+		return
+	}
+	writeJSON(w, http.StatusOK, messages.Readiness{Status: messages.ReadyStatus})
 }
 
 // Listen opens addr, refusing a non-loopback address when no tokens are

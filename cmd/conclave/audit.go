@@ -117,6 +117,15 @@ func verifyStore(ctx context.Context, a *app, data string, pub *governance.Publi
 	if err != nil {
 		return failure(err)
 	}
+	started, err := l.Started()
+	if err != nil {
+		return failure(err)
+	}
+	if !started && len(rep.Records) == 0 {
+		// Not "intact: 0 tenants": an empty store is what a deleted
+		// write-ahead log leaves, and only the journal knows what it held.
+		return failure(fmt.Errorf("the audit log in %s holds no record and no start mark: it was never started, or its files were lost; the next conclave serve derives it from the journal", dir))
+	}
 	printVerified(a, rep.Records)
 	return nil
 }

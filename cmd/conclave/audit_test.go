@@ -365,3 +365,62 @@ func (quietPebble) Errorf(string, ...any) {}
 func (quietPebble) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
+
+// TestAudit_LostWALRebuiltFromJournal (issue 27 item 6): after a kill -9
+// the audit log's write-ahead log is deleted, so its store opens empty
+// while the journal still holds every decision. `audit verify --data` must
+// not call that log intact, and the next `conclave serve` derives the same
+// records again from the journal instead of starting over at index 1 with
+// nothing before it.
+func TestAudit_LostWALRebuiltFromJournal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := startServe(t, 0, nil, "--data", dir, "--runs-per-second", "-1")
+	a := newHardenAPI(t, srv, "")
+	a.approvedPlan(t)
+	a.abortedWhileParked(t)
+	want := a.auditPage(t, 0, 200)
+	if want.Head < 3 {
+		t.Fatalf("head %d, want at least 3", want.Head)
+	}
+	if err := srv.cmd.Process.Kill(); err != nil { // kill -9
+		t.Fatal(err)
+	}
+	srv.reap()
+	wals, err := filepath.Glob(filepath.Join(dir, "audit", "*.log"))
+	if err != nil || len(wals) == 0 {
+		t.Fatalf("no audit write-ahead log: %v", err)
+	}
+	for _, w := range wals {
+		if err := os.Remove(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", dir); r.code == exitOK || !strings.Contains(r.stderr, "no start mark") {
+		t.Fatalf("verify of the emptied log: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	srv = startServe(t, 0, nil, "--data", dir, "--runs-per-second", "-1")
+	if !srv.logged("derived the log from the journal", auditWait) {
+		t.Fatal("no rebuild logged")
+	}
+	a = newHardenAPI(t, srv, "")
+	got := a.auditPage(t, 0, 200)
+	if got.Head != want.Head || len(got.Records) != len(want.Records) {
+		t.Fatalf("after the loss: head %d (%d records), want %d", got.Head, len(got.Records), want.Head)
+	}
+	for i, r := range got.Records {
+		w := want.Records[i]
+		if r.Index != w.Index || r.Kind != w.Kind || r.SessionID != w.SessionID || r.Seq != w.Seq || r.InterruptID != w.InterruptID || !r.Time.Equal(w.Time) {
+			t.Fatalf("record %d after the rebuild: %s %s seq %d, want %s %s seq %d", r.Index, r.Kind, r.SessionID, r.Seq, w.Kind, w.SessionID, w.Seq)
+		}
+	}
+	a.approvedPlan(t) // numbering goes on after the rebuilt records
+	if next := a.auditPage(t, want.Head, 200); len(next.Records) == 0 || next.Records[0].Index != want.Head+1 {
+		t.Fatalf("after the rebuild, the next record: %+v", next.Records)
+	}
+	srv.terminate()
+	if r := runCLI(t, t.Context(), nil, false, "audit", "verify", "--data", dir); r.code != exitOK {
+		t.Fatalf("verify after the rebuild: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

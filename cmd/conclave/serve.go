@@ -46,6 +46,9 @@ type serveCmd struct {
 	quotas     serveQuotas
 	tools      toolFlags
 	repair     bool
+	// failGrace: after the journal fails, how long the server stays up,
+	// not ready, before it stops (a load balancer's readiness period).
+	failGrace time.Duration
 	// journalIdleAfter: a session unused this long leaves the journal's
 	// memory (journal.Options.IdleAfter).
 	journalIdleAfter time.Duration
@@ -87,6 +90,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
 	fs.DurationVar(&c.retainTick, "retention-interval", time.Minute, "how often retention trims the sessions")
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
+	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.cluster.register(fs)
 	c.limits.flags(fs)
@@ -160,6 +164,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	// What SIGTERM does to live runs depends on the journal.
 	stopping := "shutting down: ending live runs with run_error interrupted (the in-memory journal keeps nothing), closing streams"
 	var member *clusterMember
+	var durable *journal.Durable // nil unless the durable journal
 	switch {
 	case c.cluster.enabled():
 		if member, err = c.cluster.join(ctx, logger); err != nil {
@@ -173,7 +178,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		stopping = "shutting down: freezing live runs in the journal and leaving the cluster (another node takes them over), closing streams"
 	case !c.memory:
 		dir := filepath.Join(c.dataDir, "journal")
-		durable, err := journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter})
+		durable, err = journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter})
 		switch {
 		case errors.Is(err, journal.ErrLocked):
 			return failure(fmt.Errorf("data directory %s is in use by another conclave server", c.dataDir))
@@ -231,6 +236,16 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams
+	var journalFailed <-chan struct{} // nil (never) without the durable journal
+	if durable != nil {
+		journalFailed = durable.Failed()
+		tcfg.Ready = func() []messages.NotReady {
+			if err := durable.Err(); err != nil {
+				return []messages.NotReady{{Component: "journal", Reason: err.Error()}}
+			}
+			return nil
+		}
+	}
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)
 		tcfg.Wrap = member.forwarder.Handler
@@ -275,6 +290,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		c.ready(l.Addr().String())
 	}
 
+	var failedErr error // the journal's failure, when it made the server stop
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	stopRetention := c.retention(ecfg.Journal, logger)
@@ -295,6 +311,20 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		_ = member.forwarder.Shutdown(sctx)
 		_ = srv.Shutdown(sctx)
 		return failure(cluster.ErrLost)
+	case <-journalFailed:
+		// Nothing can be journaled any more: hubs that try end their
+		// streams with a session_gone frame. Stay up, not ready, so that a
+		// load balancer sees /readyz fail, then stop and exit 1.
+		failedErr = durable.Err()
+		logger.Error("the journal failed: the server is not ready and stops (restart it once the data directory is back)",
+			"dir", durable.Dir(), "err", failedErr, "stop_in", c.failGrace)
+		grace := time.NewTimer(c.failGrace)
+		select {
+		case <-grace.C:
+		case <-ctx.Done():
+		}
+		grace.Stop()
+		stopping = "shutting down after the journal failed: closing streams"
 	case <-ctx.Done():
 	}
 
@@ -315,8 +345,11 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) && serr == nil {
 		serr = err
 	}
-	if err := errors.Join(eerr, serr); err != nil {
+	if err := errors.Join(eerr, serr); err != nil && failedErr == nil {
 		return failure(fmt.Errorf("shutdown: %w", err))
+	}
+	if failedErr != nil {
+		return failure(fmt.Errorf("stopped: the journal failed: %w", failedErr))
 	}
 	logger.Info("stopped")
 	return nil

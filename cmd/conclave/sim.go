@@ -41,6 +41,7 @@ type simCmd struct {
 // the simulator find them (internal/regress).
 var fixedBugs = map[string]*atomic.Bool{
 	"damaged-wal":  &regress.TrustDamagedJournal,
+	"damaged-hwm":  &regress.TrustDamagedMarks,
 	"trim-live":    &regress.TrimLiveRuns,
 	"abort-race":   &regress.AbortWithoutOutcome,
 	"backpressure": &regress.UnboundedStreams,
@@ -74,7 +75,7 @@ does the same thing, so a failing seed is reproduced by "conclave sim --seed N" 
 	fs.IntVar(&c.councilNodes, "council-nodes", 0, "instead of random scenarios, simulate one council of this many nodes per seed (sim.BigCouncil)")
 	fs.IntVar(&c.shrink, "shrink", 60, "simulations to spend shrinking each failing scenario (0: none)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON result per seed, then the summary as JSON")
-	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|trim-live|abort-race|backpressure")
+	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure")
 	return cmd
 }
 
@@ -144,7 +145,7 @@ func (c *simCmd) run() error {
 	if c.reintroduce != "" {
 		bug, ok := fixedBugs[c.reintroduce]
 		if !ok {
-			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, trim-live, abort-race, backpressure", c.reintroduce))
+			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure", c.reintroduce))
 		}
 		bug.Store(true) // this process only simulates
 	}

@@ -29,4 +29,10 @@ var (
 	// taking the run's outbox credits: no backpressure between a model and
 	// the journal (issue 11, item 1).
 	UnboundedStreams atomic.Bool
+	// TrustDamagedMarks makes journal.Open read the high-water mark log as
+	// before issue 27: a damaged one passes for a torn tail, the floor log
+	// is not read, and a repair without the log takes the store's heads,
+	// so that seqs acknowledged before a double disk fault are handed out
+	// again (issue 27, item 5).
+	TrustDamagedMarks atomic.Bool
 )

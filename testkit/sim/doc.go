@@ -18,6 +18,11 @@
 //   - Crashes are pebble's in-memory filesystem cloned as a kill -9 (all
 //     written data kept) or a power cut (only what was fsynced, and a torn
 //     part of the log's tail) would leave it, then a new engine on it.
+//     Scenario.DamageWAL and DamageHWM add disk damage to the first one
+//     (a cut write-ahead log; the high-water mark file deleted, or a bit of
+//     it flipped after a graceful stop with every write-ahead log gone):
+//     the restart must refuse, and the repaired journal's head must not be
+//     below what was acknowledged before.
 //
 // Generate draws a Scenario (runs and their features, clients, crashes,
 // disk faults, aborts, steering, rewinds, stalls, retention, model and tool

@@ -19,6 +19,7 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 		within int
 	}{
 		{"damaged WAL reuses seqs", &regress.TrustDamagedJournal, 50},
+		{"damaged HWM reuses seqs", &regress.TrustDamagedMarks, 50},
 		{"retention strands a parked run", &regress.TrimLiveRuns, 50},
 		{"abort racing the end", &regress.AbortWithoutOutcome, 50},
 		{"no backpressure", &regress.UnboundedStreams, 50},

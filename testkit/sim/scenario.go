@@ -32,6 +32,13 @@ type Scenario struct {
 	// chunk (Model.GateRate 1), so that no model stream runs alongside the
 	// hub and batches its events differently from one run to the next.
 	DamageWAL bool `json:"damage_wal,omitempty"`
+	// DamageHWM adds a second fault to DamageWAL's crash (issue 27's
+	// double faults): HWMFlipped stops the server gracefully instead, then
+	// flips a bit in the journal's high-water mark log (its snapshot) and
+	// deletes every write-ahead log; HWMDeleted deletes the high-water mark
+	// log besides cutting the write-ahead log. The restart must refuse,
+	// and the repair must not hand out a seq acknowledged before.
+	DamageHWM HWMDamage `json:"damage_hwm,omitempty"`
 	// DiskFaults are the steps at which the disk fails, as on a failed
 	// fsync: the next append fails (its batch written or not, drawn from
 	// the seed), every later one fails too, and the server is restarted at
@@ -55,6 +62,14 @@ type Scenario struct {
 	Model     ModelFaults `json:"model"`
 	Tool      ToolFaults  `json:"tool"`
 }
+
+// HWMDamage is a fault of the journal's high-water mark log.
+type HWMDamage string
+
+const (
+	HWMFlipped HWMDamage = "flipped"
+	HWMDeleted HWMDamage = "deleted"
+)
 
 // RunPlan is one run the simulation starts, at step At.
 type RunPlan struct {
@@ -111,6 +126,9 @@ func Generate(seed uint64, size Size) Scenario {
 	sc.Model = ModelFaults{GateRate: []float64{0, 0.1, 0.5, 1}[rng.IntN(4)]}
 	if sc.DamageWAL {
 		sc.Model.GateRate = 1
+		// From the seed, not rng: the draws of every other scenario stay
+		// what they were.
+		sc.DamageHWM = []HWMDamage{"", HWMFlipped, HWMDeleted}[seed%3]
 	}
 	if rng.IntN(4) == 0 {
 		sc.Model.ErrorRate = 0.002

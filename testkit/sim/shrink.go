@@ -74,8 +74,11 @@ func candidates(sc Scenario) []Scenario {
 	if sc.Clients > 0 {
 		with(func(c *Scenario) { c.Clients-- })
 	}
+	if sc.DamageHWM != "" {
+		with(func(c *Scenario) { c.DamageHWM = "" })
+	}
 	if sc.DamageWAL {
-		with(func(c *Scenario) { c.DamageWAL = false })
+		with(func(c *Scenario) { c.DamageWAL, c.DamageHWM = false, "" })
 	}
 	if sc.Retention > 0 {
 		with(func(c *Scenario) { c.Retention = 0 })

@@ -249,7 +249,7 @@ func (w *world) boot(ctx context.Context) error {
 	// bigger log costs more; the simulations CI runs write a few MB.)
 	// Sessions stay in memory: leaving it flushes the memtable, which
 	// rotates the write-ahead log on a background goroutine (see above).
-	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1}
+	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1, WatchEvery: -1}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true
@@ -319,6 +319,9 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 	if damage {
 		head, _ = w.j.Head(ctx, journalKey)
 	}
+	if damage && w.sc.DamageHWM == HWMFlipped {
+		return w.afterDamage(ctx, head, w.stopAndFlip(ctx))
+	}
 	var clone *vfs.MemFS
 	if damage || rng.IntN(2) == 0 {
 		clone = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(0, 0))})
@@ -335,6 +338,68 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 	if damage {
 		if err := cutNewestWAL(w.mem, head/2+1, head); err != nil {
 			return err
+		}
+		if w.sc.DamageHWM == HWMDeleted {
+			if err := w.mem.Remove(w.mem.PathJoin(dataDir, hwmFile)); err != nil {
+				return err
+			}
+		}
+		return w.afterDamage(ctx, head, w.boot(ctx))
+	}
+	return w.boot(ctx)
+}
+
+// afterDamage checks the restart after damage lost acknowledged events:
+// the journal's head must not be below the head acknowledged before (the
+// next seq would be handed out a second time, to another event; a client
+// that got the first one may never be told).
+func (w *world) afterDamage(ctx context.Context, acked uint64, err error) error {
+	if err != nil {
+		return err
+	}
+	head, err := w.j.Head(ctx, journalKey)
+	if err != nil {
+		return err
+	}
+	if head < acked {
+		what := "a cut write-ahead log"
+		if w.sc.DamageHWM != "" {
+			what += ", the high-water mark log " + string(w.sc.DamageHWM)
+		}
+		return fmt.Errorf("after damage (%s): the journal's head is %d, but seqs up to %d were acknowledged: seq %d would be handed out twice",
+			what, head, acked, head+1)
+	}
+	return nil
+}
+
+// hwmFile is the journal's high-water mark log (journal/hwm.go).
+const hwmFile = "CONCLAVE-JOURNAL-HWM"
+
+// stopAndFlip is issue 27's first double fault: a graceful stop (the
+// journal rewrites its high-water mark log as one snapshot), then one bit
+// of that snapshot flips and every write-ahead log is lost.
+func (w *world) stopAndFlip(ctx context.Context) error {
+	if err := w.halt(ctx); err != nil && !isJournalFailure(err) {
+		return fmt.Errorf("stop the server: %w", err)
+	}
+	path := w.mem.PathJoin(dataDir, hwmFile)
+	b, err := readFile(w.mem, path)
+	if err != nil {
+		return err
+	}
+	b[len(b)-1] ^= 1
+	if err := writeFile(w.mem, path, b); err != nil {
+		return err
+	}
+	names, err := w.mem.List(dataDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			if err := w.mem.Remove(w.mem.PathJoin(dataDir, n)); err != nil {
+				return err
+			}
 		}
 	}
 	return w.boot(ctx)

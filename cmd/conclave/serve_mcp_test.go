@@ -77,6 +77,26 @@ func TestServe_MCPEverything(t *testing.T) {
 		t.Errorf("a run calling a tool the server lacks: %d %s; want 422 naming the field and the tools", code, body)
 	}
 
+	// A tool that runs only as an MCP task (execution.taskSupport
+	// required: simulate-research-query) is not offered; the others are.
+	resp, err := http.Get(base + "/api/v1/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list messages.ToolList
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	offered := map[string]bool{}
+	for _, tl := range list.Tools {
+		offered[tl.Name] = true
+	}
+	if err != nil || !offered["everything.echo"] || offered["everything.simulate-research-query"] {
+		t.Errorf("tools offered %v (%v): want everything.echo and never everything.simulate-research-query", offered, err)
+	}
+	if !strings.Contains(srv.log.tail(64<<10), "not offered: it runs only as an MCP task") {
+		t.Errorf("the task-only tool left out was not logged:\n%s", srv.log.tail(8<<10))
+	}
+
 	calls := []string{"everything.echo", "everything.get-sum", "everything.get-resource-links"}
 	code, body := post(messages.StartRun{Question: "why is the sky blue", Scenario: &messages.Scenario{Nodes: 3, Waves: 2, Tokens: 4, Calls: calls, Seed: 7}})
 	var rc messages.RunCreated

@@ -100,7 +100,8 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 		}
 		return nil, nil, err
 	}
-	sess, err := v.client.Connect(ctx, tr, nil)
+	peek := &taskPeek{Transport: tr}
+	sess, err := v.client.Connect(ctx, peek, nil)
 	if err != nil {
 		return fail(fmt.Errorf("connect: %w", err))
 	}
@@ -109,6 +110,13 @@ func (v *server) connect(ctx context.Context) (*conn, []*sdk.Tool, error) {
 		_ = sess.Close()
 		return fail(fmt.Errorf("list tools: %w", err))
 	}
+	list = slices.DeleteFunc(list, func(t *sdk.Tool) bool {
+		if t != nil && peek.needsTasks(t.Name) {
+			v.log.Warn("mcp tool not offered: it runs only as an MCP task (execution.taskSupport required), which Conclave does not implement", "tool", t.Name)
+			return true
+		}
+		return false
+	})
 	life, end := context.WithCancelCause(context.Background())
 	c := &conn{sess: sess, proc: p, life: life, end: end, since: v.cfg.Clock.Now(), watched: make(chan struct{})}
 	if !v.s.group.Go(func() { v.watch(c) }) {

@@ -122,6 +122,17 @@ func (o *outbox) count() {
 	}
 }
 
+// afterJournaled has the hub run then (on its own goroutine) once every
+// event posted so far is journaled, or refused (a hub barrier). It returns
+// false, and then never runs then, when nothing more is published.
+func (o *outbox) afterJournaled(ctx actor.SenderContext, then func()) bool {
+	if o.quiet() {
+		return false
+	}
+	ctx.Send(o.hub.Load(), &hubBarrier{then: then})
+	return true
+}
+
 // Sent is how many events the run has emitted.
 func (o *outbox) Sent() int64 { return o.sent.Load() }
 

@@ -42,11 +42,7 @@ const endingInFlight = 2
 
 // ending is a failing graph's progress towards its terminal event.
 type ending struct {
-	// waiting: endingInFlight batches are on their way to the journal;
-	// the endingStep of the first one's barrier goes on.
-	waiting  bool
-	inFlight int // batches whose barrier has not answered yet
-	batched  int // node_skipped emitted since the last batch
+	pace pacer // the node_skipped batches on their way to the journal
 	// wavePos and planPos: how far the scans of the current wave's nodes
 	// and of the plan's have gone.
 	wavePos, planPos int
@@ -58,9 +54,67 @@ type ending struct {
 	down   map[string]bool
 }
 
+// pacer paces a stream of events to the journal: batches of size events,
+// each acknowledged once the journal has it, and at most window batches
+// not acknowledged at once. The sender calls next before each event; when
+// it returns close, the sender asks for the full batch's acknowledgment
+// (ack is called when it comes) and calls closed, which says whether to
+// wait for an ack before the event. So at most size*window events are
+// unacknowledged, and the sender never waits while fewer are.
+type pacer struct {
+	size, window int
+	n            int // events of the current batch
+	inFlight     int // batches closed and not acknowledged
+	waiting      bool
+}
+
+func newPacer(size, window int) pacer { return pacer{size: size, window: window} }
+
+// next reports whether the current batch is full: it must be closed before
+// one more event. Otherwise it counts the event.
+func (p *pacer) next() (close bool) {
+	if p.n == p.size {
+		return true
+	}
+	p.n++
+	return false
+}
+
+// closed closes the full batch (its acknowledgment asked for) and reports
+// whether the sender must wait for an ack before its next event; if not,
+// that event is counted in the new batch.
+func (p *pacer) closed() (wait bool) {
+	p.n, p.inFlight = 0, p.inFlight+1
+	if p.inFlight >= p.window {
+		p.waiting = true
+		return true
+	}
+	p.n = 1
+	return false
+}
+
+// unpaced starts a new batch without asking for an acknowledgment (the
+// sender cannot wait for one), the next event counted in it.
+func (p *pacer) unpaced() { p.n = 1 }
+
+// ack is a closed batch's acknowledgment; it reports whether the sender
+// was waiting for it and goes on now.
+func (p *pacer) ack() (resume bool) {
+	p.inFlight--
+	if !p.waiting {
+		return false
+	}
+	p.waiting = false
+	return true
+}
+
 // endingStep is what the hub's barrier sends the supervisor once the
 // journal has a batch of the ending.
 type endingStep struct{}
+
+// IgnoreDeadLetterLogging: the supervisor may have stopped (frozen by a
+// shutdown) before the journal had the batch.
+func (endingStep) IgnoreDeadLetterLogging() {}
 
 // downstream is dag.Downstream(p, of), computed once per node of.
 func (e *ending) downstream(p messages.Plan, of string) map[string]bool {
@@ -78,33 +132,23 @@ func (e *ending) downstream(p messages.Plan, of string) map[string]bool {
 // nor can a run whose events are no longer published (frozen, falling
 // asleep): they go on at once.
 func (r *runActor) endingFull(ctx actor.Context) bool {
-	e := &r.end
-	if e.batched < endingBatch {
-		e.batched++
-		return false
-	}
-	if r.team != nil && r.team.stopped {
-		e.batched = 1
+	p := &r.end.pace
+	if !p.next() {
 		return false
 	}
 	root, self := r.e.system.Root, ctx.Self()
-	if !r.spec.out.afterJournaled(ctx, func() { root.Send(self, &endingStep{}) }) {
-		e.batched = 1
+	if (r.team != nil && r.team.stopped) || !r.spec.out.afterJournaled(ctx, func() { root.Send(self, &endingStep{}) }) {
+		p.unpaced()
 		return false
 	}
-	e.inFlight, e.batched = e.inFlight+1, 1
-	if e.inFlight < endingInFlight {
-		return false
-	}
-	e.waiting, e.batched = true, 0
-	return true
+	return p.closed()
 }
 
 // maybeEndFailure goes on ending a failing graph (see above); it returns
 // while a batch is on its way to the journal or agents are still
 // stopping, and is called again when they are done.
 func (r *runActor) maybeEndFailure(ctx actor.Context) {
-	if r.terminal != nil || r.end.waiting {
+	if r.terminal != nil || r.end.pace.waiting {
 		return
 	}
 	for len(r.queue) > 0 {
@@ -150,12 +194,9 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 
 // endingStepped: the journal has a batch of the ending.
 func (r *runActor) endingStepped(ctx actor.Context) {
-	r.end.inFlight--
-	if !r.end.waiting {
-		return
+	if r.end.pace.ack() {
+		r.maybeEndFailure(ctx)
 	}
-	r.end.waiting = false
-	r.maybeEndFailure(ctx)
 }
 
 // skipFailed skips a node that never ran because the graph is ending.

@@ -224,7 +224,8 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID)}
+	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
+		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {

@@ -129,7 +129,7 @@ func (r *runActor) teamStopping(ctx actor.Context) {
 	}
 	// A stopping actor gets no more messages: a batch's endingStep would
 	// never come, so the ending goes on at once (endingFull).
-	r.end.waiting = false
+	r.end.pace.waiting = false
 	r.maybeEndFailure(ctx)
 }
 

@@ -21,16 +21,17 @@ import (
 //   - the supervisor reads its mailbox between batches: an abort (which
 //     takes the failure's place, outcome.go) or a shutdown does not wait
 //     for the whole ending;
-//   - the session's hub holds at most one batch of the ending at a time,
-//     and other runs of the session are not held up behind it.
+//   - the session's hub holds at most endingInFlight batches of the
+//     ending at a time, and other runs of the session are not held up
+//     behind all of it.
 //
 // In this order: the current wave's queued nodes (at once, even while
 // agents are still stopping), then, once the last agent has stopped, the
 // current wave's nodes that never started (a run recovery put back), the
 // wave's wave_completed, the rest of the plan, and the terminal event.
 
-// endingBatch is how many node_skipped a supervisor emits before it waits
-// for the journal: one hub batch (maxHubBatch).
+// endingBatch is how many node_skipped make one batch of an ending: one
+// hub batch (maxHubBatch).
 const endingBatch = maxHubBatch
 
 // endingInFlight is how many batches may be on their way to the journal

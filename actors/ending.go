@@ -43,7 +43,8 @@ const endingInFlight = 2
 
 // ending is a failing graph's progress towards its terminal event.
 type ending struct {
-	pace pacer // the node_skipped batches on their way to the journal
+	pace pacer      // the node_skipped batches on their way to the journal
+	hub  *actor.PID // the hub they were sent to
 	// wavePos and planPos: how far the scans of the current wave's nodes
 	// and of the plan's have gone.
 	wavePos, planPos int
@@ -99,8 +100,12 @@ func (p *pacer) closed() (wait bool) {
 func (p *pacer) unpaced() { p.n = 1 }
 
 // ack is a closed batch's acknowledgment; it reports whether the sender
-// was waiting for it and goes on now.
+// was waiting for it and goes on now. One that comes when no batch is in
+// flight (a batch of a hub given up, endingHubLost) is ignored.
 func (p *pacer) ack() (resume bool) {
+	if p.inFlight == 0 {
+		return false
+	}
 	p.inFlight--
 	if !p.waiting {
 		return false
@@ -137,12 +142,30 @@ func (r *runActor) endingFull(ctx actor.Context) bool {
 	if !p.next() {
 		return false
 	}
-	root, self := r.e.system.Root, ctx.Self()
-	if (r.team != nil && r.team.stopped) || !r.spec.out.afterJournaled(ctx, func() { root.Send(self, &endingStep{}) }) {
+	if r.team != nil && r.team.stopped {
 		p.unpaced()
 		return false
 	}
+	root, self := r.e.system.Root, ctx.Self()
+	hub := r.spec.out.afterJournaled(ctx, func() { root.Send(self, &endingStep{}) })
+	if hub == nil {
+		p.unpaced()
+		return false
+	}
+	r.end.hub = hub
 	return p.closed()
+}
+
+// endingHubLost: a StopRun came while the ending's batches were on their
+// way to a hub that is no longer the session's (it failed for good, and
+// replaceHub stops the run): their barriers will never answer, so the
+// ending goes on, to the new hub.
+func (r *runActor) endingHubLost(ctx actor.Context) {
+	if r.end.pace.inFlight == 0 || r.end.hub == r.spec.out.hub.Load() {
+		return
+	}
+	r.end.pace = newPacer(r.end.pace.size, r.end.pace.window)
+	r.maybeEndFailure(ctx)
 }
 
 // maybeEndFailure goes on ending a failing graph (see above); it returns

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -176,5 +177,59 @@ func TestEngine_AbortDuringFailedRunEndingIsAccepted(t *testing.T) {
 	}
 	if n := testkit.Count(events, messages.NodeSkipped); n <= batches {
 		t.Fatalf("%d node_skipped in all: the ending needed no third batch, so the test shows nothing", n)
+	}
+}
+
+// hubKillingJournal panics on the append of the ending's first batch and
+// on the next ten (more than the hub's restart limit): the session's hub
+// is given up and replaced (replaceHub) while the ending's batches, and
+// the barriers the supervisor waits for, are in it.
+type hubKillingJournal struct {
+	*journal.Memory
+	armed  atomic.Bool
+	panics atomic.Int32
+}
+
+func (j *hubKillingJournal) Append(ctx context.Context, s messages.SessionID, evs []*messages.Encoded) error {
+	for _, ev := range evs {
+		if ev.Type == messages.NodeSkipped && j.armed.CompareAndSwap(false, true) {
+			j.panics.Store(11)
+		}
+	}
+	if j.panics.Add(-1) >= 0 {
+		panic("disk driver bug")
+	}
+	return j.Memory.Append(ctx, s, evs)
+}
+
+// TestEngine_FailedRunEndingSurvivesAFailedHub: the hub fails for good
+// while a 12,000-node run ends a node's failure, with batches of the
+// ending and their barriers in it. The run still ends (to the new hub)
+// instead of waiting forever for barriers no hub will answer. Whether the
+// barriers are lost depends on the interleaving (a dying hub that
+// flushes in Stopping answers them), so this is a scenario test of the
+// path, not a proof of endingHubLost: it passed with that guard taken out
+// (3 of 3 runs).
+func TestEngine_FailedRunEndingSurvivesAFailedHub(t *testing.T) {
+	t.Parallel()
+	j := &hubKillingJournal{Memory: journal.NewMemory()}
+	t.Cleanup(func() { _ = j.Close() })
+	e := testkit.NewEngine(t, actors.Config{Journal: j, Logger: testkit.TestLogger(t, slog.LevelError+1)})
+	ctx := context.Background()
+	sc := messages.Scenario{Nodes: 12000, Waves: 2, Tokens: 2, FailNodes: messages.NodeSelector{IDs: []string{"n00001"}}}
+	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum messages.RunSummary
+	testkit.Eventually(t, func() bool {
+		sum, err = e.Run("", ref.RunID)
+		return err != nil || sum.Status.Terminal()
+	})
+	if err != nil || sum.Status != messages.StatusFailed {
+		t.Fatalf("run after its hub failed during its ending: %+v, %v", sum, err)
+	}
+	if !j.armed.Load() || j.panics.Load() >= 0 {
+		t.Fatalf("the hub did not fail during the ending (armed %v, %d panics left)", j.armed.Load(), j.panics.Load())
 	}
 }

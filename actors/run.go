@@ -690,6 +690,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	}
 	if r.failCode != "" {
 		r.adoptAbort(ctx) // an abort that came while the run was ending takes the failure's place
+		r.endingHubLost(ctx)
 		return
 	}
 	code, msg = r.claimEnd(ctx, code, msg)

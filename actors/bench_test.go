@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
@@ -76,4 +77,84 @@ func benchCouncil(b *testing.B, cmd messages.StartRun) {
 	b.ReportMetric(float64(mallocs)/float64(events), "allocs/event")
 	b.ReportMetric(float64(events)/float64(b.N), "events/run")
 	b.ReportMetric(wall.Seconds()/float64(b.N), "s/run")
+}
+
+// BenchmarkFailedRunEnding runs a plan of 20,000 or 100,000 nodes in two
+// waves, one of whose first nodes fails (or, with delegation_limit, whose
+// workers delegate past the hard limit), and reports how long the run took
+// to end after the failure: from node_failed to run_error, by the events'
+// timestamps (when the hub stamped them), with every node that never ran
+// closed as node_skipped in between. Issue 27: 24 s for 20,000 nodes and
+// about 45 minutes for 100,000 before the ending was made linear.
+//
+//	go test ./actors -run '^$' -bench BenchmarkFailedRunEnding -benchtime 3x
+func BenchmarkFailedRunEnding(b *testing.B) {
+	failing := func(nodes int) messages.StartRun {
+		first := fmt.Sprintf("n%0*d", len(fmt.Sprint(nodes)), 1)
+		return messages.StartRun{Question: "bench", Scenario: &messages.Scenario{Nodes: nodes, Waves: 2, Tokens: 2,
+			FailNodes: messages.NodeSelector{IDs: []string{first}}}}
+	}
+	for _, nodes := range []int{20_000, 100_000} {
+		b.Run(fmt.Sprintf("node_failed/nodes=%d", nodes), func(b *testing.B) {
+			benchEnding(b, failing(nodes), messages.ErrCodeNodeFailed, false)
+		})
+	}
+	b.Run("node_failed/nodes=100000/durable", func(b *testing.B) {
+		benchEnding(b, failing(100_000), messages.ErrCodeNodeFailed, true)
+	})
+	b.Run("delegation_limit/nodes=100000", func(b *testing.B) {
+		benchEnding(b, messages.StartRun{Question: "bench", MaxDelegationRounds: 1, Scenario: &messages.Scenario{Nodes: 100_000, Waves: 2,
+			Tokens: 2, SubagentsPerNode: 1, Delegations: &messages.DelegationScenario{Depth: 2}}}, messages.ErrCodeDelegationLimit, false)
+	})
+}
+
+// benchEnding runs cmd to its end, on the in-memory journal or (durable)
+// on a durable journal in a temporary directory, fsynced as conclave
+// serve's.
+func benchEnding(b *testing.B, cmd messages.StartRun, code messages.ErrorCode, durable bool) {
+	var ending, wall time.Duration
+	var skipped int
+	for b.Loop() {
+		cfg := actors.Config{Limits: unlimited}
+		if durable {
+			j, err := journal.Open(b.TempDir(), journal.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close() // after the engine's Shutdown, below
+			cfg.Journal = j
+		}
+		e, err := actors.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		ref, err := e.StartRun(ctx, cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		evs, err := testkit.Follow(ctx, e, ref, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(start)
+		end := testkit.Terminal(evs, ref.RunID)
+		if p, ok := end.Payload.(*messages.RunErrorPayload); !ok || p.Code != code {
+			b.Fatalf("run ended with %s %+v", end.Type, end.Payload)
+		}
+		for _, env := range evs {
+			if env.Type == messages.NodeFailed {
+				ending += end.Timestamp.Sub(env.Timestamp)
+				break
+			}
+		}
+		skipped += testkit.Count(evs, messages.NodeSkipped)
+		if err := e.Shutdown(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(ending.Seconds()/float64(b.N), "s-ending/run")
+	b.ReportMetric(wall.Seconds()/float64(b.N), "s/run")
+	b.ReportMetric(float64(skipped)/float64(b.N), "skipped/run")
 }

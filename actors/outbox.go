@@ -122,6 +122,21 @@ func (o *outbox) count() {
 	}
 }
 
+// afterJournaled has the hub run then (on its own goroutine) once every
+// event posted so far is journaled, or refused (a hub barrier), and
+// returns that hub. It returns nil, and then never runs then, when nothing
+// more is published. A hub that fails for good (replaceHub) never runs
+// it: the caller learns of it from the StopRun that follows, and from
+// the outbox's hub no longer being the one returned.
+func (o *outbox) afterJournaled(ctx actor.SenderContext, then func()) *actor.PID {
+	if o.quiet() {
+		return nil
+	}
+	hub := o.hub.Load()
+	ctx.Send(hub, &hubBarrier{then: then})
+	return hub
+}
+
 // Sent is how many events the run has emitted.
 func (o *outbox) Sent() int64 { return o.sent.Load() }
 

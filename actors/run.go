@@ -140,6 +140,8 @@ type runActor struct {
 	spawns   []spawnAsk        // sub-team requests of the current wave's workers
 	cites    citations.Manager // the run's sources (run level)
 
+	end ending // the ending of a failing graph (ending.go)
+
 	atBoundary bool // between waves (boundary.go)
 	nextWave   int  // the wave the boundary leads to
 }
@@ -222,7 +224,8 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID)}
+	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
+		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
@@ -304,6 +307,8 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.childTerminated(ctx, m.Who)
 	case *messages.StopRun:
 		r.fail(ctx, m.Code, m.Reason)
+	case *endingStep:
+		r.endingStepped(ctx)
 	case *freezeRun:
 		// Stop the live agents and wait for them (their Terminated), then
 		// stop: a supervisor that stopped with children still dying would
@@ -678,9 +683,14 @@ func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 
 // fail starts ending the run with run_error{code}: every live agent is
 // stopped, unstarted nodes of the current wave are skipped, and once the
-// last agent has stopped maybeEndFailure emits the rest.
+// last agent has stopped maybeEndFailure emits the rest (ending.go).
 func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) {
-	if r.failCode != "" || r.terminal != nil {
+	if r.terminal != nil {
+		return
+	}
+	if r.failCode != "" {
+		r.adoptAbort(ctx) // an abort that came while the run was ending takes the failure's place
+		r.endingHubLost(ctx)
 		return
 	}
 	code, msg = r.claimEnd(ctx, code, msg)
@@ -691,11 +701,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 			ctx.Stop(c.pid)
 		}
 	}
-	for _, id := range r.queue {
-		r.skipFailed(ctx, id)
-	}
-	r.queue = nil
-	r.maybeEndFailure(ctx)
+	r.maybeEndFailure(ctx) // skips the queued nodes (ending.go)
 }
 
 // claimEnd decides that the run ends with run_error{code, msg}, unless an
@@ -714,33 +720,6 @@ func (r *runActor) claimEnd(ctx actor.Context, code messages.ErrorCode, msg stri
 	return d.code, d.msg
 }
 
-func (r *runActor) maybeEndFailure(ctx actor.Context) {
-	if len(r.children) > 0 || r.terminal != nil {
-		return
-	}
-	r.dropSteering(ctx, "the run ended before the next wave boundary")
-	if r.g != nil {
-		if r.g.InWave() {
-			// The wave's nodes that never started close before the wave
-			// does. (fail skips the queued ones at once; a run failing
-			// when recovery put it back, endRestored, still has them:
-			// found by testkit/sim, seed 61502.)
-			for _, id := range r.g.Waves[r.g.Wave] {
-				if r.node(id).State == runstate.Pending {
-					r.skipFailed(ctx, id)
-				}
-			}
-			r.completeWave(ctx)
-		}
-		for _, n := range r.g.Plan.Nodes {
-			if r.node(n.ID).State == runstate.Pending {
-				r.skipFailed(ctx, n.ID)
-			}
-		}
-	}
-	r.finish(ctx, &messages.RunErrorPayload{Code: r.failCode, Message: r.failMsg})
-}
-
 func (r *runActor) incompleteDep(id string) string {
 	for _, d := range r.planNode(id).Deps {
 		if r.node(d).State != runstate.Completed {
@@ -748,17 +727,6 @@ func (r *runActor) incompleteDep(id string) string {
 		}
 	}
 	return ""
-}
-
-// skipFailed skips a node that never ran because the run is ending.
-func (r *runActor) skipFailed(ctx actor.Context, id string) {
-	dep, reason := r.incompleteDep(id), "run ended before the node started: "+r.failMsg
-	if dep != "" {
-		reason = "dependency " + dep + " did not complete"
-	} else if r.failDep != "" && dag.Downstream(r.g.Plan, r.failDep)[id] {
-		dep = r.failDep
-	}
-	r.skip(ctx, id, reason, dep)
 }
 
 // skip closes the lane of a node that never ran (a single node_skipped).
@@ -795,9 +763,24 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
 	case *messages.RunErrorPayload:
 		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
+		if r.team == nil {
+			r.sealFailure(ctx, p)
+		}
 	}
 	r.terminal = p
 	r.maybeEnd(ctx)
+}
+
+// sealFailure makes the run's end final (outcome.seal) just before its
+// terminal event p: an abort that took the failure's place and whose
+// StopRun has not arrived yet is journaled now, and p says aborted.
+func (r *runActor) sealFailure(ctx actor.Context, p *messages.RunErrorPayload) {
+	d, ok := r.spec.outcome.seal()
+	if !ok || d.abort == nil {
+		return
+	}
+	r.failCode, r.failMsg = r.claimEnd(ctx, d.code, d.msg)
+	p.Code, p.Message = r.failCode, r.failMsg
 }
 
 func (r *runActor) maybeEnd(ctx actor.Context) {

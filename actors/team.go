@@ -126,11 +126,10 @@ func (r *runActor) teamStopping(ctx actor.Context) {
 	}
 	if r.failCode == "" {
 		r.failCode, r.failMsg = messages.ErrCodeAborted, "the team was stopped"
-		for _, id := range r.queue {
-			r.skipFailed(ctx, id)
-		}
-		r.queue = nil
 	}
+	// A stopping actor gets no more messages: a batch's endingStep would
+	// never come, so the ending goes on at once (endingFull).
+	r.end.pace.waiting = false
 	r.maybeEndFailure(ctx)
 }
 

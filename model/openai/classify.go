@@ -88,4 +88,3 @@ func upstreamText(e *oa.Error) string {
 	}
 	return http.StatusText(e.StatusCode) + " (" + strconv.Itoa(e.StatusCode) + "): " + msg
 }
-

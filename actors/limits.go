@@ -24,6 +24,11 @@ type Limits struct {
 	// larger is refused at once (QuotaScenarioTooLarge); a run that
 	// publishes more anyway ends with run_error{code:"budget_exceeded"}.
 	EventsPerRun int64 `json:"events_per_run,omitempty"`
+	// TokensPerRun is a run's token budget: its model turns' input and
+	// output tokens (token_usage) added up. The first report past it ends
+	// the run with run_error{code:"budget_exceeded"}: its agents stop
+	// cleanly, within the turn that crossed it. 0 (the default): none.
+	TokensPerRun int64 `json:"tokens_per_run,omitempty"`
 }
 
 // Default limits: generous for one person's councils, small enough that

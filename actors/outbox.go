@@ -49,10 +49,17 @@ type outbox struct {
 	credits chan struct{}             // one token per streamed event in flight
 	sent    atomic.Int64
 	budget  int64 // <= 0: none
-	over    atomic.Bool
-	// stop ends the run once the budget is exceeded. Set before the run
-	// supervisor starts, read by any goroutine that posts.
-	stop atomic.Pointer[func()]
+	// tokens are the run's model tokens (token_usage), tokenBudget their
+	// budget (<= 0: none).
+	tokens      atomic.Int64
+	tokenBudget int64
+	over        atomic.Bool
+	// stop ends the run once a budget is exceeded, with the StopRun that
+	// says which. Set before the run supervisor starts, read by any
+	// goroutine that posts.
+	stop atomic.Pointer[func(*messages.StopRun)]
+	// overBy is the StopRun of the budget that was exceeded first.
+	overBy atomic.Pointer[messages.StopRun]
 	// silenced: the run is falling asleep (asleep.go); its actors stop
 	// without a word, and nothing more of this outbox is published.
 	silenced atomic.Bool
@@ -66,18 +73,18 @@ func (o *outbox) silent() bool { return o.silenced.Load() }
 // (Shutdown) or the run is falling asleep.
 func (o *outbox) quiet() bool { return o.e.frozen.Load() || o.silenced.Load() }
 
-func newOutbox(e *Engine, hub *actor.PID, budget int64) *outbox {
-	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: budget}
+func newOutbox(e *Engine, hub *actor.PID, limits Limits) *outbox {
+	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: limits.EventsPerRun, tokenBudget: limits.TokensPerRun}
 	o.hub.Store(hub)
 	return o
 }
 
-// onOver sets how the run is ended once it exceeds its budget; it runs at
+// onOver sets how the run is ended once it exceeds a budget; it runs at
 // once if it already has.
-func (o *outbox) onOver(stop func()) {
+func (o *outbox) onOver(stop func(*messages.StopRun)) {
 	o.stop.Store(&stop)
-	if o.over.Load() {
-		stop() // count may have missed it; a second StopRun is harmless
+	if by := o.overBy.Load(); by != nil {
+		stop(by) // count may have missed it; a second StopRun is harmless
 	}
 }
 
@@ -86,7 +93,7 @@ func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
 	if o.quiet() { // a frozen engine, or a run falling asleep, publishes nothing more
 		return
 	}
-	o.count()
+	o.count(em.Payload)
 	ctx.Send(o.hub.Load(), em)
 }
 
@@ -98,7 +105,7 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 		return nil
 	}
 	if regress.UnboundedStreams.Load() {
-		o.count()
+		o.count(em.Payload)
 		root.Send(o.hub.Load(), em)
 		return nil
 	}
@@ -107,18 +114,34 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	o.count()
+	o.count(em.Payload)
 	root.Send(o.hub.Load(), &creditedEmit{Emit: *em, credit: o.credits})
 	return nil
 }
 
-// count adds one event to the run's total and stops the run the first
-// time the total passes the budget.
-func (o *outbox) count() {
-	if n := o.sent.Add(1); o.budget > 0 && n > o.budget && o.over.CompareAndSwap(false, true) {
-		if stop := o.stop.Load(); stop != nil {
-			(*stop)()
+// count adds one event (p) to the run's totals, its tokens too for a
+// token_usage, and stops the run the first time a total passes its
+// budget.
+func (o *outbox) count(p messages.Payload) {
+	if n := o.sent.Add(1); o.budget > 0 && n > o.budget {
+		o.exceeded(budgetStop(o.budget))
+	}
+	if u, ok := p.(*messages.TokenUsagePayload); ok && o.tokenBudget > 0 {
+		if n := o.tokens.Add(u.Usage.InputTokens + u.Usage.OutputTokens); n > o.tokenBudget {
+			o.exceeded(&messages.StopRun{Code: messages.ErrCodeBudgetExceeded,
+				Reason: fmt.Sprintf("the run's model turns used %d tokens, more than its budget of %d (tokens_per_run)", n, o.tokenBudget)})
 		}
+	}
+}
+
+// exceeded stops the run, the first time a budget is exceeded.
+func (o *outbox) exceeded(by *messages.StopRun) {
+	if !o.over.CompareAndSwap(false, true) {
+		return
+	}
+	o.overBy.Store(by)
+	if stop := o.stop.Load(); stop != nil {
+		(*stop)(by)
 	}
 }
 
@@ -155,7 +178,7 @@ func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *
 	if o.quiet() {
 		return ErrShuttingDown
 	}
-	o.count()
+	o.count(em.Payload)
 	done := make(chan error, 1)
 	root.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
 	select {
@@ -175,7 +198,7 @@ func (o *outbox) postAcked(ctx actor.SenderContext, em *messages.Emit, done chan
 		done <- ErrShuttingDown
 		return
 	}
-	o.count()
+	o.count(em.Payload)
 	ctx.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
 }
 

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -176,5 +177,96 @@ func TestEngine_ConcurrentRunsQuota(t *testing.T) {
 	}
 	if _, err := parked("t1"); err != nil {
 		t.Fatalf("after a run ended: %v", err)
+	}
+}
+
+// usageOf adds up the run's token_usage events.
+func usageOf(events []*messages.Envelope) int64 {
+	var n int64
+	for _, env := range events {
+		if u, ok := env.Payload.(*messages.TokenUsagePayload); ok {
+			n += u.Usage.InputTokens + u.Usage.OutputTokens
+		}
+	}
+	return n
+}
+
+// TestEngine_TokenBudgetEndsTheRun: a run whose model turns use more
+// tokens than Limits.TokensPerRun ends with run_error{budget_exceeded}
+// naming tokens_per_run, its lanes closed, promptly (nothing like the
+// tokens of the whole council is spent).
+func TestEngine_TokenBudgetEndsTheRun(t *testing.T) {
+	t.Parallel()
+	sc := messages.Scenario{Nodes: 6, Waves: 3, Tokens: 40}
+	full := testkit.NewEngine(t, actors.Config{})
+	_, all := testkit.RunCouncil(t, full, messages.StartRun{Question: "q", Scenario: &sc})
+	whole := usageOf(all)
+	budget := whole / 4
+	e := testkit.NewEngine(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: budget} }})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeBudgetExceeded || !strings.Contains(runErr.Message, "tokens_per_run") {
+		t.Fatalf("run_error = %+v, want budget_exceeded for tokens", runErr)
+	}
+	if used := usageOf(events); used <= budget || used >= whole {
+		t.Fatalf("the run used %d tokens with a budget of %d (the whole council uses %d)", used, budget, whole)
+	}
+}
+
+// TestEngine_TokenBudgetSurvivesARestart: the tokens a run used before a
+// restart count against its budget after it (rebuilt from the journal,
+// not reset): a run parked on a tool approval with U tokens used comes
+// back under a budget of U+1 and ends with budget_exceeded at its next
+// turn.
+func TestEngine_TokenBudgetSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	sc := messages.Scenario{Nodes: 4, Waves: 1, Tokens: 30, Approvals: 1} // three nodes finish before the restart
+	ctx := context.Background()
+	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", HITL: messages.HITLTools, Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		in, ok := env.Payload.(*messages.InterruptRaisedPayload)
+		if ok && in.Kind != messages.InterruptToolApproval { // the plan and node gates
+			_, _ = r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove})
+		}
+		return ok && in.Kind == messages.InterruptToolApproval
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	used := usageOf(r.all("s"))
+	r.cfg.Limits = func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: used + 1} }
+	r.restart()
+	pending, _, _ := r.e.PendingInterrupts(ctx, "", "s", "", 10)
+	if len(pending) != 1 {
+		t.Fatalf("pending after the restart: %+v", pending)
+	}
+	p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := r.e.Resume(messages.Resume{InterruptID: pending[0].InterruptID, Decision: messages.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := r.all("s")
+	testkit.AssertInvariants(t, events)
+	runErr := terminal[*messages.RunErrorPayload](t, events, ref.RunID)
+	if runErr.Code != messages.ErrCodeBudgetExceeded {
+		t.Fatalf("run_error = %+v, want budget_exceeded: the tokens before the restart were forgotten", runErr)
+	}
+	if after := usageOf(events) - used; after > used {
+		t.Fatalf("the turns after the restart used %d tokens, more than the %d before: the test cannot tell a reset", after, used)
 	}
 }

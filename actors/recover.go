@@ -247,7 +247,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 		r.unresumable = "cannot resume after a restart: " + err.Error()
 	}
 	spec := a.e.specOf(k, r.ID, r.Started, m)
-	spec.out = a.newOutbox(spec, s.pid, r.Events)
+	spec.out = a.newOutbox(spec, s.pid, r.Events, r.Usage)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"
 

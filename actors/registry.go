@@ -253,7 +253,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
 		return err
 	}
-	spec.out = a.newOutbox(spec, s.pid, 0)
+	spec.out = a.newOutbox(spec, s.pid, 0, messages.Usage{})
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	acked := s.shared.ackOf(spec.runID)
@@ -276,11 +276,13 @@ func (a *engineActor) liveRuns(tenant messages.TenantID) int {
 	return n
 }
 
-// newOutbox makes the outbox of a run whose session hub is hub; sent
-// counts the events it already has (a run resumed after a restart).
-func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64) *outbox {
-	o := newOutbox(a.e, hub, a.e.limits(spec.tenant).EventsPerRun)
+// newOutbox makes the outbox of a run whose session hub is hub; sent and
+// used count the events and the model tokens it already has (a run
+// resumed after a restart: its spend so far counts against its budgets).
+func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64, used messages.Usage) *outbox {
+	o := newOutbox(a.e, hub, a.e.limits(spec.tenant))
 	o.sent.Store(sent)
+	o.tokens.Store(used.InputTokens + used.OutputTokens)
 	return o
 }
 

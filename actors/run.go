@@ -147,10 +147,10 @@ type runActor struct {
 }
 
 // watchBudget makes the run end with budget_exceeded once its outbox
-// counts more events than the budget.
+// counts more events, or tokens, than its budgets.
 func (r *runActor) watchBudget(ctx actor.Context) {
-	self, root, budget := ctx.Self(), r.e.system.Root, r.spec.out.budget
-	r.spec.out.onOver(func() { root.Send(self, budgetStop(budget)) })
+	self, root := ctx.Self(), r.e.system.Root
+	r.spec.out.onOver(func(stop *messages.StopRun) { root.Send(self, stop) })
 }
 
 // maybeFreeze stops a freezing supervisor once its agents have stopped.

@@ -153,6 +153,35 @@ const (
 	// model that calls tools every turn would otherwise loop, and spend,
 	// without end).
 	ModelErrTurnLimit ModelErrorCode = "turn_limit"
+	// The model server's answers, by class (issue 29). Each failure
+	// event's error carries upstream's own text after the class.
+	//
+	// ModelErrUnreachable: the server could not be reached (connection
+	// refused, DNS, TLS), after the retries.
+	ModelErrUnreachable ModelErrorCode = "unreachable"
+	// ModelErrAuth: the server refused the key (401, 403). Not retried.
+	ModelErrAuth ModelErrorCode = "auth"
+	// ModelErrRateLimited: 429 after the retries (each honouring
+	// Retry-After), or a Retry-After longer than the backend waits.
+	ModelErrRateLimited ModelErrorCode = "rate_limited"
+	// ModelErrBadRequest: the server refused the request (400, 404, 422).
+	// Not retried.
+	ModelErrBadRequest ModelErrorCode = "bad_request"
+	// ModelErrContextTooLong: the prompt is longer than the model's
+	// context window (a 400 that says so). Not retried.
+	ModelErrContextTooLong ModelErrorCode = "context_too_long"
+	// ModelErrContentFiltered: the server's content filter refused the
+	// prompt or the answer. Not retried.
+	ModelErrContentFiltered ModelErrorCode = "content_filtered"
+	// ModelErrServerError: 5xx (or a dropped connection) after the
+	// retries.
+	ModelErrServerError ModelErrorCode = "server_error"
+	// ModelErrMalformedStream: the answer was not a stream of chunks.
+	ModelErrMalformedStream ModelErrorCode = "malformed_stream"
+	// ModelErrUnavailable: the endpoint's circuit breaker is open (it
+	// failed again and again, and a probe has not seen it answer since):
+	// the turn fails at once instead of retrying.
+	ModelErrUnavailable ModelErrorCode = "model_unavailable"
 )
 
 // RunErrorPayload is the failing terminal event.

@@ -17,6 +17,16 @@ const (
 	CodeTimeout = messages.ModelErrTimeout
 	// CodeTurnLimit: the agent used its maximum of model turns.
 	CodeTurnLimit = messages.ModelErrTurnLimit
+	// The classes of a model server's failures (messages.ModelErr*).
+	CodeUnreachable     = messages.ModelErrUnreachable
+	CodeAuth            = messages.ModelErrAuth
+	CodeRateLimited     = messages.ModelErrRateLimited
+	CodeBadRequest      = messages.ModelErrBadRequest
+	CodeContextTooLong  = messages.ModelErrContextTooLong
+	CodeContentFiltered = messages.ModelErrContentFiltered
+	CodeServerError     = messages.ModelErrServerError
+	CodeMalformedStream = messages.ModelErrMalformedStream
+	CodeUnavailable     = messages.ModelErrUnavailable
 )
 
 // Error is a model failure with a stable Code. It matches ErrModel under

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/openai"
 )
@@ -36,7 +37,8 @@ type modelFlags struct {
 	idleTimeout, turnTimeout time.Duration
 	maxDelta, maxOutput      int
 	maxTurns                 int
-	registered               bool // the bounds are flags: bounds applies them
+	openaiModel              *openai.Model // the openai backend, once factory made it
+	registered               bool          // the bounds are flags: bounds applies them
 }
 
 func (f *modelFlags) register(fs *pflag.FlagSet) {
@@ -191,5 +193,18 @@ func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (m
 		attrs = append(attrs, "context_tokens", cfg.ContextTokens)
 	}
 	logger.Info("model: openai-compatible", attrs...)
+	f.openaiModel = m
 	return m.Factory(), m.Close, nil
+}
+
+// notReady says the model is not ready while its endpoint's circuit
+// breaker is open (GET /readyz); the scripted model is always ready.
+func (f *modelFlags) notReady() []messages.NotReady {
+	if f.openaiModel == nil {
+		return nil
+	}
+	if why := f.openaiModel.Unavailable(); why != "" {
+		return []messages.NotReady{{Component: "model " + f.openaiModel.Endpoint(), Reason: why}}
+	}
+	return nil
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model/openai"
@@ -142,5 +145,87 @@ func offeredOnlyRealTools(t *testing.T, reqs []openaitest.Request) {
 	}
 	if offered["search"] || offered["publish"] || !offered["kid__shout"] {
 		t.Errorf("tools offered to the model %v: want kid__shout and never the scripted search or publish", offered)
+	}
+}
+
+// TestServe_ModelDown: `conclave serve --model openai` whose server is
+// down (nothing listens on its port). A 20-node council ends within 2 s
+// of its first failed turn with planning_failed code model_unavailable
+// (the breaker opened after the director's second refused connection),
+// not after the agents' retries and restarts; /readyz is 503 and names
+// the model; /healthz stays 200. Once the server listens again, /readyz
+// returns to 200 by itself (the breaker's probe) and the next run
+// finishes.
+func TestServe_ModelDown(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // down: connections are refused
+	sc := messages.Scenario{Nodes: 20, Waves: 2, Tokens: 2}
+	srv := startServe(t, 0, nil, "--model", "openai", "--model-url", "http://"+addr+"/v1", "--model-name", "m", "--runs-per-second", "-1")
+	a := newHardenAPI(t, srv, "")
+	body, err := json.Marshal(messages.StartRun{Question: "q", Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := a.mustStartRun(t, string(body))
+	events := a.runEvents(t, rc.SessionID, rc.RunID)
+	testkit.AssertInvariants(t, events)
+	var planningFailed *messages.Envelope
+	for _, env := range events {
+		if env.Type == messages.PlanningFailed {
+			planningFailed = env
+		}
+	}
+	last := events[len(events)-1]
+	if planningFailed == nil || planningFailed.Payload.(*messages.PlanningFailedPayload).Code != messages.ModelErrUnavailable {
+		t.Fatalf("planning_failed %+v, want code model_unavailable", planningFailed)
+	}
+	if runErr, ok := last.Payload.(*messages.RunErrorPayload); !ok || runErr.Code != messages.ErrCodePlanningFailed {
+		t.Fatalf("the run ended with %s %+v", last.Type, last.Payload)
+	}
+	if took := last.Timestamp.Sub(events[0].Timestamp); took > 2*time.Second {
+		t.Fatalf("the run took %v to end, want under 2 s", took)
+	}
+	code, _, b := a.call(t, http.MethodGet, "/readyz", "")
+	var ready messages.Readiness
+	if code != http.StatusServiceUnavailable || json.Unmarshal(b, &ready) != nil || len(ready.NotReady) != 1 || !strings.Contains(ready.NotReady[0].Component, addr) {
+		t.Fatalf("GET /readyz while the model is down = %d %s", code, b)
+	}
+	if code, _, b := a.call(t, http.MethodGet, "/healthz", ""); code != http.StatusOK {
+		t.Fatalf("GET /healthz = %d %s", code, b)
+	}
+
+	// Back up, on the same address: the probe sees it and /readyz is 200
+	// again by itself; the next run finishes.
+	llm, err := openaitest.New(openaitest.Config{Council: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	hs := &http.Server{Handler: llm, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(l) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	deadline := time.Now().Add(20 * time.Second) // the probe backs off 1 s, 2 s, 4 s…
+	for {
+		code, _, b := a.call(t, http.MethodGet, "/readyz", "")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz after the model came back = %d %s", code, b)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a server's state with a deadline, not synchronising
+	}
+	rc = a.mustStartRun(t, string(body))
+	events = a.runEvents(t, rc.SessionID, rc.RunID)
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("the run after the model came back ended with %s %+v", last.Type, last.Payload)
 	}
 }

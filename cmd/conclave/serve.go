@@ -239,12 +239,15 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	var journalFailed <-chan struct{} // nil (never) without the durable journal
 	if durable != nil {
 		journalFailed = durable.Failed()
-		tcfg.Ready = func() []messages.NotReady {
+	}
+	tcfg.Ready = func() []messages.NotReady {
+		var not []messages.NotReady
+		if durable != nil {
 			if err := durable.Err(); err != nil {
-				return []messages.NotReady{{Component: "journal", Reason: err.Error()}}
+				not = append(not, messages.NotReady{Component: "journal", Reason: err.Error()})
 			}
-			return nil
 		}
+		return append(not, c.model.notReady()...)
 	}
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)

@@ -89,6 +89,7 @@ func (q *serveQuotas) flags(fs *pflag.FlagSet) {
 	fs.Float64Var(&d.RunsPerSecond, "runs-per-second", actors.DefaultRunsPerSecond, "a tenant's sustained rate of run creation, over it 429 rate_limited (-1: no limit)")
 	fs.IntVar(&d.RunBurst, "run-burst", actors.DefaultRunBurst, "runs a tenant may create at once above --runs-per-second")
 	fs.Int64Var(&d.EventsPerRun, "events-per-run", actors.DefaultEventsPerRun, "a run's event budget: a larger scenario is refused (422 scenario_too_large), a run that exceeds it ends with run_error budget_exceeded (-1: no limit)")
+	fs.Int64Var(&d.TokensPerRun, "tokens-per-run", 0, "a run's token budget (its model turns' input and output tokens): a run past it ends with run_error budget_exceeded (0: none)")
 	fs.StringVar(&q.file, "quotas", "", "JSON file of per-tenant quotas overriding these flags: {\"default\":{…},\"tenants\":{\"acme\":{…}}}")
 	fs.DurationVar(&q.hubIdleAfter, "hub-idle-after", actors.DefaultHubIdleAfter, "stop a session's hub after this long without runs, subscribers or events (it reloads from the journal on demand; -1s: never)")
 	fs.DurationVar(&q.sleepAfter, "sleep-after", actors.DefaultSleepAfter, "a run that waits only on humans and publishes nothing this long falls asleep: its actors leave memory, its interrupts stay pending, and it is rebuilt from the journal when an answer, a timeout, an abort or a steering note comes (-1s: never)")
@@ -143,6 +144,9 @@ func (q tenantQuota) or(d tenantQuota) tenantQuota {
 	if q.EventsPerRun == 0 {
 		q.EventsPerRun = d.EventsPerRun
 	}
+	if q.TokensPerRun == 0 {
+		q.TokensPerRun = d.TokensPerRun
+	}
 	if q.MaxStreams == 0 {
 		q.MaxStreams = d.MaxStreams
 	}
@@ -151,8 +155,8 @@ func (q tenantQuota) or(d tenantQuota) tenantQuota {
 
 func (q tenantQuota) check(who string) error {
 	switch {
-	case q.ConcurrentRuns < -1 || q.RunBurst < 0 || q.EventsPerRun < -1 || q.MaxStreams < -1:
-		return fmt.Errorf("quotas of %s: concurrent_runs, events_per_run and max_streams must be >= -1, run_burst >= 0", who)
+	case q.ConcurrentRuns < -1 || q.RunBurst < 0 || q.EventsPerRun < -1 || q.MaxStreams < -1 || q.TokensPerRun < 0:
+		return fmt.Errorf("quotas of %s: concurrent_runs, events_per_run and max_streams must be >= -1, run_burst and tokens_per_run >= 0", who)
 	case q.RunsPerSecond < 0 && q.RunsPerSecond != -1:
 		return fmt.Errorf("quotas of %s: runs_per_second must be positive, or -1 for no limit", who)
 	}

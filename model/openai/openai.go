@@ -41,13 +41,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	oa "github.com/openai/openai-go/v3"
@@ -80,6 +78,9 @@ const (
 	DefaultBaseBackoff   = 500 * time.Millisecond
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultMaxRetryAfter = 2 * time.Minute
+	// DefaultBreakerThreshold is more than one turn's attempts: one
+	// failing turn alone does not open the breaker.
+	DefaultBreakerThreshold = 2*DefaultMaxAttempts - 1
 	// DefaultResponseHeaderTimeout bounds the wait for an answer's headers:
 	// local servers may read a long prompt for minutes before answering.
 	DefaultResponseHeaderTimeout = 5 * time.Minute
@@ -127,6 +128,12 @@ type Config struct {
 	// Sleep waits d or until ctx is done (then it returns ctx.Err()).
 	// Default: a timer (virtual time under testing/synctest).
 	Sleep func(ctx context.Context, d time.Duration) error
+	// BreakerThreshold is how many failures of the endpoint in a row
+	// (unreachable, 5xx, dropped connections; every agent's attempts
+	// count) open its circuit breaker: new turns then fail at once with
+	// code model_unavailable until a probe (GET /models) sees it answer.
+	// Default DefaultBreakerThreshold; negative: no breaker.
+	BreakerThreshold int
 }
 
 // Model is a model.Model on an OpenAI-compatible server. It is safe for
@@ -139,6 +146,8 @@ type Model struct {
 	// noFormat is set once the server refused response_format (400) and
 	// accepted the same request without it.
 	noFormat atomic.Bool
+	// brk is the endpoint's circuit breaker (breaker.go).
+	brk *breaker
 }
 
 var (
@@ -213,13 +222,33 @@ func New(cfg Config) (*Model, error) {
 		// uses only the key of its Config.
 		opts = append(opts, option.WithAPIKey(""))
 	}
-	return &Model{cfg: cfg, client: oa.NewClient(opts...), log: cfg.Logger}, nil
+	if cfg.BreakerThreshold == 0 {
+		cfg.BreakerThreshold = DefaultBreakerThreshold
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	brk := newBreaker(cfg.BreakerThreshold, base, probeModels(cfg.HTTPClient, base, cfg.APIKey), cfg.Sleep, cfg.Now, cfg.Logger)
+	return &Model{cfg: cfg, client: oa.NewClient(opts...), log: cfg.Logger, brk: brk}, nil
 }
+
+// Unavailable reports whether the endpoint's circuit breaker is open,
+// and why ("" when it is closed): for readiness (GET /readyz).
+func (m *Model) Unavailable() string {
+	if open, why := m.brk.state(); open {
+		return why
+	}
+	return ""
+}
+
+// Endpoint is the server's API root (BaseURL).
+func (m *Model) Endpoint() string { return m.cfg.BaseURL }
 
 // Close closes the idle connections of the Model's HTTP client, once the
 // engine that used it has shut down (a client given in Config is the
 // caller's to close; Close closes its idle connections all the same).
-func (m *Model) Close() { m.cfg.HTTPClient.CloseIdleConnections() }
+func (m *Model) Close() {
+	m.brk.stop()
+	m.cfg.HTTPClient.CloseIdleConnections()
+}
 
 // Name returns the default model name.
 func (m *Model) Name() string { return m.cfg.Model }
@@ -324,10 +353,14 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	if err != nil {
 		return nil, err
 	}
+	if err := m.brk.allow(); err != nil {
+		return nil, err
+	}
 	formatFallback := false
 	for attempt := 1; ; attempt++ {
 		st, err := m.try(ctx, &req, params, estimate)
 		if err == nil {
+			m.brk.succeeded()
 			if formatFallback && !m.noFormat.Swap(true) {
 				m.log.Warn("openai: the server refused response_format json_schema; asking without it from now on", "model", params.Model)
 			}
@@ -335,12 +368,6 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
-		}
-		if errors.Is(err, model.ErrModel) { // a malformed first chunk: not the transport's fault
-			return nil, err
-		}
-		if errors.Is(err, errEmpty) {
-			return nil, fmt.Errorf("%w: openai: %s: %w", model.ErrModel, params.Model, err)
 		}
 		var apiErr *oa.Error
 		isAPI := errors.As(err, &apiErr)
@@ -350,22 +377,32 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			attempt-- // the fallback is not a retry
 			continue
 		}
-		if !retryable(err, apiErr) {
-			return nil, fmt.Errorf("%w: openai: %s: %w", model.ErrModel, params.Model, err)
+		f := classify(err)
+		if f.down {
+			m.brk.failed(f.detail, f.code == model.CodeUnreachable)
+		}
+		fail := func(detail string) error {
+			return &model.Error{Code: f.code, Message: params.Model + ": " + detail, Err: err}
+		}
+		if !f.retryable {
+			return nil, fail(f.detail)
 		}
 		wait := m.backoff(attempt)
 		if isAPI && apiErr.Response != nil {
 			if ra, ok := retryAfter(apiErr.Response.Header, m.cfg.Now()); ok {
 				if ra > m.cfg.MaxRetryAfter {
-					return nil, fmt.Errorf("%w: %w: openai: %s: the server asks to retry after %v (more than %v): %w", model.ErrModel, model.ErrTransient, params.Model, ra, m.cfg.MaxRetryAfter, err)
+					return nil, fail(fmt.Sprintf("the server asks to retry after %v (more than %v): %s", ra, m.cfg.MaxRetryAfter, f.detail))
 				}
 				wait = ra
 			}
 		}
 		if attempt >= m.cfg.MaxAttempts {
-			return nil, fmt.Errorf("%w: %w: openai: %s: %d attempts: %w", model.ErrModel, model.ErrTransient, params.Model, attempt, err)
+			return nil, fail(fmt.Sprintf("%d attempts: %s", attempt, f.detail))
 		}
-		m.log.Warn("openai: retrying", "model", params.Model, "agent", req.AgentID, "attempt", attempt, "wait", wait, "err", err)
+		if err := m.brk.allow(); err != nil { // the endpoint is down: no more attempts
+			return nil, err
+		}
+		m.log.Warn("openai: retrying", "model", params.Model, "agent", req.AgentID, "attempt", attempt, "class", f.code, "wait", wait, "err", err)
 		if err := m.cfg.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
@@ -405,19 +442,6 @@ func (m *Model) backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, m.cfg.MaxBackoff)
-}
-
-// retryable reports whether an error before the first chunk is worth
-// another attempt: a 408, 409 (OpenAI's "retry" conflicts), 429 or 5xx
-// answer, or a connection that failed or dropped.
-func retryable(err error, apiErr *oa.Error) bool {
-	if apiErr != nil {
-		c := apiErr.StatusCode
-		return c == http.StatusRequestTimeout || c == http.StatusConflict || c == http.StatusTooManyRequests || c >= 500
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // retryAfter reads retry-after-ms (OpenAI) or Retry-After (seconds or an

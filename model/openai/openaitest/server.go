@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,10 +82,22 @@ type Server struct {
 	requests []Request
 	served   int
 
+	// down: every request answers 503 (an outage; SetDown).
+	down atomic.Bool
+	// refused counts the requests answered 503 while down.
+	refused atomic.Int64
+
 	ts *httptest.Server
 	// URL is the API root to give the backend (…/v1), once served.
 	URL string
 }
+
+// SetDown starts (true) or ends an outage: while down, every request,
+// GET /models included, answers 503 and is not served.
+func (s *Server) SetDown(down bool) { s.down.Store(down) }
+
+// Refused is how many requests were answered 503 while down.
+func (s *Server) Refused() int { return int(s.refused.Load()) }
 
 // New returns an unstarted Server (see Start and InMemory).
 func New(cfg Config) (*Server, error) {
@@ -136,8 +149,19 @@ func (s *Server) Served() int {
 // maxBody bounds a request body.
 const maxBody = 32 << 20
 
-// ServeHTTP answers POST …/chat/completions.
+// ServeHTTP answers POST …/chat/completions, and GET …/models (the list
+// of models, as the API answers it: what a health probe asks).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.down.Load() {
+		s.refused.Add(1)
+		writeError(w, http.StatusServiceUnavailable, nil, "The server is overloaded or not ready yet.")
+		return
+	}
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"test-model","object":"model","created":0,"owned_by":"openaitest"}]}`+"\n")
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 		writeError(w, http.StatusNotFound, nil, "not found: "+r.Method+" "+r.URL.Path)
 		return

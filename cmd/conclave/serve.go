@@ -52,6 +52,9 @@ type serveCmd struct {
 	// journalIdleAfter: a session unused this long leaves the journal's
 	// memory (journal.Options.IdleAfter).
 	journalIdleAfter time.Duration
+	// journalMemtable is the journal's memtable size in MiB (its WAL file
+	// is preallocated at about 1.1 times it).
+	journalMemtable int
 	model            modelFlags
 	cluster          clusterFlags
 	// ready, when set (tests), receives the listening address.
@@ -89,6 +92,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.retainAge, "retention-age", 0, "drop a session's events older than this (0: keep)")
 	fs.Uint64Var(&c.retainN, "retention-events", 0, "keep at most this many events per session (0: no limit)")
 	fs.DurationVar(&c.retainTick, "retention-interval", time.Minute, "how often retention trims the sessions")
+	fs.IntVar(&c.journalMemtable, "journal-memtable-mib", 64, "the journal's memtable size in MiB: its write-ahead log file is preallocated at about 1.1 times it, so a fresh data directory takes that much disk (4 is plenty for a small deployment; up to four memtables may be in memory)")
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
@@ -178,7 +182,10 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		stopping = "shutting down: freezing live runs in the journal and leaving the cluster (another node takes them over), closing streams"
 	case !c.memory:
 		dir := filepath.Join(c.dataDir, "journal")
-		durable, err = journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter})
+		if c.journalMemtable < 1 || c.journalMemtable > 1024 {
+			return usageError(fmt.Errorf("--journal-memtable-mib must be in 1..1024, got %d", c.journalMemtable))
+		}
+		durable, err = journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter, MemTableSize: uint64(c.journalMemtable) << 20})
 		switch {
 		case errors.Is(err, journal.ErrLocked):
 			return failure(fmt.Errorf("data directory %s is in use by another conclave server", c.dataDir))

@@ -55,8 +55,8 @@ type serveCmd struct {
 	// journalMemtable is the journal's memtable size in MiB (its WAL file
 	// is preallocated at about 1.1 times it).
 	journalMemtable int
-	model            modelFlags
-	cluster          clusterFlags
+	model           modelFlags
+	cluster         clusterFlags
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }

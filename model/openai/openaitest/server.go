@@ -66,6 +66,9 @@ type Config struct {
 	// scripted model of this scenario would (council mode); without it, a
 	// request with no reply left gets a 500.
 	Council *messages.Scenario
+	// Dialect is the server whose streaming the council's answers take
+	// (the zero Dialect: openaitest's rendering of OpenAI's format).
+	Dialect Dialect
 }
 
 // MaxRecorded bounds the requests a Server keeps for Requests; later ones
@@ -90,7 +93,7 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	s := &Server{replies: append([]Reply(nil), cfg.Replies...)}
 	if cfg.Council != nil {
-		c, err := newCouncil(*cfg.Council)
+		c, err := newCouncil(*cfg.Council, cfg.Dialect)
 		if err != nil {
 			return nil, err
 		}
@@ -124,6 +127,18 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// Reported is the usage the council has reported so far, summed, as the
+// backend should read it (prompt, completion, cached and cache-write
+// tokens); zero without a council or in a dialect that sends none.
+func (s *Server) Reported() messages.Usage {
+	if s.council == nil {
+		return messages.Usage{}
+	}
+	s.council.mu.Lock()
+	defer s.council.mu.Unlock()
+	return s.council.reported
 }
 
 // Served is how many requests the server has answered or is answering.

@@ -18,6 +18,18 @@ type Chunk struct {
 	Model   string        `json:"model"`
 	Choices []ChunkChoice `json:"choices"`
 	Usage   *Usage        `json:"usage,omitempty"`
+	// Fields of other servers (see dialect.go): Azure's first chunk's
+	// prompt_filter_results, Groq's x_groq (its request id, and its usage
+	// in the finish chunk).
+	SystemFingerprint   string          `json:"system_fingerprint,omitempty"`
+	PromptFilterResults json.RawMessage `json:"prompt_filter_results,omitempty"`
+	XGroq               *XGroq          `json:"x_groq,omitempty"`
+}
+
+// XGroq is Groq's x_groq chunk field.
+type XGroq struct {
+	ID    string `json:"id"`
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ChunkChoice is a choice of a chunk. FinishReason is null until the last
@@ -26,6 +38,8 @@ type ChunkChoice struct {
 	Index        int     `json:"index"`
 	Delta        Delta   `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	// ContentFilterResults is Azure's, in every choice.
+	ContentFilterResults json.RawMessage `json:"content_filter_results,omitempty"`
 }
 
 // Delta is what a chunk adds. ReasoningContent and Reasoning are the
@@ -40,12 +54,30 @@ type Delta struct {
 }
 
 // ToolCallDelta is a fragment of the tool call at Index: the first carries
-// its ID, Type and name, the next ones pieces of its arguments.
+// its ID, Type and name, the next ones pieces of its arguments. NoIndex
+// leaves "index" out (older Ollama, Gemini).
 type ToolCallDelta struct {
 	Index    int           `json:"index"`
 	ID       string        `json:"id,omitempty"`
 	Type     string        `json:"type,omitempty"`
 	Function FunctionDelta `json:"function"`
+	// ExtraContent is Gemini's (its thought_signature).
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
+	NoIndex      bool            `json:"-"`
+}
+
+// MarshalJSON encodes d, without "index" when NoIndex is set.
+func (d ToolCallDelta) MarshalJSON() ([]byte, error) {
+	type plain ToolCallDelta // without the method
+	if !d.NoIndex {
+		return json.Marshal(plain(d))
+	}
+	return json.Marshal(struct {
+		ID           string          `json:"id,omitempty"`
+		Type         string          `json:"type,omitempty"`
+		Function     FunctionDelta   `json:"function"`
+		ExtraContent json.RawMessage `json:"extra_content,omitempty"`
+	}{d.ID, d.Type, d.Function, d.ExtraContent})
 }
 
 // FunctionDelta is a fragment of a function call.
@@ -63,6 +95,9 @@ type Usage struct {
 	// CacheCreationInputTokens is what proxies in front of Anthropic
 	// models send: prompt tokens written to the cache.
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	// DeepSeek's cache counters, instead of prompt_tokens_details.
+	PromptCacheHitTokens  int64 `json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheMissTokens int64 `json:"prompt_cache_miss_tokens,omitempty"`
 }
 
 // PromptDetails breaks the prompt tokens down.

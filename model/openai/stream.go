@@ -31,6 +31,10 @@ type (
 		Choices []wireChoice `json:"choices"`
 		Usage   *wireUsage   `json:"usage"`
 		Error   *wireError   `json:"error"`
+		// Groq reports usage in x_groq.usage of the finish chunk.
+		XGroq *struct {
+			Usage *wireUsage `json:"usage"`
+		} `json:"x_groq"`
 	}
 	wireChoice struct {
 		Index        int64     `json:"index"`
@@ -61,6 +65,9 @@ type (
 		// Sent by proxies in front of Anthropic models (LiteLLM,
 		// OpenRouter): prompt tokens written to the cache.
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		// DeepSeek's count of cached prompt tokens, instead of
+		// prompt_tokens_details.cached_tokens.
+		PromptCacheHitTokens int64 `json:"prompt_cache_hit_tokens"`
 	}
 	wireError struct {
 		Message string `json:"message"`
@@ -184,10 +191,15 @@ func (st *stream) take(c *wireChunk) {
 	if c.Model != "" {
 		st.model = c.Model
 	}
-	if u := c.Usage; u != nil {
-		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CacheCreateTokens: u.CacheCreationInputTokens}
+	u := c.Usage
+	if u == nil && c.XGroq != nil {
+		u = c.XGroq.Usage
+	}
+	if u != nil {
+		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+			CacheCreateTokens: u.CacheCreationInputTokens, CacheReadTokens: u.PromptCacheHitTokens}
 		if d := u.PromptTokensDetails; d != nil {
-			st.usage.CacheReadTokens = d.CachedTokens
+			st.usage.CacheReadTokens = max(st.usage.CacheReadTokens, d.CachedTokens)
 		}
 	}
 	for i := range c.Choices {

@@ -41,6 +41,10 @@ type Reply struct {
 	// Raw frames' data are streamed after the chunks as they are (a
 	// malformed chunk).
 	Raw []string
+	// SSE, when set, is a recorded stream (frames, comments, its
+	// "data: [DONE]") written as it is after the chunks and frames,
+	// ending the answer.
+	SSE []byte
 	// Drop cuts the connection after the chunks, without [DONE] and without
 	// ending the chunked body (a dropped connection).
 	Drop bool
@@ -243,6 +247,10 @@ func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *R
 			return
 		}
 	}
+	if rep.SSE != nil {
+		_ = sw.raw(rep.SSE)
+		return
+	}
 	switch {
 	case rep.Drop:
 		sw.drop()
@@ -327,6 +335,15 @@ func (s *sse) frame(data []byte) error {
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// raw writes b as it is.
+func (s *sse) raw(b []byte) error {
+	s.begin()
+	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.rc.Flush()

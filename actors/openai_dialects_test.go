@@ -90,7 +90,7 @@ func TestCouncil_OpenAIDialects(t *testing.T) {
 				if sent != (messages.Usage{}) || used.InputTokens == 0 || used.OutputTokens == 0 || used.CacheReadTokens != 0 {
 					t.Errorf("usage %+v (the server sent %+v): want an estimate", used, sent)
 				}
-			case used != sent || sent.CacheReadTokens == 0:
+			case used != sent || sent.InputTokens == 0:
 				t.Errorf("usage %+v, the server sent %+v", used, sent)
 			}
 		})

@@ -307,22 +307,25 @@ var (
 	// Gemini: Gemini's OpenAI endpoint: no reasoning shown, each call
 	// whole without an index, with an id "function-call-…" and Gemini's
 	// extra_content (thought_signature), "stop" as the finish reason even
-	// after calls, the usage inside the finish chunk. From
+	// after calls, the usage (counts only) inside the finish chunk. From
 	// open-webui/computer#224, THU-MAIC/OpenMAIC#1556 and
 	// AstrBotDevs/AstrBot#6661.
 	Gemini = Dialect{
 		Name: "gemini", Reasoning: "-", Calls: geminiCalls, FinishCalls: "stop", Usage: UsageInFinish,
-		CallID: func(id string) string { return fmt.Sprintf("function-call-%d", geminiNumber(id)) },
+		CallID:     func(id string) string { return fmt.Sprintf("function-call-%d", geminiNumber(id)) },
+		ShapeUsage: countsOnly,
 	}
 
-	// Mistral: calls with ids of 9 letters and digits, all whole in one
-	// delta that is the finish chunk itself, with the usage. From
+	// Mistral: the role chunk, then calls with ids of 9 letters and
+	// digits, all whole in one delta that is the finish chunk itself, with
+	// the usage (counts only). From
 	// mistral-common's tool-call id rule ("a-z, A-Z, 0-9, with a length
 	// of 9", anomalyco/opencode#1680), vllm-project/vllm#10821 and
 	// mistralai/client-python#16.
 	Mistral = Dialect{
-		Name: "mistral", Reasoning: "-", Calls: CallsTogether, CallsInFinish: true, Usage: UsageInFinish,
-		CallID: func(id string) string { return alnumID(id, 9) },
+		Name: "mistral", Reasoning: "-", RoleChunk: true, Calls: CallsTogether, CallsInFinish: true, Usage: UsageInFinish,
+		CallID:     func(id string) string { return alnumID(id, 9) },
+		ShapeUsage: countsOnly,
 	}
 )
 
@@ -330,6 +333,9 @@ var (
 func Dialects() []Dialect {
 	return []Dialect{OpenAI, Azure, VLLM, LlamaCpp, Ollama020, OllamaOld, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini, Mistral}
 }
+
+// countsOnly: a server that reports no cached prompt tokens.
+func countsOnly(u *Usage) { u.PromptTokensDetails = nil }
 
 func fingerprint(fp string) func(*Chunk) {
 	return func(c *Chunk) { c.SystemFingerprint = fp }

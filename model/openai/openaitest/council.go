@@ -177,13 +177,13 @@ func tagValues(s, name string) []string {
 	}
 }
 
-// serve answers req as the scripted model: reasoning as reasoning_content
-// deltas, text as content deltas, calls as tool_calls deltas split across
-// chunks (each call's id and name, then the first half of every call's
-// arguments, then the second halves: interleaved by index), the finish
-// reason and the usage chunk. A director's or steerer's repair turn is
-// answered as its first turn. A scripted failure or panic (fail and panic
-// nodes) drops the connection: the backend reports a model error.
+// serve answers req as the scripted model, in the council's dialect
+// (dialect.go; the zero one: reasoning as reasoning_content deltas, text
+// as content deltas, calls as tool_calls deltas interleaved by index, the
+// finish reason and the usage chunk). A director's or steerer's repair
+// turn is answered as its first turn. A scripted failure or panic (fail
+// and panic nodes) drops the connection: the backend reports a model
+// error.
 func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	mreq, err := RequestOf(req)
 	if err != nil {

@@ -6,8 +6,10 @@
 // a malformed chunk, a connection dropped mid-stream) or, in council mode,
 // as a real model of every role: it recognises the role from the system
 // prompt, rebuilds the model.Request from the messages, runs the scripted
-// model (model/scripted) on it and streams its output as chunks. Everything
-// is deterministic.
+// model (model/scripted) on it and streams its output as chunks, in
+// OpenAI's format or in a real server's dialect (Config.Dialect: Azure,
+// vLLM, llama.cpp, Ollama, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini,
+// Mistral). Everything is deterministic.
 //
 // Serve it over TCP (NewServer, an httptest.Server) or in memory
 // (Server.InMemory: net.Pipe connections, for testing/synctest bubbles).

@@ -113,3 +113,53 @@ func TestModel_StreamsOfRealServerSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestModel_GeminiThoughtSignatureGoesBack: the extra_content Gemini
+// streams with a call (its thought_signature) goes back with that call in
+// the next turn's history, as Gemini 3 requires; a call streamed without
+// one goes back without.
+func TestModel_GeminiThoughtSignatureGoesBack(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile(filepath.Join("testdata", "wire", "gemini.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{SSE: body},
+		{Chunks: []openaitest.Chunk{openaitest.TextChunk("done"), openaitest.FinishChunk("stop")}}}})
+	m := newModel(t, srv, openai.Config{})
+	st, err := m.Stream(t.Context(), workerReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := collect(t, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex model.Exchange
+	for _, c := range chunks {
+		if c, ok := c.(*model.Call); ok {
+			ex.Calls = append(ex.Calls, c.Call)
+			ex.Results = append(ex.Results, model.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Content: "r"})
+		}
+	}
+	req := workerReq()
+	req.Turn = 2
+	req.History = []model.Exchange{ex}
+	st, err = m.Stream(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collect(t, st); err != nil {
+		t.Fatal(err)
+	}
+	var back []string
+	for _, msg := range srv.Requests()[1].Messages {
+		for _, c := range msg.ToolCalls {
+			back = append(back, c.ID+" "+string(c.ExtraContent))
+		}
+	}
+	want := `function-call-1 {"google":{"thought_signature":"c2ln"}};function-call-2 `
+	if strings.Join(back, ";") != want {
+		t.Fatalf("calls sent back %q, want %q", back, want)
+	}
+}

@@ -55,6 +55,8 @@ type (
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 		} `json:"function"`
+		// Gemini's thought_signature, which it wants back with the call.
+		ExtraContent json.RawMessage `json:"extra_content"`
 	}
 	wireUsage struct {
 		PromptTokens        int64 `json:"prompt_tokens"`
@@ -104,6 +106,7 @@ type callBuf struct {
 	index    int64
 	id, name string
 	args     strings.Builder
+	extra    json.RawMessage // the last extra_content (Gemini), sent back with the call
 }
 
 func (st *stream) push(c model.Chunk) { st.queue = append(st.queue, c) }
@@ -296,6 +299,9 @@ func (st *stream) addCall(d *wireCallDelta) {
 		}
 	}
 	c.args.WriteString(d.Function.Arguments)
+	if e := d.ExtraContent; len(e) > 0 && string(e) != "null" {
+		c.extra = append(json.RawMessage(nil), e...) // the decoder's buffer is reused
+	}
 }
 
 // flushCalls queues the accumulated calls as complete model.Calls, once.
@@ -320,7 +326,7 @@ func (st *stream) flushCalls() error {
 		if id == "" { // some local servers send none: the agent's turn and position make one
 			id = st.req.AgentID + "-t" + strconv.Itoa(st.req.Turn) + "-c" + strconv.Itoa(k+1)
 		}
-		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: names.local(c.name), Args: json.RawMessage(args)}})
+		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: names.local(c.name), Args: json.RawMessage(args), Meta: c.extra}})
 	}
 	st.calls = nil
 	return nil

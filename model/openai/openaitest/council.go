@@ -185,6 +185,12 @@ func tagValues(s, name string) []string {
 // and panic nodes) drops the connection: the backend reports a model
 // error.
 func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
+	if c.dialect.Check != nil {
+		if bad := c.dialect.Check(req); bad != nil {
+			writeInvalid(w, bad)
+			return
+		}
+	}
 	mreq, err := RequestOf(req)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, nil, err.Error())

@@ -48,6 +48,9 @@ type Dialect struct {
 	Prelude, Epilogue []string
 	// Decorate adds the server's own fields to every chunk it sends.
 	Decorate func(*Chunk)
+	// Check, when set, is a request rule of the server's own, beyond the
+	// API's (rules.go): a request it refuses gets a 400.
+	Check func(*Request) *InvalidRequest
 }
 
 // UsagePlace is where a dialect puts the usage.
@@ -307,13 +310,18 @@ var (
 	// Gemini: Gemini's OpenAI endpoint: no reasoning shown, each call
 	// whole without an index, with an id "function-call-…" and Gemini's
 	// extra_content (thought_signature), "stop" as the finish reason even
-	// after calls, the usage (counts only) inside the finish chunk. From
+	// after calls, the usage (counts only) inside the finish chunk. A
+	// request whose earlier calls come back without their
+	// thought_signature is refused, as Gemini 3 refuses it ("Function call
+	// is missing a thought_signature"; NousResearch/hermes-agent#2997,
+	// Gitlawb/openclaude#426). From
 	// open-webui/computer#224, THU-MAIC/OpenMAIC#1556 and
 	// AstrBotDevs/AstrBot#6661.
 	Gemini = Dialect{
 		Name: "gemini", Reasoning: "-", Calls: geminiCalls, FinishCalls: "stop", Usage: UsageInFinish,
 		CallID:     func(id string) string { return fmt.Sprintf("function-call-%d", geminiNumber(id)) },
 		ShapeUsage: countsOnly,
+		Check:      geminiSignatures,
 	}
 
 	// Mistral: the role chunk, then calls with ids of 9 letters and
@@ -359,6 +367,22 @@ func geminiCalls(calls []model.ToolCall) [][]ToolCallDelta {
 		}
 	}
 	return out
+}
+
+// geminiSignatures refuses an assistant message whose calls lack the
+// extra_content they were streamed with.
+func geminiSignatures(r *Request) *InvalidRequest {
+	for i, m := range r.Messages {
+		for j, c := range m.ToolCalls {
+			if len(c.ExtraContent) == 0 {
+				return &InvalidRequest{
+					Message: fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:%s` , position %d.", c.Function.Name, j+1),
+					Param:   fmt.Sprintf("messages[%d].tool_calls[%d]", i, j),
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func geminiNumber(id string) uint64 {

@@ -207,11 +207,13 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ToolCall is a call in an assistant message.
+// ToolCall is a call in an assistant message. ExtraContent is what
+// Gemini sent with the call (its thought_signature) and wants back.
 type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Function     FunctionCall    `json:"function"`
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 // FunctionCall is a call's function and arguments (a JSON text).

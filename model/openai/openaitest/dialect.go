@@ -225,13 +225,18 @@ var (
 		CallID: func(id string) string { return "chatcmpl-tool-" + hexID(id, 32) },
 	}
 
-	// LlamaCpp: llama-server: reasoning as reasoning_content, calls one
-	// after the other with random 32-character ids, and the usage inside
-	// the finish chunk (with its "timings"). From llama.cpp's server
-	// README (OpenAI-compatible chat completions, function calling).
+	// LlamaCpp: llama-server: reasoning as reasoning_content, its
+	// "timings" in every chunk, calls one after the other with random
+	// 32-character ids, the usage chunk after the finish chunk. From the
+	// frames in openai-php/client#780, strands-agents/harness-sdk#3955 and
+	// llama.cpp's server README (function calling).
 	LlamaCpp = Dialect{
-		Name: "llama.cpp", Calls: CallsOneByOne, Usage: UsageInFinish,
+		Name: "llama.cpp", Calls: CallsOneByOne,
 		CallID: func(id string) string { return alnumID(id, 32) },
+		Decorate: func(c *Chunk) {
+			c.SystemFingerprint = "b9554-d403f00ec"
+			c.Timings = json.RawMessage(`{"cache_n":7,"prompt_n":10,"prompt_ms":251.51,"predicted_n":78,"predicted_ms":1119.721}`)
+		},
 	}
 
 	// Ollama020: Ollama 0.20: reasoning as "reasoning", every parallel
@@ -244,12 +249,13 @@ var (
 		Decorate: ollamaChunk,
 	}
 
-	// OllamaOld: Ollama before 0.5: calls whole without an index,
-	// "finish_reason":"" until the last chunk, which says "stop" even
-	// after calls, and no usage at all (stream_options ignored). From
-	// ollama/ollama#4357 and the older-Ollama frames of names_test.go.
+	// OllamaOld: Ollama before 0.5: no reasoning field, calls whole
+	// without an index, "finish_reason":"" until the last chunk, which
+	// says "stop" even after calls, and no usage at all (stream_options
+	// ignored). From ollama/ollama#4357 and the older-Ollama frames of
+	// names_test.go.
 	OllamaOld = Dialect{
-		Name: "ollama-old", Reasoning: "reasoning", Calls: CallsWholeNoIndex, FinishCalls: "stop", Usage: UsageNone,
+		Name: "ollama-old", Reasoning: "-", Calls: CallsWholeNoIndex, FinishCalls: "stop", Usage: UsageNone,
 		CallID: func(id string) string { return "call_" + alnumID(id, 8) },
 		Decorate: func(c *Chunk) {
 			ollamaChunk(c)

@@ -20,10 +20,12 @@ type Chunk struct {
 	Usage   *Usage        `json:"usage,omitempty"`
 	// Fields of other servers (see dialect.go): Azure's first chunk's
 	// prompt_filter_results, Groq's x_groq (its request id, and its usage
-	// in the finish chunk).
+	// in the finish chunk), llama.cpp's timings.
 	SystemFingerprint   string          `json:"system_fingerprint,omitempty"`
 	PromptFilterResults json.RawMessage `json:"prompt_filter_results,omitempty"`
 	XGroq               *XGroq          `json:"x_groq,omitempty"`
+	// Timings are llama.cpp's, in every chunk.
+	Timings json.RawMessage `json:"timings,omitempty"`
 }
 
 // XGroq is Groq's x_groq chunk field.

@@ -263,7 +263,11 @@ func reasoningOf(d *wireDelta) string {
 //   - NIM, some proxies and some GPT-5 streams resend the whole name (so
 //     far) in every delta: a name that extends the one accumulated
 //     replaces it, a fragment that does not is appended (servers that
-//     split names).
+//     split names);
+//   - Gemini sends no index either (as older Ollama), and extra_content
+//     with a call, kept to go back with it;
+//   - Mistral sends every call whole in the finish chunk; LiteLLM in
+//     front of Anthropic models numbers calls from 1.
 func (st *stream) addCall(d *wireCallDelta) {
 	var c *callBuf
 	if d.Index == nil {

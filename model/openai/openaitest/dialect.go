@@ -314,8 +314,9 @@ var (
 	}
 
 	// Gemini: Gemini's OpenAI endpoint: no reasoning shown, each call
-	// whole without an index, with an id "function-call-…" and Gemini's
-	// extra_content (thought_signature), "stop" as the finish reason even
+	// whole without an index, with an id "function-call-…", Gemini's
+	// extra_content (thought_signature) on the first of parallel calls
+	// (dayu-agent's capture in noho/dayu-agent#45), "stop" as the finish reason even
 	// after calls, the usage (counts only) inside the finish chunk. A
 	// request whose earlier calls come back without their
 	// thought_signature is refused, as Gemini 3 refuses it ("Function call
@@ -367,19 +368,18 @@ func ollamaChunk(c *Chunk) {
 
 func geminiCalls(calls []model.ToolCall) [][]ToolCallDelta {
 	out := CallsWholeNoIndex(calls)
-	for _, ds := range out {
-		for i := range ds {
-			ds[i].ExtraContent = json.RawMessage(`{"google":{"thought_signature":"c2lnbmF0dXJl"}}`)
-		}
+	if len(out) > 0 { // of parallel calls, only the first has a signature
+		out[0][0].ExtraContent = json.RawMessage(`{"google":{"thought_signature":"c2lnbmF0dXJl"}}`)
 	}
 	return out
 }
 
-// geminiSignatures refuses an assistant message whose calls lack the
-// extra_content they were streamed with.
+// geminiSignatures refuses an assistant message whose first call lacks
+// the extra_content it was streamed with (of parallel calls, Gemini signs
+// and checks the first).
 func geminiSignatures(r *Request) *InvalidRequest {
 	for i, m := range r.Messages {
-		for j, c := range m.ToolCalls {
+		for j, c := range m.ToolCalls[:min(1, len(m.ToolCalls))] {
 			if len(c.ExtraContent) == 0 {
 				return &InvalidRequest{
 					Message: fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:%s` , position %d.", c.Function.Name, j+1),

@@ -18,7 +18,8 @@ import (
 // delegation to a sub-agent), an async delegation, synthesis — through the
 // OpenAI backend against openaitest speaking each real server's streaming
 // dialect (openaitest.Dialects: OpenAI, Azure, vLLM, llama.cpp, Ollama 0.20
-// and older, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini, Mistral). Every
+// and older, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini, Mistral, NVIDIA
+// NIM). Every
 // run finishes with every node completed, passes every invariant, gives
 // the answer and node outputs the scripted model gives in-process, makes
 // every call under the server's own ids, and reports exactly the usage the

@@ -1,6 +1,6 @@
 // Package openai is a model.Model on any OpenAI-compatible Chat Completions
 // server (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server, LiteLLM,
-// OpenRouter, Groq, DeepSeek, Gemini's OpenAI endpoint, Mistral: each
+// OpenRouter, Groq, DeepSeek, Gemini's OpenAI endpoint, Mistral, NVIDIA NIM: each
 // tested in its own streaming dialect, openaitest.Dialects),
 // streaming, through github.com/openai/openai-go/v3: the SDK's types build
 // the request, its client sends it (base URL, key, error answers as

@@ -96,6 +96,18 @@ func CallsOneByOne(calls []model.ToolCall) [][]ToolCallDelta {
 	return out
 }
 
+// CallsNamesResent streams calls one by one, the whole name in every
+// delta of a call (NVIDIA NIM).
+func CallsNamesResent(calls []model.ToolCall) [][]ToolCallDelta {
+	out := CallsOneByOne(calls)
+	for k, ds := range out {
+		for i := range ds {
+			ds[i].Function.Name = calls[k/3].Name // three deltas a call
+		}
+	}
+	return out
+}
+
 // CallsWhole streams each call whole in its own chunk, at its index.
 func CallsWhole(calls []model.ToolCall) [][]ToolCallDelta {
 	var out [][]ToolCallDelta
@@ -344,9 +356,15 @@ var (
 	}
 )
 
+// NIM: NVIDIA NIM (MiniMax M2.7 and others on integrate.api.nvidia.com):
+// calls one by one with the whole name resent in every delta. From
+// NousResearch/hermes-agent#8259, #11984 and #12233.
+var NIM = Dialect{Name: "nim", RoleChunk: true, Calls: CallsNamesResent,
+	CallID: func(id string) string { return "chatcmpl-tool-" + hexID(id, 32) }}
+
 // Dialects are the servers' dialects, for table tests.
 func Dialects() []Dialect {
-	return []Dialect{OpenAI, Azure, VLLM, LlamaCpp, Ollama020, OllamaOld, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini, Mistral}
+	return []Dialect{OpenAI, Azure, VLLM, LlamaCpp, Ollama020, OllamaOld, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini, Mistral, NIM}
 }
 
 // countsOnly: a server that reports no cached prompt tokens.

@@ -21,7 +21,8 @@ import (
 // DeepSeek's cache counters, Gemini's indexless calls with their
 // thought_signature and "stop", Mistral's 9-character ids in the finish
 // chunk, Ollama 0.20's calls all at index 0, older Ollama's empty
-// finish_reason and missing usage, LiteLLM's calls from index 1.
+// finish_reason and missing usage, LiteLLM's calls from index 1, NIM's
+// names in every delta.
 func TestDialect_Render(t *testing.T) {
 	t.Parallel()
 	sc := messages.Scenario{Nodes: 1, Tokens: 2, ReasoningTokens: 1, ToolsPerNode: 2, SubagentsPerNode: 1}
@@ -46,6 +47,7 @@ func TestDialect_Render(t *testing.T) {
 		{openaitest.Gemini, []string{`"tool_calls":[{"id":"function-call-`, `"extra_content":{"google":{"thought_signature"`, `"finish_reason":"stop"}],"usage":{`},
 			[]string{`"reasoning`, `"finish_reason":"tool_calls"`}},
 		{openaitest.Mistral, []string{`"finish_reason":"tool_calls"}],"usage":{`}, []string{`"reasoning`}},
+		{openaitest.NIM, []string{`"tool_calls":[{"index":0,"function":{"name":"search","arguments":`}, nil},
 	} {
 		t.Run(tc.d.Name, func(t *testing.T) {
 			t.Parallel()
@@ -83,8 +85,12 @@ func TestDialect_Render(t *testing.T) {
 					t.Errorf("%q in\n%s", n, body)
 				}
 			}
-			if !strings.HasSuffix(body, "data: [DONE]\n\n") || strings.Count(body, `"name":"`) != 3 {
-				t.Errorf("want 3 calls named once each, then [DONE]:\n%s", body)
+			names := 3 // each call named once
+			if tc.d.Name == "nim" {
+				names = 9 // in each of its three deltas
+			}
+			if !strings.HasSuffix(body, "data: [DONE]\n\n") || strings.Count(body, `"name":"`) != names {
+				t.Errorf("want 3 calls named %d times in all, then [DONE]:\n%s", names, body)
 			}
 			if tc.d.Name == "mistral" {
 				ids := regexp.MustCompile(`"tool_calls":\[\{"index":0,"id":"([a-zA-Z0-9]{9})"`).FindStringSubmatch(body)

@@ -9,7 +9,7 @@
 // model (model/scripted) on it and streams its output as chunks, in
 // OpenAI's format or in a real server's dialect (Config.Dialect: Azure,
 // vLLM, llama.cpp, Ollama, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini,
-// Mistral). Everything is deterministic.
+// Mistral, NVIDIA NIM). Everything is deterministic.
 //
 // Serve it over TCP (NewServer, an httptest.Server) or in memory
 // (Server.InMemory: net.Pipe connections, for testing/synctest bubbles).

@@ -75,8 +75,9 @@ func TestModel_UsageOfDeepSeekCacheHits(t *testing.T) {
 // prompt_filter_results first chunk, the filter chunk after the finish),
 // Gemini (calls without index, "stop" after calls, usage in the finish
 // chunk), OpenRouter (its comments), Mistral (calls whole in the finish
-// chunk), LiteLLM (the first call at index 1, the id once, cache writes)
-// and older Ollama (finish_reason "" and no usage: an estimate) come out
+// chunk), LiteLLM (the first call at index 1, the id once, cache writes),
+// llama.cpp (timings in every chunk) and older Ollama (finish_reason ""
+// and no usage: an estimate) come out
 // as the text, reasoning, calls and usage they carry.
 func TestModel_StreamsOfRealServerSamples(t *testing.T) {
 	t.Parallel()
@@ -94,6 +95,8 @@ func TestModel_StreamsOfRealServerSamples(t *testing.T) {
 			usage: messages.Usage{InputTokens: 95, OutputTokens: 36}},
 		{file: "litellm.sse", text: "Let me look.", calls: `tooluse_BawIVFHuQ2uaPLDBdWlblA search {"query": "sky"}`,
 			usage: messages.Usage{InputTokens: 500, OutputTokens: 40, CacheReadTokens: 300, CacheCreateTokens: 100}},
+		{file: "llamacpp.sse", text: "Blue.", reasoning: "Playful",
+			usage: messages.Usage{InputTokens: 17, OutputTokens: 80, CacheReadTokens: 7}},
 		{file: "ollama-old.sse", calls: `call_a1b2c3d4 search {"query":"sky"};call_e5f6g7h8 delegate {"task":"t"}`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -261,7 +261,7 @@ var (
 		Decorate: ollamaChunk,
 	}
 
-	// OllamaOld: Ollama before 0.5: no reasoning field, calls whole
+	// OllamaOld: older Ollama: no reasoning field, calls whole
 	// without an index, "finish_reason":"" until the last chunk, which
 	// says "stop" even after calls, and no usage at all (stream_options
 	// ignored). From ollama/ollama#4357 and the older-Ollama frames of

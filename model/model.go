@@ -177,10 +177,16 @@ type Exchange struct {
 // model sent, which may not be JSON (or not an object): the runtime then
 // answers the call with an error result, as it answers a call of an
 // unknown tool, and the model may call again.
+//
+// Meta is what the model's server sent with the call and wants back with
+// it in later turns' history (Gemini's extra_content, its
+// thought_signature), opaque to the runtime; nil for most servers. It is
+// kept in memory only: a call rebuilt from the journal has none.
 type ToolCall struct {
 	ID   string
 	Name string
 	Args json.RawMessage
+	Meta json.RawMessage
 }
 
 // ToolResult is the answer to a ToolCall.

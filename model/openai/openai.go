@@ -1,5 +1,7 @@
 // Package openai is a model.Model on any OpenAI-compatible Chat Completions
-// server (OpenAI, Ollama, vLLM, llama.cpp's server, DeepSeek, OpenRouter …),
+// server (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server, LiteLLM,
+// OpenRouter, Groq, DeepSeek, Gemini's OpenAI endpoint, Mistral, NVIDIA NIM: each
+// tested in its own streaming dialect, openaitest.Dialects),
 // streaming, through github.com/openai/openai-go/v3: the SDK's types build
 // the request, its client sends it (base URL, key, error answers as
 // *openai.Error) and its SSE decoder splits the answer into events; each
@@ -9,11 +11,15 @@
 // One model turn is one streamed chat completion. Text deltas become
 // model.Text; the non-standard reasoning deltas servers send beside the
 // content ("reasoning_content": vLLM, llama.cpp, DeepSeek; "reasoning":
-// Ollama, OpenRouter) become model.Reasoning; tool-call deltas are
-// accumulated per index (arguments split across chunks, calls interleaved)
-// and become complete model.Calls when the choice finishes; the usage chunk
-// (stream_options.include_usage) becomes the turn's model.Usage, with the
-// cached prompt tokens. A server that sends no usage gets an estimate
+// Ollama, OpenRouter, Groq) become model.Reasoning; tool-call deltas are
+// accumulated per index (arguments split across chunks, calls interleaved;
+// see addCall for the servers that differ) and become complete
+// model.Calls when the choice finishes, with what the server sent beside
+// the call to be sent back with it (Gemini's extra_content); the usage —
+// a last chunk (stream_options.include_usage), inside the finish chunk, or
+// in Groq's x_groq — becomes the turn's model.Usage, with the cached prompt
+// tokens (prompt_tokens_details.cached_tokens, or DeepSeek's
+// prompt_cache_hit_tokens). A server that sends no usage gets an estimate
 // (EstimateTokens).
 //
 // The request is built per role: a system prompt (SystemPrompt), the task

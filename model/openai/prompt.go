@@ -188,12 +188,14 @@ func exchangeMessages(ex model.Exchange, names *wireNames) []oa.ChatCompletionMe
 		if args == "" {
 			args = "{}"
 		}
-		a.ToolCalls = append(a.ToolCalls, oa.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
-				ID:       c.ID,
-				Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: names.wire(c.Name), Arguments: args},
-			},
-		})
+		call := &oa.ChatCompletionMessageFunctionToolCallParam{
+			ID:       c.ID,
+			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: names.wire(c.Name), Arguments: args},
+		}
+		if len(c.Meta) > 0 { // what the server sent with the call goes back with it (Gemini's thought_signature)
+			call.SetExtraFields(map[string]any{"extra_content": c.Meta})
+		}
+		a.ToolCalls = append(a.ToolCalls, oa.ChatCompletionMessageToolCallUnionParam{OfFunction: call})
 	}
 	msgs := []oa.ChatCompletionMessageParamUnion{{OfAssistant: &a}}
 	answered := make(map[string]bool, len(ex.Results))

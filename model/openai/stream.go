@@ -31,6 +31,10 @@ type (
 		Choices []wireChoice `json:"choices"`
 		Usage   *wireUsage   `json:"usage"`
 		Error   *wireError   `json:"error"`
+		// Groq reports usage in x_groq.usage of the finish chunk.
+		XGroq *struct {
+			Usage *wireUsage `json:"usage"`
+		} `json:"x_groq"`
 	}
 	wireChoice struct {
 		Index        int64     `json:"index"`
@@ -51,6 +55,8 @@ type (
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 		} `json:"function"`
+		// Gemini's thought_signature, which it wants back with the call.
+		ExtraContent json.RawMessage `json:"extra_content"`
 	}
 	wireUsage struct {
 		PromptTokens        int64 `json:"prompt_tokens"`
@@ -61,6 +67,9 @@ type (
 		// Sent by proxies in front of Anthropic models (LiteLLM,
 		// OpenRouter): prompt tokens written to the cache.
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		// DeepSeek's count of cached prompt tokens, instead of
+		// prompt_tokens_details.cached_tokens.
+		PromptCacheHitTokens int64 `json:"prompt_cache_hit_tokens"`
 	}
 	wireError struct {
 		Message string `json:"message"`
@@ -97,6 +106,7 @@ type callBuf struct {
 	index    int64
 	id, name string
 	args     strings.Builder
+	extra    json.RawMessage // the last extra_content (Gemini), sent back with the call
 }
 
 func (st *stream) push(c model.Chunk) { st.queue = append(st.queue, c) }
@@ -184,10 +194,15 @@ func (st *stream) take(c *wireChunk) {
 	if c.Model != "" {
 		st.model = c.Model
 	}
-	if u := c.Usage; u != nil {
-		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CacheCreateTokens: u.CacheCreationInputTokens}
+	u := c.Usage
+	if u == nil && c.XGroq != nil {
+		u = c.XGroq.Usage
+	}
+	if u != nil {
+		st.usage = &messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+			CacheCreateTokens: u.CacheCreationInputTokens, CacheReadTokens: u.PromptCacheHitTokens}
 		if d := u.PromptTokensDetails; d != nil {
-			st.usage.CacheReadTokens = d.CachedTokens
+			st.usage.CacheReadTokens = max(st.usage.CacheReadTokens, d.CachedTokens)
 		}
 	}
 	for i := range c.Choices {
@@ -248,7 +263,11 @@ func reasoningOf(d *wireDelta) string {
 //   - NIM, some proxies and some GPT-5 streams resend the whole name (so
 //     far) in every delta: a name that extends the one accumulated
 //     replaces it, a fragment that does not is appended (servers that
-//     split names).
+//     split names);
+//   - Gemini sends no index either (as older Ollama), and extra_content
+//     with a call, kept to go back with it;
+//   - Mistral sends every call whole in the finish chunk; LiteLLM in
+//     front of Anthropic models numbers calls from 1.
 func (st *stream) addCall(d *wireCallDelta) {
 	var c *callBuf
 	if d.Index == nil {
@@ -284,6 +303,9 @@ func (st *stream) addCall(d *wireCallDelta) {
 		}
 	}
 	c.args.WriteString(d.Function.Arguments)
+	if e := d.ExtraContent; len(e) > 0 && string(e) != "null" {
+		c.extra = append(json.RawMessage(nil), e...) // the decoder's buffer is reused
+	}
 }
 
 // flushCalls queues the accumulated calls as complete model.Calls, once.
@@ -308,7 +330,7 @@ func (st *stream) flushCalls() error {
 		if id == "" { // some local servers send none: the agent's turn and position make one
 			id = st.req.AgentID + "-t" + strconv.Itoa(st.req.Turn) + "-c" + strconv.Itoa(k+1)
 		}
-		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: names.local(c.name), Args: json.RawMessage(args)}})
+		st.push(&model.Call{Call: model.ToolCall{ID: id, Name: names.local(c.name), Args: json.RawMessage(args), Meta: c.extra}})
 	}
 	st.calls = nil
 	return nil

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync"
 
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
@@ -17,14 +17,18 @@ import (
 
 // council answers every request as the scripted model of its scenario.
 type council struct {
-	m *scripted.Model
+	m       *scripted.Model
+	dialect Dialect
+
+	mu       sync.Mutex
+	reported messages.Usage // the usage sent, as the backend should read it
 	// local maps the wire name of each of the scenario's Calls (tools
 	// like "kid.shout", which the API cannot name) to the tool's name:
 	// the council plays a model that calls tools by the names offered.
 	local map[string]string
 }
 
-func newCouncil(s messages.Scenario) (*council, error) {
+func newCouncil(s messages.Scenario, d Dialect) (*council, error) {
 	m, err := scripted.New(s)
 	if err != nil {
 		return nil, err
@@ -33,7 +37,7 @@ func newCouncil(s messages.Scenario) (*council, error) {
 	for _, name := range s.Calls {
 		local[openai.WireToolName(name)] = name
 	}
-	return &council{m: m, local: local}, nil
+	return &council{m: m, dialect: d, local: local}, nil
 }
 
 // toLocal renames req's offered tools and earlier results to the
@@ -173,14 +177,20 @@ func tagValues(s, name string) []string {
 	}
 }
 
-// serve answers req as the scripted model: reasoning as reasoning_content
-// deltas, text as content deltas, calls as tool_calls deltas split across
-// chunks (each call's id and name, then the first half of every call's
-// arguments, then the second halves: interleaved by index), the finish
-// reason and the usage chunk. A director's or steerer's repair turn is
-// answered as its first turn. A scripted failure or panic (fail and panic
-// nodes) drops the connection: the backend reports a model error.
+// serve answers req as the scripted model, in the council's dialect
+// (dialect.go; the zero one: reasoning as reasoning_content deltas, text
+// as content deltas, calls as tool_calls deltas interleaved by index, the
+// finish reason and the usage chunk). A director's or steerer's repair
+// turn is answered as its first turn. A scripted failure or panic (fail
+// and panic nodes) drops the connection: the backend reports a model
+// error.
 func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
+	if c.dialect.Check != nil {
+		if bad := c.dialect.Check(req); bad != nil {
+			writeInvalid(w, bad)
+			return
+		}
+	}
 	mreq, err := RequestOf(req)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, nil, err.Error())
@@ -202,6 +212,10 @@ func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 			sw.drop()
 		}
 	}()
+	rd := &render{d: c.dialect, sw: sw}
+	if rd.begin() != nil {
+		return
+	}
 	var out int64
 	var calls []model.ToolCall
 	for {
@@ -216,10 +230,10 @@ func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		switch ch := ch.(type) {
 		case *model.Text:
 			out++
-			err = sw.chunk(TextChunk(ch.Text))
+			err = rd.chunk(TextChunk(ch.Text))
 		case *model.Reasoning:
 			out++
-			err = sw.chunk(ReasoningContentChunk(ch.Text))
+			err = rd.reasoning(ch.Text)
 		case *model.Call:
 			calls = append(calls, ch.Call)
 		case *model.Usage:
@@ -228,51 +242,143 @@ func (c *council) serve(w http.ResponseWriter, r *http.Request, req *Request) {
 			return
 		}
 	}
-	finish := "stop"
-	if len(calls) > 0 {
-		finish = "tool_calls"
-		c.toWire(calls)
-		if sendCalls(sw, calls) != nil {
-			return
-		}
-	}
-	if sw.chunk(FinishChunk(finish)) != nil {
+	c.toWire(calls)
+	u := c.usage(req, out)
+	if rd.finish(calls, u, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, c.report) != nil {
 		return
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		var prompt int
-		for _, m := range req.Messages {
-			prompt += len(m.Content)
-		}
-		// The system prompt is the stable prefix a server would cache.
-		cached := int64(len(req.Messages[0].Content) / 4)
-		if sw.chunk(UsageChunk(int64(prompt/4), out, cached)) != nil {
-			return
-		}
 	}
 	_ = sw.done()
 }
 
-// sendCalls streams calls as tool_calls deltas, interleaved by index.
-func sendCalls(sw *sse, calls []model.ToolCall) error {
-	starts := make([]ToolCallDelta, len(calls))
-	firsts := make([]ToolCallDelta, len(calls))
-	seconds := make([]ToolCallDelta, len(calls))
-	for i, c := range calls {
-		args := string(c.Args)
-		half := len(args) / 2
-		for half > 0 && !utf8.RuneStart(args[half]) { // JSON strings must stay valid UTF-8
-			half--
-		}
-		starts[i] = CallStart(i, c.ID, c.Name)
-		firsts[i] = CallArgs(i, args[:half])
-		seconds[i] = CallArgs(i, args[half:])
+// usage is what the server reports of an answer: about 4 bytes a prompt
+// token; the system prompt is the stable prefix a server would cache.
+func (c *council) usage(req *Request, out int64) *Usage {
+	var prompt int
+	for _, m := range req.Messages {
+		prompt += len(m.Content)
 	}
-	for _, group := range [][]ToolCallDelta{starts, firsts, seconds} {
-		for _, d := range group {
-			if err := sw.chunk(CallChunk(d)); err != nil {
-				return err
+	u := UsageChunk(int64(prompt/4), out, int64(len(req.Messages[0].Content)/4)).Usage
+	if c.dialect.ShapeUsage != nil {
+		c.dialect.ShapeUsage(u)
+	}
+	return u
+}
+
+// report adds u, as the backend should read it, to the usage reported.
+func (c *council) report(u *Usage) {
+	r := messages.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+		CacheCreateTokens: u.CacheCreationInputTokens, CacheReadTokens: u.PromptCacheHitTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		r.CacheReadTokens = d.CachedTokens
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reported = c.reported.Add(r)
+}
+
+// render writes one answer in a dialect.
+type render struct {
+	d  Dialect
+	sw *sse
+}
+
+func (r *render) chunk(c Chunk) error {
+	if r.d.Decorate != nil {
+		r.d.Decorate(&c)
+	}
+	return r.sw.chunk(c)
+}
+
+// begin sends what comes before the first delta.
+func (r *render) begin() error {
+	for _, raw := range r.d.Prelude {
+		if err := r.sw.frame([]byte(raw)); err != nil {
+			return err
+		}
+	}
+	if r.d.Comment != "" {
+		if err := r.sw.comment(r.d.Comment); err != nil {
+			return err
+		}
+	}
+	if r.d.RoleChunk {
+		empty := ""
+		return r.chunk(deltaChunk(Delta{Role: "assistant", Content: &empty}))
+	}
+	return nil
+}
+
+func (r *render) reasoning(text string) error {
+	switch r.d.Reasoning {
+	case "-":
+		return nil
+	case "reasoning":
+		return r.chunk(ReasoningChunk(text))
+	}
+	return r.chunk(ReasoningContentChunk(text))
+}
+
+// finish sends the calls, the finish chunk, the usage where the dialect
+// puts it (reporting it), the epilogue.
+func (r *render) finish(calls []model.ToolCall, u *Usage, asked bool, report func(*Usage)) error {
+	reason := "stop"
+	var groups [][]ToolCallDelta
+	if len(calls) > 0 {
+		reason = "tool_calls"
+		if r.d.FinishCalls != "" {
+			reason = r.d.FinishCalls
+		}
+		if r.d.CallID != nil {
+			calls = append([]model.ToolCall(nil), calls...)
+			for i := range calls {
+				calls[i].ID = r.d.CallID(calls[i].ID)
 			}
+		}
+		split := r.d.Calls
+		if split == nil {
+			split = CallsInterleaved
+		}
+		groups = split(calls)
+	}
+	var inFinish []ToolCallDelta
+	if r.d.CallsInFinish && len(groups) > 0 {
+		groups, inFinish = groups[:len(groups)-1], groups[len(groups)-1]
+	}
+	for _, g := range groups {
+		if err := r.chunk(CallChunk(g...)); err != nil {
+			return err
+		}
+	}
+	if r.d.Comment != "" {
+		if err := r.sw.comment(r.d.Comment); err != nil {
+			return err
+		}
+	}
+	fin := FinishChunk(reason)
+	fin.Choices[0].Delta.ToolCalls = inFinish
+	sent := false
+	switch r.d.Usage {
+	case UsageInFinish:
+		fin.Usage, sent = u, true
+	case UsageXGroq:
+		fin.XGroq, sent = &XGroq{ID: "req_openaitest", Usage: u}, true
+	}
+	if err := r.chunk(fin); err != nil {
+		return err
+	}
+	if asked && (r.d.Usage == UsageLastChunk || r.d.Usage == UsageXGroq) {
+		uc := UsageChunk(0, 0, 0)
+		uc.Usage, sent = u, true
+		if err := r.chunk(uc); err != nil {
+			return err
+		}
+	}
+	if sent {
+		report(u)
+	}
+	for _, raw := range r.d.Epilogue {
+		if err := r.sw.frame([]byte(raw)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -6,8 +6,10 @@
 // a malformed chunk, a connection dropped mid-stream) or, in council mode,
 // as a real model of every role: it recognises the role from the system
 // prompt, rebuilds the model.Request from the messages, runs the scripted
-// model (model/scripted) on it and streams its output as chunks. Everything
-// is deterministic.
+// model (model/scripted) on it and streams its output as chunks, in
+// OpenAI's format or in a real server's dialect (Config.Dialect: Azure,
+// vLLM, llama.cpp, Ollama, LiteLLM, OpenRouter, Groq, DeepSeek, Gemini,
+// Mistral, NVIDIA NIM). Everything is deterministic.
 //
 // Serve it over TCP (NewServer, an httptest.Server) or in memory
 // (Server.InMemory: net.Pipe connections, for testing/synctest bubbles).
@@ -42,6 +44,10 @@ type Reply struct {
 	// Raw frames' data are streamed after the chunks as they are (a
 	// malformed chunk).
 	Raw []string
+	// SSE, when set, is a recorded stream (frames, comments, its
+	// "data: [DONE]") written as it is after the chunks and frames,
+	// ending the answer.
+	SSE []byte
 	// Drop cuts the connection after the chunks, without [DONE] and without
 	// ending the chunked body (a dropped connection).
 	Drop bool
@@ -67,6 +73,9 @@ type Config struct {
 	// scripted model of this scenario would (council mode); without it, a
 	// request with no reply left gets a 500.
 	Council *messages.Scenario
+	// Dialect is the server whose streaming the council's answers take
+	// (the zero Dialect: openaitest's rendering of OpenAI's format).
+	Dialect Dialect
 }
 
 // MaxRecorded bounds the requests a Server keeps for Requests; later ones
@@ -103,7 +112,7 @@ func (s *Server) Refused() int { return int(s.refused.Load()) }
 func New(cfg Config) (*Server, error) {
 	s := &Server{replies: append([]Reply(nil), cfg.Replies...)}
 	if cfg.Council != nil {
-		c, err := newCouncil(*cfg.Council)
+		c, err := newCouncil(*cfg.Council, cfg.Dialect)
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +146,18 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// Reported is the usage the council has reported so far, summed, as the
+// backend should read it (prompt, completion, cached and cache-write
+// tokens); zero without a council or in a dialect that sends none.
+func (s *Server) Reported() messages.Usage {
+	if s.council == nil {
+		return messages.Usage{}
+	}
+	s.council.mu.Lock()
+	defer s.council.mu.Unlock()
+	return s.council.reported
 }
 
 // Served is how many requests the server has answered or is answering.
@@ -252,6 +273,10 @@ func serveReply(ctx context.Context, w http.ResponseWriter, req *Request, rep *R
 			return
 		}
 	}
+	if rep.SSE != nil {
+		_ = sw.raw(rep.SSE)
+		return
+	}
 	switch {
 	case rep.Drop:
 		sw.drop()
@@ -336,6 +361,15 @@ func (s *sse) frame(data []byte) error {
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// raw writes b as it is.
+func (s *sse) raw(b []byte) error {
+	s.begin()
+	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.rc.Flush()

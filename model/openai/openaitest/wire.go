@@ -18,6 +18,20 @@ type Chunk struct {
 	Model   string        `json:"model"`
 	Choices []ChunkChoice `json:"choices"`
 	Usage   *Usage        `json:"usage,omitempty"`
+	// Fields of other servers (see dialect.go): Azure's first chunk's
+	// prompt_filter_results, Groq's x_groq (its request id, and its usage
+	// in the finish chunk), llama.cpp's timings.
+	SystemFingerprint   string          `json:"system_fingerprint,omitempty"`
+	PromptFilterResults json.RawMessage `json:"prompt_filter_results,omitempty"`
+	XGroq               *XGroq          `json:"x_groq,omitempty"`
+	// Timings are llama.cpp's, in every chunk.
+	Timings json.RawMessage `json:"timings,omitempty"`
+}
+
+// XGroq is Groq's x_groq chunk field.
+type XGroq struct {
+	ID    string `json:"id"`
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ChunkChoice is a choice of a chunk. FinishReason is null until the last
@@ -26,6 +40,8 @@ type ChunkChoice struct {
 	Index        int     `json:"index"`
 	Delta        Delta   `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	// ContentFilterResults is Azure's, in every choice.
+	ContentFilterResults json.RawMessage `json:"content_filter_results,omitempty"`
 }
 
 // Delta is what a chunk adds. ReasoningContent and Reasoning are the
@@ -40,12 +56,30 @@ type Delta struct {
 }
 
 // ToolCallDelta is a fragment of the tool call at Index: the first carries
-// its ID, Type and name, the next ones pieces of its arguments.
+// its ID, Type and name, the next ones pieces of its arguments. NoIndex
+// leaves "index" out (older Ollama, Gemini).
 type ToolCallDelta struct {
 	Index    int           `json:"index"`
 	ID       string        `json:"id,omitempty"`
 	Type     string        `json:"type,omitempty"`
 	Function FunctionDelta `json:"function"`
+	// ExtraContent is Gemini's (its thought_signature).
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
+	NoIndex      bool            `json:"-"`
+}
+
+// MarshalJSON encodes d, without "index" when NoIndex is set.
+func (d ToolCallDelta) MarshalJSON() ([]byte, error) {
+	type plain ToolCallDelta // without the method
+	if !d.NoIndex {
+		return json.Marshal(plain(d))
+	}
+	return json.Marshal(struct {
+		ID           string          `json:"id,omitempty"`
+		Type         string          `json:"type,omitempty"`
+		Function     FunctionDelta   `json:"function"`
+		ExtraContent json.RawMessage `json:"extra_content,omitempty"`
+	}{d.ID, d.Type, d.Function, d.ExtraContent})
 }
 
 // FunctionDelta is a fragment of a function call.
@@ -63,6 +97,9 @@ type Usage struct {
 	// CacheCreationInputTokens is what proxies in front of Anthropic
 	// models send: prompt tokens written to the cache.
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	// DeepSeek's cache counters, instead of prompt_tokens_details.
+	PromptCacheHitTokens  int64 `json:"prompt_cache_hit_tokens,omitempty"`
+	PromptCacheMissTokens int64 `json:"prompt_cache_miss_tokens,omitempty"`
 }
 
 // PromptDetails breaks the prompt tokens down.
@@ -172,11 +209,13 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ToolCall is a call in an assistant message.
+// ToolCall is a call in an assistant message. ExtraContent is what
+// Gemini sent with the call (its thought_signature) and wants back.
 type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Function     FunctionCall    `json:"function"`
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 // FunctionCall is a call's function and arguments (a JSON text).

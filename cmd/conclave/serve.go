@@ -182,9 +182,10 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		stopping = "shutting down: freezing live runs in the journal and leaving the cluster (another node takes them over), closing streams"
 	case !c.memory:
 		dir := filepath.Join(c.dataDir, "journal")
-		if c.journalMemtable < 1 || c.journalMemtable > 1024 {
+		if c.journalMemtable < 0 || c.journalMemtable > 1024 {
 			return usageError(fmt.Errorf("--journal-memtable-mib must be in 1..1024, got %d", c.journalMemtable))
 		}
+		// 0 (a serveCmd built without its flags): the journal's default.
 		durable, err = journal.Open(dir, journal.Options{Logger: logger, Repair: c.repair, IdleAfter: c.journalIdleAfter, MemTableSize: uint64(c.journalMemtable) << 20})
 		switch {
 		case errors.Is(err, journal.ErrLocked):

@@ -28,7 +28,13 @@ func TestServe_StartsAndStopsOnSignal(t *testing.T) {
 		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", dataDir: t.TempDir(), ready: func(s string) { addr <- s }}
 		done <- sc.run(ctx)
 	}()
-	base := "http://" + <-addr
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("serve ended before it listened: %v\n%s", err, stderr.String())
+	}
 	body, _ := json.Marshal(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
 	resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(body))
 	if err != nil {

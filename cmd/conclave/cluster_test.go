@@ -457,7 +457,9 @@ func TestDevNATS_OneMachineRecipe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	out := &lockedBuffer{}
 	done := make(chan result, 1)
-	go func() { done <- runCLIWith(t, ctx, cliIO{stdout: out}, "dev-nats", "--addr", "127.0.0.1:0", "--dir", t.TempDir()) }()
+	go func() {
+		done <- runCLIWith(t, ctx, cliIO{stdout: out}, "dev-nats", "--addr", "127.0.0.1:0", "--dir", t.TempDir())
+	}()
 	defer func() {
 		cancel()
 		if r := <-done; r.code != exitOK {

@@ -73,7 +73,7 @@ type Options struct {
 	Fetch *fetch.Config
 	// Workspace, when set, adds the built-in workspace tools
 	// (workspace.write, workspace.read, workspace.list): a directory per
-	// run, Workspace.Dir/<run id>, whose writes are published as file
+	// run, Workspace.Dir/<tenant>/<run id>, whose writes are published as file
 	// events. The engine never removes it. See package tool/workspace.
 	Workspace *workspace.Config
 	// Journal stores the events. The engine never closes a journal it was

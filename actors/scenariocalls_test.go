@@ -133,7 +133,7 @@ func TestEngine_ScenarioCallsWorkspace(t *testing.T) {
 	if files != 2 {
 		t.Errorf("%d file events, want 2 (one per worker)", files)
 	}
-	if b, err := os.ReadFile(filepath.Join(w.Dir(ref.RunID), "notes.md")); err != nil || !strings.HasPrefix(string(b), "# Notes") {
+	if b, err := os.ReadFile(filepath.Join(w.Dir(ref.Tenant, ref.RunID), "notes.md")); err != nil || !strings.HasPrefix(string(b), "# Notes") {
 		t.Errorf("workspace file: %q, %v", b, err)
 	}
 }

@@ -58,7 +58,7 @@ func (f *toolFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.fetchAllow, "fetch-allow", nil, "let fetch connect to exactly this `IP:PORT` even though it is private or local (repeatable)")
 	fs.StringVar(&f.fetchDefaultURL, "fetch-default-url", "", "the `URL` fetch's schema gives as its url argument's default: what the scripted model fetches when a scenario's calls name fetch")
 	fs.BoolVar(&f.workspace, "tool-workspace", false, "offer agents the built-in workspace tools: workspace.write, workspace.read and workspace.list, on a directory per run (each write is published as a file event)")
-	fs.StringVar(&f.workspaceDir, "workspace-dir", "", "the `DIR` holding the runs' workspaces, DIR/<run id> (default: DATA/workspaces for serve; a temporary directory removed at exit for run and serve --memory)")
+	fs.StringVar(&f.workspaceDir, "workspace-dir", "", "the `DIR` holding the runs' workspaces, DIR/<tenant>/<run id> (default: DATA/workspaces for serve; a temporary directory removed at exit for run and serve --memory)")
 }
 
 // builtins are the built-in tools the flags ask for, and a func that

@@ -8,6 +8,7 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,8 +67,8 @@ type Limits struct {
 
 // Config configures the workspace tools.
 type Config struct {
-	// Dir holds the runs' directories, Dir/<run id>; it is created if
-	// missing. Required.
+	// Dir holds the runs' directories, Dir/<tenant>/<run id> (tenant
+	// "local" for a run without one); it is created if missing. Required.
 	Dir    string
 	Limits Limits
 }
@@ -109,17 +110,27 @@ func (w *Workspace) Tools() []tool.Tool {
 	return []tool.Tool{writeTool{w}, readTool{w}, listTool{w}}
 }
 
-// Dir is the directory of run's workspace.
-func (w *Workspace) Dir(run messages.RunID) string { return filepath.Join(w.dir, string(run)) }
+// Dir is the directory of the workspace of tenant's run (tenant empty:
+// messages.LocalTenant).
+func (w *Workspace) Dir(tenant messages.TenantID, run messages.RunID) string {
+	return filepath.Join(w.dir, string(cmp.Or(tenant, messages.LocalTenant)), string(run))
+}
 
-// root opens run's directory (created if missing) as an os.Root, which
-// refuses every path that leads out of it.
+// root opens the directory of the call's run (created if missing) as an
+// os.Root, which refuses every path that leads out of it.
 func (w *Workspace) root(ctx context.Context) (*os.Root, error) {
 	ci, ok := tool.CallInfoFrom(ctx)
-	if !ok || ci.RunID == "" || !filepath.IsLocal(string(ci.RunID)) || strings.ContainsAny(string(ci.RunID), `/\`) {
+	if !ok {
 		return nil, ErrNoRun
 	}
-	dir := w.Dir(ci.RunID)
+	// Both are ids of messages' pattern ([A-Za-z0-9_-]): path elements.
+	if _, err := messages.NewRunID(string(ci.RunID)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoRun, err)
+	}
+	if _, err := messages.NewTenantID(string(cmp.Or(ci.Tenant, messages.LocalTenant))); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoRun, err)
+	}
+	dir := w.Dir(ci.Tenant, ci.RunID)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}

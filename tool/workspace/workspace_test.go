@@ -28,7 +28,7 @@ func newWorkspace(t *testing.T, l workspace.Limits) (*workspace.Workspace, *tool
 }
 
 func runCtx(t *testing.T, run string) context.Context {
-	return tool.WithCallInfo(t.Context(), tool.CallInfo{RunID: messages.RunID(run), AgentID: "n001"})
+	return tool.WithCallInfo(t.Context(), tool.CallInfo{Tenant: "acme", RunID: messages.RunID(run), AgentID: "n001"})
 }
 
 // call validates args against the tool's schema (as the engine does) and
@@ -55,7 +55,7 @@ func TestWorkspace_WriteReadList(t *testing.T) {
 	if len(res.Files) != 1 || res.Files[0] != want[0] || res.Content != "wrote notes/a.md (6 bytes)" {
 		t.Errorf("write: %+v", res)
 	}
-	if b, err := os.ReadFile(filepath.Join(w.Dir("run1"), "notes", "a.md")); err != nil || string(b) != "héllo" {
+	if b, err := os.ReadFile(filepath.Join(w.Dir("acme", "run1"), "notes", "a.md")); err != nil || string(b) != "héllo" {
 		t.Errorf("on disk: %q, %v", b, err)
 	}
 	if res, err := call(ctx, t, set, workspace.ReadName, map[string]string{"path": "./notes//a.md"}); err != nil || res.Content != "héllo" {
@@ -72,6 +72,17 @@ func TestWorkspace_WriteReadList(t *testing.T) {
 	if _, err := call(other, t, set, workspace.ReadName, map[string]string{"path": "notes/a.md"}); err == nil {
 		t.Error("another run reads this run's file")
 	}
+	// Another tenant's run of the same id too.
+	otherTenant := tool.WithCallInfo(t.Context(), tool.CallInfo{Tenant: "globex", RunID: "run1"})
+	if res, err := call(otherTenant, t, set, workspace.ListName, map[string]string{}); err != nil || res.Content != "the workspace is empty" {
+		t.Errorf("other tenant's list: %+v, %v", res, err)
+	}
+	for _, ci := range []tool.CallInfo{{}, {RunID: "../run1"}, {Tenant: "..", RunID: "run1"}} {
+		ctx := tool.WithCallInfo(t.Context(), ci)
+		if _, err := call(ctx, t, set, workspace.ListName, map[string]string{}); !errors.Is(err, workspace.ErrNoRun) {
+			t.Errorf("%+v: %v; want ErrNoRun", ci, err)
+		}
+	}
 	if _, err := call(t.Context(), t, set, workspace.ListName, map[string]string{}); !errors.Is(err, workspace.ErrNoRun) {
 		t.Errorf("no run: %v", err)
 	}
@@ -85,14 +96,14 @@ func TestWorkspace_CannotEscape(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("outside"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(w.Dir("run1"), 0o750); err != nil {
+	if err := os.MkdirAll(w.Dir("acme", "run1"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	// Symlinks planted in the run's directory (by anything but the tools).
-	if err := os.Symlink(outside, filepath.Join(w.Dir("run1"), "out")); err != nil {
+	if err := os.Symlink(outside, filepath.Join(w.Dir("acme", "run1"), "out")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(w.Dir("run1"), "link")); err != nil {
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(w.Dir("acme", "run1"), "link")); err != nil {
 		t.Fatal(err)
 	}
 	bad := []string{"../escape", "a/../../escape", "..", "/etc/passwd", "/tmp/x", `..\x`, "", "out/secret", "out/new", "out/sub/new"}
@@ -116,7 +127,7 @@ func TestWorkspace_CannotEscape(t *testing.T) {
 	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
 		t.Errorf("files were created outside: %v", entries)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(w.Dir("run1")), "escape")); err == nil {
+	if _, err := os.Stat(filepath.Join(filepath.Dir(w.Dir("acme", "run1")), "escape")); err == nil {
 		t.Error("../escape was written")
 	}
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/tool"
 )
 
 // TestRun_BuiltinTools: `conclave run --tool-fetch --tool-workspace` with a
@@ -93,6 +98,57 @@ func TestRun_BuiltinToolsFlags(t *testing.T) {
 		r := runCLI(t, t.Context(), nil, false, append([]string{"run", "q"}, args...)...)
 		if r.code != exitUsage {
 			t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
+
+// TestToolFlags_EngineToolsWorkspaceDir: the workspaces live in the
+// default directory (serve: DATA/workspaces) or --workspace-dir, kept at
+// shutdown; without either, in a temporary directory stopTools removes.
+func TestToolFlags_EngineToolsWorkspaceDir(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.DiscardHandler)
+	data := filepath.Join(t.TempDir(), "workspaces")
+	for _, tc := range []struct {
+		name    string
+		flags   toolFlags
+		dir     string // "": a temporary one
+		removed bool
+	}{
+		{"serve", toolFlags{workspace: true, fetch: true, defaultWorkspaceDir: data}, data, false},
+		{"--workspace-dir", toolFlags{workspace: true, workspaceDir: data + "2", defaultWorkspaceDir: data}, data + "2", false},
+		{"run", toolFlags{workspace: true}, "", true},
+	} {
+		set, rt, err := tc.flags.engineTools(t.Context(), logger, true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		tl, _, ok := set.Lookup("workspace.write")
+		if !ok {
+			t.Fatalf("%s: no workspace.write in %v", tc.name, set.Names())
+		}
+		if _, _, ok := set.Lookup("search"); !ok { // the scripted model's tools stay
+			t.Errorf("%s: no scripted search in %v", tc.name, set.Names())
+		}
+		ctx := tool.WithCallInfo(t.Context(), tool.CallInfo{Tenant: "acme", RunID: "r1"})
+		if _, err := tl.Call(ctx, json.RawMessage(`{"path":"a.md","content":"x"}`)); err != nil {
+			t.Fatalf("%s: write: %v", tc.name, err)
+		}
+		var written []string
+		if tc.dir != "" {
+			written, _ = filepath.Glob(filepath.Join(tc.dir, "acme", "r1", "a.md"))
+		} else {
+			written, _ = filepath.Glob(filepath.Join(os.TempDir(), "conclave-workspaces-*", "acme", "r1", "a.md"))
+		}
+		if len(written) == 0 {
+			t.Fatalf("%s: a.md is not under %q", tc.name, tc.dir)
+		}
+		if err := stopTools(rt, logger); err != nil {
+			t.Fatal(err)
+		}
+		_, err = os.Stat(written[0])
+		if removed := errors.Is(err, fs.ErrNotExist); removed != tc.removed {
+			t.Errorf("%s: removed at shutdown = %v, want %v", tc.name, removed, tc.removed)
 		}
 	}
 }

@@ -62,7 +62,8 @@ func (f *toolFlags) register(fs *pflag.FlagSet) {
 }
 
 // builtins are the built-in tools the flags ask for, and a func that
-// removes their temporary directory (nil: none).
+// releases what they hold (idle connections, a temporary directory; nil:
+// nothing).
 func (f *toolFlags) builtins(logger *slog.Logger) (tools []tool.Tool, cleanup func(), err error) {
 	if f.fetch {
 		cfg := fetch.Config{AllowPrivate: f.fetchAllowPrivate, DefaultURL: f.fetchDefaultURL, Logger: logger}
@@ -77,7 +78,7 @@ func (f *toolFlags) builtins(logger *slog.Logger) (tools []tool.Tool, cleanup fu
 		if err != nil {
 			return nil, nil, usageError(fmt.Errorf("--tool-fetch: %w", err))
 		}
-		tools = append(tools, ft)
+		tools, cleanup = append(tools, ft), ft.Close
 		if f.fetchAllowPrivate {
 			logger.Warn("fetch may connect to loopback, private and link-local addresses (--fetch-allow-private): agents can reach this host, its network and the cloud metadata service")
 		}
@@ -89,28 +90,34 @@ func (f *toolFlags) builtins(logger *slog.Logger) (tools []tool.Tool, cleanup fu
 		if f.workspaceDir != "" {
 			return nil, nil, usageError(errors.New("--workspace-dir needs --tool-workspace"))
 		}
-		return tools, nil, nil
+		return tools, cleanup, nil
 	}
-	dir := cmp.Or(f.workspaceDir, f.defaultWorkspaceDir)
+	dir, temp := cmp.Or(f.workspaceDir, f.defaultWorkspaceDir), false
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "conclave-workspaces-"); err != nil {
 			return nil, nil, failure(fmt.Errorf("--tool-workspace: %w", err))
 		}
-		cleanup = func() {
-			if err := os.RemoveAll(dir); err != nil {
-				logger.Error("remove the workspaces", "dir", dir, "err", err)
-			}
+		temp = true
+	}
+	closeFetch := cleanup // nil without fetch
+	release := func() {
+		if closeFetch != nil {
+			closeFetch()
+		}
+		if !temp {
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			logger.Error("remove the workspaces", "dir", dir, "err", err)
 		}
 	}
 	ws, err := workspace.New(workspace.Config{Dir: dir})
 	if err != nil {
-		if cleanup != nil {
-			cleanup()
-		}
+		release()
 		return nil, nil, failure(fmt.Errorf("--tool-workspace: %w", err))
 	}
-	logger.Info("built-in tool", "tool", "workspace", "dir", dir, "removed_at_exit", cleanup != nil)
-	return append(tools, ws.Tools()...), cleanup, nil
+	logger.Info("built-in tool", "tool", "workspace", "dir", dir, "removed_at_exit", temp)
+	return append(tools, ws.Tools()...), release, nil
 }
 
 // specs parses the --mcp values. Errors name the flag and the value.

@@ -29,19 +29,30 @@ var (
 	cgnat   = netip.MustParsePrefix("100.64.0.0/10")
 	thisNet = netip.MustParsePrefix("0.0.0.0/8")
 	nat64   = netip.MustParsePrefix("64:ff9b::/96")
+	// compat is the deprecated IPv4-compatible form ::a.b.c.d; sixToFour
+	// (2002::/16) embeds an IPv4 address in its bits 16 to 48.
+	compat    = netip.MustParsePrefix("::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 
 // Refused reports why a connection to ip is refused ("" when it is not):
 // loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local
 // (169.254/16 — the cloud metadata address 169.254.169.254 among them —
 // and fe80::/10), unspecified and 0.0.0.0/8, multicast, broadcast and
-// CGNAT 100.64/10; an IPv4-mapped (::ffff:a.b.c.d) or NAT64
-// (64:ff9b::a.b.c.d) address is judged by the IPv4 address it embeds.
+// CGNAT 100.64/10; an IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible
+// (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) or 6to4 (2002:AABB:CCDD::)
+// address is judged by the IPv4 address it embeds.
 func Refused(ip netip.Addr) string {
 	ip = ip.Unmap()
-	if ip.Is6() && nat64.Contains(ip) {
+	if ip.Is6() {
 		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte(b[12:]))
+		switch {
+		case ip == netip.IPv6Unspecified() || ip == netip.IPv6Loopback():
+		case nat64.Contains(ip) || compat.Contains(ip):
+			ip = netip.AddrFrom4([4]byte(b[12:]))
+		case sixToFour.Contains(ip):
+			ip = netip.AddrFrom4([4]byte(b[2:6]))
+		}
 	}
 	switch {
 	case !ip.IsValid():

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,5 +152,67 @@ func TestToolFlags_EngineToolsWorkspaceDir(t *testing.T) {
 		if removed := errors.Is(err, fs.ErrNotExist); removed != tc.removed {
 			t.Errorf("%s: removed at shutdown = %v, want %v", tc.name, removed, tc.removed)
 		}
+	}
+}
+
+// TestServe_BuiltinTools: `conclave serve --tool-fetch --tool-workspace`
+// lists the built-in tools on GET /api/v1/tools with their risks, and a
+// run whose scenario calls them writes its file under
+// DATA/workspaces/<tenant>/<run id>.
+func TestServe_BuiltinTools(t *testing.T) {
+	t.Parallel()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "blue light scatters")
+	}))
+	t.Cleanup(page.Close)
+	data := t.TempDir()
+	srv := startServe(t, 0, nil, "--data", data, "--tool-fetch", "--tool-workspace",
+		"--fetch-allow", strings.TrimPrefix(page.URL, "http://"), "--fetch-default-url", page.URL+"/sky")
+	base := "http://" + srv.base
+
+	resp, err := http.Get(base + "/api/v1/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tools []messages.ToolInfo `json:"tools"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	risks := map[string]messages.RiskLevel{}
+	for _, ti := range list.Tools {
+		risks[ti.Name] = ti.Risk
+	}
+	want := map[string]messages.RiskLevel{"fetch": messages.RiskLow, "workspace.write": messages.RiskMedium, "workspace.read": messages.RiskLow, "workspace.list": messages.RiskLow}
+	for name, risk := range want {
+		if risks[name] != risk {
+			t.Errorf("GET /api/v1/tools: %s has risk %q, want %q (%v)", name, risks[name], risk, risks)
+		}
+	}
+
+	b, _ := json.Marshal(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Calls: []string{"fetch", "workspace.write"}}})
+	resp, err = http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc messages.RunCreated
+	err = json.NewDecoder(resp.Body).Decode(&rc)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil {
+		t.Fatalf("POST run: %d, %v", resp.StatusCode, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), crashWait)
+	defer cancel()
+	events := readSession(ctx, t, base, rc.SessionID, rc.RunID)
+	assertNoViolations(t, events)
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("the run ended with %s", last.Type)
+	}
+	if got, err := os.ReadFile(filepath.Join(data, "workspaces", "local", string(rc.RunID), "notes.md")); err != nil || !strings.HasPrefix(string(got), "# Notes") {
+		t.Errorf("DATA/workspaces/local/%s/notes.md: %q, %v", rc.RunID, got, err)
 	}
 }

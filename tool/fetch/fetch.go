@@ -223,9 +223,9 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (tool.Result, err
 
 // page is a fetched response, as text.
 type page struct {
-	url, title, ctype, text string
-	read                    int
-	truncated               bool // the response had more than MaxBytes
+	url, title, text string
+	read             int
+	truncated        bool // the response had more than MaxBytes
 }
 
 func (t *Tool) get(ctx context.Context, u *url.URL) (*page, error) {
@@ -244,6 +244,14 @@ func (t *Tool) get(ctx context.Context, u *url.URL) (*page, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fmt.Errorf("fetch %s: HTTP %s", final, resp.Status)
 	}
+	// A declared content type is checked before the body is read.
+	ct := resp.Header.Get("Content-Type")
+	var kind textKind
+	if ct != "" {
+		if kind, err = kindOf(ct); err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", final, err)
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, t.cfg.MaxBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: reading the response: %w", final, err)
@@ -252,24 +260,40 @@ func (t *Tool) get(ctx context.Context, u *url.URL) (*page, error) {
 	if int64(len(body)) > t.cfg.MaxBytes {
 		body, p.truncated, p.read = body[:t.cfg.MaxBytes], true, int(t.cfg.MaxBytes)
 	}
-	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
-		ct = http.DetectContentType(body)
+		if kind, err = kindOf(http.DetectContentType(body)); err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", final, err)
+		}
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return nil, fmt.Errorf("fetch %s: invalid content type %q", final, ct)
-	}
-	p.ctype = mt
-	switch {
-	case mt == "text/html" || mt == "application/xhtml+xml":
+	if kind == kindHTML {
 		p.title, p.text = HTMLText(bytes.NewReader(body))
-	case strings.HasPrefix(mt, "text/") || mt == "application/json" || strings.HasSuffix(mt, "+json"):
+	} else {
 		p.text = strings.ToValidUTF8(string(body), "\uFFFD")
-	default:
-		return nil, fmt.Errorf("fetch %s: content type %s is not fetched (only text, HTML and JSON)", final, mt)
 	}
 	return p, nil
+}
+
+// textKind is how a response becomes text.
+type textKind int
+
+const (
+	kindText textKind = iota // as it is: text/*, JSON
+	kindHTML                 // reduced to readable text
+)
+
+// kindOf is how a response of content type ct becomes text, or an error
+// for a type that is not fetched.
+func kindOf(ct string) (textKind, error) {
+	mt, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("invalid content type %q", ct)
+	case mt == "text/html" || mt == "application/xhtml+xml":
+		return kindHTML, nil
+	case strings.HasPrefix(mt, "text/") || mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return kindText, nil
+	}
+	return 0, fmt.Errorf("content type %s is not fetched (only text, HTML and JSON)", mt)
 }
 
 // unwrapURLError drops *url.Error's repetition of the method and URL.

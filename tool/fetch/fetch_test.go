@@ -180,6 +180,9 @@ func TestTool_Call_Limits(t *testing.T) {
 		case "/json":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"a":1}`)
+		case "/sniff": // no Content-Type: sniffed from the body
+			w.Header()["Content-Type"] = nil
+			fmt.Fprint(w, "<html><body><p>sniffed</p><script>x()</script></body></html>")
 		case "/404":
 			http.NotFound(w, r)
 		}
@@ -194,6 +197,9 @@ func TestTool_Call_Limits(t *testing.T) {
 	}
 	if out, err := call(t, small, srv.URL+"/json"); err != nil || !strings.HasSuffix(out, `{"a":1}`) {
 		t.Errorf("json: %q, %v", out, err)
+	}
+	if out, err := call(t, small, srv.URL+"/sniff"); err != nil || !strings.HasSuffix(out, "\n\nsniffed") {
+		t.Errorf("sniff: %q, %v", out, err)
 	}
 	if _, err := call(t, small, srv.URL+"/zip"); err == nil || !strings.Contains(err.Error(), "content type application/zip is not fetched") {
 		t.Errorf("zip: %v", err)

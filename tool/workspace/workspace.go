@@ -198,10 +198,8 @@ func (w *Workspace) write(ctx context.Context, p, content string) (tool.Result, 
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("workspace: %w", err)
 	}
-	if files+1 > w.limits.MaxFiles {
-		if _, err := root.Lstat(p); err != nil { // a new file
-			return tool.Result{}, fmt.Errorf("%w: the run has %d files, the most it may have", ErrLimit, files)
-		}
+	if files+1 > w.limits.MaxFiles { // files leaves p out: replacing a file is no new file
+		return tool.Result{}, fmt.Errorf("%w: the run has %d files, the most it may have", ErrLimit, files)
 	}
 	if total+size > w.limits.MaxTotalBytes {
 		return tool.Result{}, fmt.Errorf("%w: the run's files would hold %d bytes, more than %d", ErrLimit, total+size, w.limits.MaxTotalBytes)

@@ -149,6 +149,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers start before the journal opens (a server that
 	// cannot start leaves nothing behind) and stop after the engine.
+	if !c.memory {
+		c.tools.defaultWorkspaceDir = filepath.Join(c.dataDir, "workspaces")
+	}
 	tools, mcpServers, err := c.tools.engineTools(ctx, logger, ecfg.Models == nil)
 	if err != nil {
 		return err
@@ -238,8 +241,8 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
 		Dashboard: web.Handler(transport.NotFound()),
 	}
-	if mcpServers != nil {
-		tcfg.ToolServers = func() []messages.ToolServer { return toolServers(mcpServers) }
+	if mcpServers != nil && mcpServers.servers != nil {
+		tcfg.ToolServers = func() []messages.ToolServer { return toolServers(mcpServers.servers) }
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams

@@ -257,7 +257,15 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 				not = append(not, messages.NotReady{Component: "journal", Reason: err.Error()})
 			}
 		}
-		return append(not, c.model.notReady()...)
+		not = append(not, c.model.notReady()...)
+		if tcfg.ToolServers != nil {
+			for _, sv := range tcfg.ToolServers() {
+				if !sv.Up {
+					not = append(not, messages.NotReady{Component: "mcp server " + sv.Name, Reason: sv.Down})
+				}
+			}
+		}
+		return not
 	}
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)

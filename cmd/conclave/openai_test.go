@@ -200,6 +200,12 @@ func TestServe_ModelDown(t *testing.T) {
 	if code, _, b := a.call(t, http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("GET /healthz = %d %s", code, b)
 	}
+	_, _, metrics := a.call(t, http.MethodGet, "/metrics", "")
+	for _, want := range []string{`conclave_model_breaker_open{endpoint="http://` + addr + `/v1"} 1`, `conclave_model_failures_total{class="model_unavailable",endpoint="http://` + addr + `/v1"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 
 	// Back up, on the same address: the probe sees it and /readyz is 200
 	// again by itself; the next run finishes.

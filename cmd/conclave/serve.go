@@ -267,13 +267,16 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 		return not
 	}
+	reg := prometheus.NewRegistry() // the server's metrics, the model's and the cluster's, on one /metrics
+	if m := c.model.openaiModel; m != nil {
+		reg.MustRegister(newModelCollector(m))
+	}
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)
 		tcfg.Wrap = member.forwarder.Handler
-		reg := prometheus.NewRegistry() // the server's metrics and the cluster's, on one /metrics
 		reg.MustRegister(member.node.Collector(member.forwarder))
-		tcfg.Registry = reg
 	}
+	tcfg.Registry = reg
 	srv, err := transport.New(tcfg)
 	if err != nil {
 		_ = engine.Shutdown(context.Background())

@@ -47,6 +47,8 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
+	"github.com/conclave-ai/conclave/tool/fetch"
+	"github.com/conclave-ai/conclave/tool/workspace"
 	"github.com/conclave-ai/conclave/transport"
 )
 
@@ -65,6 +67,15 @@ type Options struct {
 	// scripted "search" tool is there too, unless Tools has a tool named
 	// "search", which replaces it. Names must be unique.
 	Tools []tool.Tool
+	// Fetch, when set, adds the built-in fetch tool (an HTTP GET of a URL
+	// as text, private and local addresses refused) configured by it; its
+	// zero value is valid. See package tool/fetch.
+	Fetch *fetch.Config
+	// Workspace, when set, adds the built-in workspace tools
+	// (workspace.write, workspace.read, workspace.list): a directory per
+	// run, Workspace.Dir/<tenant>/<run id>, whose writes are published as file
+	// events. The engine never removes it. See package tool/workspace.
+	Workspace *workspace.Config
 	// Journal stores the events. The engine never closes a journal it was
 	// given: close it after Shutdown returns (see OpenJournal). Default: a
 	// new in-memory journal, which keeps nothing after the process ends.
@@ -174,7 +185,12 @@ func New(opts Options) (*Engine, error) {
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
 	}
-	tools := opts.Tools
+	tools := slices.Clone(opts.Tools)
+	builtin, err := builtinTools(opts.Fetch, opts.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	tools = append(tools, builtin...)
 	switch {
 	case opts.Model != nil:
 		m := opts.Model
@@ -241,6 +257,26 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	close(e.done)
 	return nil
+}
+
+// builtinTools are the built-in tools the options ask for.
+func builtinTools(f *fetch.Config, w *workspace.Config) ([]tool.Tool, error) {
+	var tools []tool.Tool
+	if f != nil {
+		ft, err := fetch.New(*f)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, ft)
+	}
+	if w != nil {
+		ws, err := workspace.New(*w)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, ws.Tools()...)
+	}
+	return tools, nil
 }
 
 // Done is closed when Shutdown has finished.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -23,6 +24,8 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/tool"
+	"github.com/conclave-ai/conclave/tool/fetch"
+	"github.com/conclave-ai/conclave/tool/workspace"
 )
 
 // newEngine starts an engine for t and shuts it down when the test ends.
@@ -568,6 +571,44 @@ func TestEngine_Handlers(t *testing.T) {
 				t.Errorf("the WebSocket ended with %v, want a close frame", err)
 			}
 			break
+		}
+	}
+}
+
+// TestNew_BuiltinTools: Options.Fetch and Options.Workspace add the
+// built-in tools; a scenario's calls name them. An invalid configuration
+// is ErrInvalidOptions.
+func TestNew_BuiltinTools(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("blue light scatters"))
+	}))
+	t.Cleanup(srv.Close)
+	ap := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
+	dir := t.TempDir()
+	e := newEngine(t, conclave.Options{Fetch: &fetch.Config{Allow: []netip.AddrPort{ap}, DefaultURL: srv.URL + "/sky"},
+		Workspace: &workspace.Config{Dir: dir}})
+	events := follow(t, e, start(t, e, conclave.RunRequest{Question: "q", Scenario: &conclave.Scenario{Nodes: 1, Calls: []string{"fetch", "workspace.write"}}}))
+	res := toolResults(events)
+	if len(res) != 2 || res[0].IsError || !strings.HasSuffix(res[0].Result, "blue light scatters") || res[1].IsError {
+		t.Fatalf("tool results %+v", res)
+	}
+	files := 0
+	for _, ev := range events {
+		if _, ok := ev.Payload.(*messages.FilePayload); ok {
+			files++
+		}
+	}
+	if fin, ok := terminal(t, events).Payload.(*conclave.RunFinishedPayload); !ok || files != 1 || len(fin.Citations) != 1 || fin.Citations[0].URL != srv.URL+"/sky" {
+		t.Fatalf("terminal %+v, %d file events", terminal(t, events).Payload, files)
+	}
+	for name, opts := range map[string]conclave.Options{
+		"a fetch default url that is not http": {Fetch: &fetch.Config{DefaultURL: "ftp://x"}},
+		"a workspace without a directory":      {Workspace: &workspace.Config{}},
+	} {
+		if _, err := conclave.New(opts); !errors.Is(err, conclave.ErrInvalidOptions) {
+			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
 		}
 	}
 }

@@ -369,7 +369,8 @@ func (a *agentActor) startWorking(i int) {
 type answer struct {
 	out     string
 	err     error
-	sources []model.Source // a tool's, numbered as the result is published
+	sources []model.Source         // a tool's, numbered as the result is published
+	files   []messages.FilePayload // a tool's, published right before its result
 }
 
 // callAnswered takes the result of working call i. Results are published
@@ -392,6 +393,10 @@ func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
 			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name); err == nil {
 				a.cites = m
 			}
+		}
+		for _, f := range r.files {
+			f.CallID, f.Tool = a.callIDs[k], a.calls[k].Name
+			a.emit(ctx, &f)
 		}
 		a.toolResult(ctx, k, r.out, r.err)
 		a.working = a.working[1:]
@@ -477,7 +482,7 @@ func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 		a.tools.max = a.spec.e.cfg.ToolParallel
 	}
 	a.tools.start(ctx, a.spec.e, toolStart{idx: i, t: t, def: def, args: c.Args,
-		info: tool.CallInfo{RunID: a.spec.run.runID, AgentID: a.spec.agentID, CallID: c.ID, Index: i, Attempt: a.spec.shared.attempts, Turn: a.turn}})
+		info: tool.CallInfo{Tenant: a.spec.run.tenant, RunID: a.spec.run.runID, AgentID: a.spec.agentID, CallID: c.ID, Index: i, Attempt: a.spec.shared.attempts, Turn: a.turn}})
 }
 
 // toolFinished takes a tool call's outcome from its goroutine.
@@ -488,7 +493,7 @@ func (a *agentActor) toolFinished(ctx actor.Context, d *toolDone) {
 	if !a.tools.finished(ctx, a.spec.e, d) {
 		return // stale: an earlier turn's, or the instance's before a restart
 	}
-	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources})
+	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources, files: d.res.Files})
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/tool"
+	"github.com/conclave-ai/conclave/tool/workspace"
 )
 
 // sumTool is a tool the scripted model knows only by its schema (as an
@@ -90,5 +93,47 @@ func TestEngine_ScenarioCallsUnknownTool(t *testing.T) {
 			!strings.Contains(fe.Problem, name) || !strings.Contains(fe.Problem, "its tools: search, publish") {
 			t.Errorf("calls [search %s]: %v; want an invalid request about scenario.calls[1]", name, err)
 		}
+	}
+}
+
+// TestEngine_ScenarioCallsWorkspace: workspace.write called through a
+// scenario's calls (its schema's defaults as arguments) publishes a file
+// event on the writing worker's lane, right before the call's
+// tool_call_finished, and the run passes the invariants.
+func TestEngine_ScenarioCallsWorkspace(t *testing.T) {
+	t.Parallel()
+	w, err := workspace.New(workspace.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.NewEngine(t, actors.Config{Tools: toolSet(t, append(w.Tools(), searchTool{call: func(context.Context, string) (tool.Result, error) {
+		return tool.Result{Content: "found"}, nil
+	}})...)})
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q",
+		Scenario: &messages.Scenario{Nodes: 2, Waves: 1, Calls: []string{workspace.WriteName, workspace.ListName}, Seed: 3}})
+	testkit.AssertInvariants(t, events)
+	if term := testkit.Terminal(events, ref.RunID); term.Type != messages.RunFinished {
+		t.Fatalf("the run ended with %s", term.Type)
+	}
+	files := 0
+	for i, env := range events {
+		p, ok := env.Payload.(*messages.FilePayload)
+		if !ok {
+			continue
+		}
+		files++
+		if p.Path != "notes.md" || p.Encoding != "utf-8" || p.Size != int64(len(p.Content)) || p.Tool != workspace.WriteName || p.CallID == "" {
+			t.Errorf("file event %+v", p)
+		}
+		next, ok := events[i+1].Payload.(*messages.ToolCallFinishedPayload)
+		if !ok || next.CallID != p.CallID || next.IsError || events[i+1].Lane != env.Lane || !strings.HasPrefix(string(env.Lane.StreamID), "node:") {
+			t.Errorf("file event on %+v followed by %s %+v", env.Lane, events[i+1].Type, events[i+1].Payload)
+		}
+	}
+	if files != 2 {
+		t.Errorf("%d file events, want 2 (one per worker)", files)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.Dir(ref.Tenant, ref.RunID), "notes.md")); err != nil || !strings.HasPrefix(string(b), "# Notes") {
+		t.Errorf("workspace file: %q, %v", b, err)
 	}
 }

@@ -383,6 +383,26 @@ type ToolCallFinishedPayload struct {
 	DurationDisplay string `json:"duration_display"`
 }
 
+// FilePayload is a file an agent wrote in its run's workspace. The
+// writing agent and its lane (stream id and depth) are the envelope's.
+type FilePayload struct {
+	// Path is the file's path in the run's workspace: relative, '/'
+	// separated.
+	Path string `json:"path"`
+	// Size is the file's size in bytes.
+	Size int64 `json:"size"`
+	// Encoding is the content's encoding: always FileEncodingUTF8.
+	Encoding string `json:"encoding"`
+	// Content is the whole file (bounded by the workspace's per-file cap).
+	Content string `json:"content"`
+	// CallID and Tool are the tool call that wrote it.
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+}
+
+// FileEncodingUTF8 is the encoding of every file event's content.
+const FileEncodingUTF8 = "utf-8"
+
 // TokenUsagePayload reports one model turn's usage.
 type TokenUsagePayload struct {
 	Model string `json:"model"`
@@ -666,6 +686,7 @@ func (*TextDeltaPayload) EventType() EventType              { return TextDelta }
 func (*ReasoningDeltaPayload) EventType() EventType         { return ReasoningDelta }
 func (*ToolCallStartedPayload) EventType() EventType        { return ToolCallStarted }
 func (*ToolCallFinishedPayload) EventType() EventType       { return ToolCallFinished }
+func (*FilePayload) EventType() EventType                   { return File }
 func (*TokenUsagePayload) EventType() EventType             { return TokenUsage }
 func (*AgentRestartedPayload) EventType() EventType         { return AgentRestarted }
 func (*WarningPayload) EventType() EventType                { return Warning }

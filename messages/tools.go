@@ -12,8 +12,9 @@ const (
 	ToolSourceRuntime ToolSource = "runtime"
 	// ToolSourceMCP: a tool of an MCP server (Server names it).
 	ToolSourceMCP ToolSource = "mcp"
-	// ToolSourceGo: a Go tool of the program (an embedding program's, or
-	// the scripted model's search and publish).
+	// ToolSourceGo: a Go tool of the program (an embedding program's, the
+	// built-in fetch and workspace tools, or the scripted model's search
+	// and publish).
 	ToolSourceGo ToolSource = "go"
 )
 

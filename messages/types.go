@@ -55,6 +55,8 @@ const (
 	TokenUsage       EventType = "token_usage"
 	AgentRestarted   EventType = "agent_restarted"
 	Warning          EventType = "warning"
+	// A file an agent wrote (the workspace tool).
+	File EventType = "file"
 )
 
 // Delegation.
@@ -238,6 +240,7 @@ var specList = []spec{
 	{ReasoningDelta, RoleWithin, func() Payload { return new(ReasoningDeltaPayload) }, "A fragment of an agent's reasoning."},
 	{ToolCallStarted, RoleWithin, func() Payload { return new(ToolCallStartedPayload) }, "The model asked for a tool call (every call of its turn, before any runs; awaits_approval: it waits for a human first)."},
 	{ToolCallFinished, RoleWithin, func() Payload { return new(ToolCallFinishedPayload) }, "A tool call returned (or was rejected); pairs with tool_call_started by call_id."},
+	{File, RoleWithin, func() Payload { return new(FilePayload) }, "An agent wrote a file of its run's workspace (the built-in workspace.write tool): its path, size and content, on the writing agent's lane (the envelope's `lane.stream_id`, `lane.depth` and `agent_id`), between the call's tool_call_started and tool_call_finished."},
 	{TokenUsage, RoleWithin, func() Payload { return new(TokenUsagePayload) }, "Tokens used by one model turn of the lane's agent."},
 	{AgentRestarted, RoleWithin, func() Payload { return new(AgentRestartedPayload) }, "The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded."},
 	{Warning, RoleWithin, func() Payload { return new(WarningPayload) }, "Something non-fatal worth showing."},

@@ -9,6 +9,7 @@ import (
 // CallInfo names the call a Tool.Call serves: what a tool needs for an
 // idempotency key, a log line, or (testkit/sim) a deterministic identity.
 type CallInfo struct {
+	Tenant  messages.TenantID // the run's owner (empty: none given)
 	RunID   messages.RunID
 	AgentID string
 	CallID  string // the model's id of the call, unique within the agent's turn

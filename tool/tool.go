@@ -61,11 +61,15 @@ func (d Def) Model() model.ToolDef {
 	return model.ToolDef{Name: d.Name, Description: d.Description, Schema: d.Schema}
 }
 
-// Result is what a call returns: the content the model reads, and the
-// sources it drew on (numbered as citations by the run).
+// Result is what a call returns: the content the model reads, the
+// sources it drew on (numbered as citations by the run), and the files it
+// wrote, which the calling agent publishes as file events on its lane,
+// in order, right before the call's tool_call_finished (it fills in each
+// file's CallID and Tool).
 type Result struct {
 	Content string
 	Sources []model.Source
+	Files   []messages.FilePayload
 }
 
 // Tool is a tool an agent can call. Call runs on a goroutine of its own

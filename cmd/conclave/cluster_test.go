@@ -446,3 +446,45 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 	a.terminate()
 	b.terminate()
 }
+
+// TestDevNATS_OneMachineRecipe is docs/cluster.md's "Try it on one
+// machine" with only this binary: `conclave dev-nats` (a current
+// nats-server, embedded), two `serve --cluster` nodes on it, a run
+// started on the first and followed on the second; the first is killed
+// and the run finishes on the second.
+func TestDevNATS_OneMachineRecipe(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	out := &lockedBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- runCLIWith(t, ctx, cliIO{stdout: out}, "dev-nats", "--addr", "127.0.0.1:0", "--dir", t.TempDir())
+	}()
+	defer func() {
+		cancel()
+		if r := <-done; r.code != exitOK {
+			t.Errorf("dev-nats: exit %d\n%s", r.code, r.stderr)
+		}
+	}()
+	var url string
+	for deadline := time.Now().Add(20 * time.Second); url == ""; {
+		if _, rest, ok := strings.Cut(out.String(), "with JetStream at "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		} else if time.Now().After(deadline) {
+			t.Fatalf("dev-nats printed no URL: %q", out.String())
+		} else {
+			time.Sleep(20 * time.Millisecond) // polling its output with a deadline
+		}
+	}
+	h := &clusterTest{t: t, urls: url, client: &http.Client{Transport: &http.Transport{}}}
+	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer hcancel()
+	h.ctx = hctx
+	defer h.client.CloseIdleConnections()
+	n1, n2 := h.start("n1"), h.start("n2")
+	run := h.startRun(n1, "demo", `{"question":"why is the sky blue","session_id":"demo","scenario":{"nodes":6,"tokens":60,"token_delay_ms":10}}`)
+	f := h.follow("demo", n2, n2)
+	f.until(t, "mid-run", func(evs []*messages.Envelope) bool { return count(evs, messages.TextDelta) >= 20 })
+	h.kill(n1)
+	f.until(t, "the run's end, on n2", func(evs []*messages.Envelope) bool { return terminal(evs, run) != nil })
+}

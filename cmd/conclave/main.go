@@ -106,6 +106,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newApproveCmd(a))
 	root.AddCommand(newToolsCmd(a))
+	root.AddCommand(newDevNATSCmd(a))
 	root.AddCommand(newKeysCmd(a))
 	root.AddCommand(newAuditCmd(a))
 	root.AddCommand(newSimCmd(a))

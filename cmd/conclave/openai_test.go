@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +200,12 @@ func TestServe_ModelDown(t *testing.T) {
 	if code, _, b := a.call(t, http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("GET /healthz = %d %s", code, b)
 	}
+	_, _, metrics := a.call(t, http.MethodGet, "/metrics", "")
+	for _, want := range []string{`conclave_model_breaker_open{endpoint="http://` + addr + `/v1"} 1`, `conclave_model_failures_total{class="model_unavailable",endpoint="http://` + addr + `/v1"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 
 	// Back up, on the same address: the probe sees it and /readyz is 200
 	// again by itself; the next run finishes.
@@ -228,4 +236,48 @@ func TestServe_ModelDown(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.RunFinished {
 		t.Fatalf("the run after the model came back ended with %s %+v", last.Type, last.Payload)
 	}
+}
+
+// TestServe_RealModelRealTools is issue 28's acceptance: `conclave serve
+// --model openai` against openaitest, which refuses what the real API
+// refuses (tool name pattern, answered calls, schemas…), with one MCP
+// server and the built-in fetch: a council whose workers call the MCP
+// tool (offered as kid__shout) and fetch (a page on loopback, allowed by
+// its exact address) runs to run_finished, every call succeeding, and no
+// scripted tool is offered.
+func TestServe_RealModelRealTools(t *testing.T) {
+	t.Parallel()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, `<html><head><title>Rayleigh</title></head><body><p>Short wavelengths scatter more.</p></body></html>`)
+	}))
+	t.Cleanup(page.Close)
+	sc := messages.Scenario{Nodes: 4, Waves: 2, Tokens: 4, Calls: []string{"kid.shout", "fetch"}}
+	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
+	srv := startServe(t, 0, nil, "--model", "openai", "--model-url", llm.URL, "--model-name", "m", "--runs-per-second", "-1",
+		"--mcp", mcpChildFlag(t, "kid"), "--tool-fetch", "--fetch-allow", strings.TrimPrefix(page.URL, "http://"), "--fetch-default-url", page.URL+"/sky")
+	a := newHardenAPI(t, srv, "")
+	body, err := json.Marshal(messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := a.mustStartRun(t, string(body))
+	events := a.runEvents(t, rc.SessionID, rc.RunID)
+	testkit.AssertInvariants(t, events)
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("the run ended with %s %+v", last.Type, last.Payload)
+	}
+	done := map[string]int{}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok {
+			if p.IsError {
+				t.Errorf("%s failed: %s", p.Tool, p.Result)
+			}
+			done[p.Tool]++
+		}
+	}
+	if done["kid.shout"] != sc.Nodes || done["fetch"] != sc.Nodes {
+		t.Fatalf("calls finished %v, want %d kid.shout and %d fetch", done, sc.Nodes, sc.Nodes)
+	}
+	offeredOnlyRealTools(t, llm.Requests())
 }

@@ -228,6 +228,8 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 			break
 		}
 		add(noteWarn, "warning from %s: %s: %s", env.AgentID, p.Code, p.Message)
+	case *messages.FilePayload:
+		add(noteInfo, "%s wrote %s (%d bytes)", env.AgentID, p.Path, p.Size)
 	case *messages.ToolCallFinishedPayload:
 		if p.IsError {
 			add(noteWarn, "tool %s of %s failed after %s: %s", p.Tool, env.AgentID, p.DurationDisplay, p.Result)

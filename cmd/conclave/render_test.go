@@ -70,6 +70,7 @@ func TestRenderer_Progress(t *testing.T) {
 		onNode("n001", &messages.NodeStartedPayload{NodeID: "n001"}),
 		onNode("n002", &messages.NodeStartedPayload{NodeID: "n002"}),
 		onNode("n001", &messages.TextDeltaPayload{Delta: "a"}),
+		onNode("n001", &messages.FilePayload{Path: "notes.md", Size: 5, Encoding: messages.FileEncodingUTF8, Content: "hello"}),
 		onNode("n001", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 1}}),
 		onNode("n002", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 7}}),
 		onNode("n002", &messages.AgentRestartedPayload{Attempt: 2, Reason: "boom"}),
@@ -89,7 +90,7 @@ func TestRenderer_Progress(t *testing.T) {
 		t.Errorf("usage %+v phase %q, want %+v and wave 0", st.Usage, st.Phase, want)
 	}
 	out := texts(notes)
-	for _, line := range []string{"plan: 3 nodes in 2 waves", "wave 0 started: n001 n002", "node n002 restarted (attempt 2): boom"} {
+	for _, line := range []string{"plan: 3 nodes in 2 waves", "wave 0 started: n001 n002", "node n002 restarted (attempt 2): boom", "n001 wrote notes.md (5 bytes)"} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("no line %q in\n%s", line, out)
 		}

@@ -149,6 +149,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	defer closeModel() // after the engine's shutdown (deferred later, run first)
 	// The MCP servers start before the journal opens (a server that
 	// cannot start leaves nothing behind) and stop after the engine.
+	if !c.memory {
+		c.tools.defaultWorkspaceDir = filepath.Join(c.dataDir, "workspaces")
+	}
 	tools, mcpServers, err := c.tools.engineTools(ctx, logger, ecfg.Models == nil)
 	if err != nil {
 		return err
@@ -239,8 +242,8 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		FlushDelay: c.flushDelay, AllowedOrigins: c.origins,
 		Dashboard: web.Handler(transport.NotFound()),
 	}
-	if mcpServers != nil {
-		tcfg.ToolServers = func() []messages.ToolServer { return toolServers(mcpServers) }
+	if mcpServers != nil && mcpServers.servers != nil {
+		tcfg.ToolServers = func() []messages.ToolServer { return toolServers(mcpServers.servers) }
 	}
 	c.limits.apply(&tcfg)
 	tcfg.StreamLimit = tenantStreams
@@ -255,15 +258,26 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 				not = append(not, messages.NotReady{Component: "journal", Reason: err.Error()})
 			}
 		}
-		return append(not, c.model.notReady()...)
+		not = append(not, c.model.notReady()...)
+		if tcfg.ToolServers != nil {
+			for _, sv := range tcfg.ToolServers() {
+				if !sv.Up {
+					not = append(not, messages.NotReady{Component: "mcp server " + sv.Name, Reason: sv.Down})
+				}
+			}
+		}
+		return not
+	}
+	reg := prometheus.NewRegistry() // the server's metrics, the model's and the cluster's, on one /metrics
+	if m := c.model.openaiModel; m != nil {
+		reg.MustRegister(newModelCollector(m))
 	}
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)
 		tcfg.Wrap = member.forwarder.Handler
-		reg := prometheus.NewRegistry() // the server's metrics and the cluster's, on one /metrics
 		reg.MustRegister(member.node.Collector(member.forwarder))
-		tcfg.Registry = reg
 	}
+	tcfg.Registry = reg
 	srv, err := transport.New(tcfg)
 	if err != nil {
 		_ = engine.Shutdown(context.Background())

@@ -79,6 +79,10 @@ func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterM
 	if err != nil {
 		return nil, fmt.Errorf("--cluster %s: %w", f.urls, err)
 	}
+	if err := cluster.CheckServerVersion(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	upper := upperPrefix(f.prefix)
 	j, err := journal.OpenJetStream(ctx, nc, journal.JetStreamOptions{Stream: upper, Prefix: f.prefix, Replicas: f.replicas,
 		StartTimeout: time.Until(until), Logger: logger})

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -17,17 +19,31 @@ import (
 	"github.com/conclave-ai/conclave/model/openai"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
+	"github.com/conclave-ai/conclave/tool/fetch"
 	"github.com/conclave-ai/conclave/tool/mcp"
+	"github.com/conclave-ai/conclave/tool/workspace"
 	"github.com/conclave-ai/conclave/transport"
 )
 
-// toolFlags are the flags that give the engine tools: --mcp, on both
-// serve and run.
+// toolFlags are the flags that give the engine tools: --mcp and the
+// built-in tools' (--tool-fetch, --tool-workspace and their options), on
+// both serve and run.
 type toolFlags struct {
 	mcp    []string
 	mcpEnv []string // --mcp-env SERVER:NAME[=VAR]
 	// mcpConfig, when set (tests), adjusts the servers' configuration.
 	mcpConfig func(*mcp.Config)
+
+	fetch             bool
+	fetchAllowPrivate bool
+	fetchAllow        []string // --fetch-allow IP:PORT
+	fetchDefaultURL   string
+	workspace         bool
+	workspaceDir      string
+	// defaultWorkspaceDir is the workspaces' directory without
+	// --workspace-dir (serve: DATA/workspaces); empty: a temporary
+	// directory removed at shutdown.
+	defaultWorkspaceDir string
 }
 
 // mcpStopGrace bounds the MCP servers' shutdown: each stdio server gets
@@ -39,6 +55,71 @@ func (f *toolFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.mcp, "mcp", nil, "MCP tool server `NAME=COMMAND ARGS` (stdio; quote the whole value) or NAME=https://HOST/PATH (streamable HTTP); its tools become NAME.tool (repeatable)")
 	fs.StringArrayVar(&f.mcpEnv, "mcp-env", nil, "pass the stdio MCP server SERVER the variable NAME, with the value of this process's VAR (default: NAME): `SERVER:NAME[=VAR]`; "+
 		"a stdio server gets only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise (repeatable)")
+	fs.BoolVar(&f.fetch, "tool-fetch", false, "offer agents the built-in fetch tool: HTTP GET of a URL as text (HTML reduced to text; loopback, private, link-local and CGNAT addresses refused)")
+	fs.BoolVar(&f.fetchAllowPrivate, "fetch-allow-private", false, "let fetch connect to loopback, private and link-local addresses, the cloud metadata address among them (tests and development only)")
+	fs.StringArrayVar(&f.fetchAllow, "fetch-allow", nil, "let fetch connect to exactly this `IP:PORT` even though it is private or local (repeatable)")
+	fs.StringVar(&f.fetchDefaultURL, "fetch-default-url", "", "the `URL` fetch's schema gives as its url argument's default: what the scripted model fetches when a scenario's calls name fetch")
+	fs.BoolVar(&f.workspace, "tool-workspace", false, "offer agents the built-in workspace tools: workspace.write, workspace.read and workspace.list, on a directory per run (each write is published as a file event)")
+	fs.StringVar(&f.workspaceDir, "workspace-dir", "", "the `DIR` holding the runs' workspaces, DIR/<tenant>/<run id> (default: DATA/workspaces for serve; a temporary directory removed at exit for run and serve --memory)")
+}
+
+// builtins are the built-in tools the flags ask for, and a func that
+// releases what they hold (idle connections, a temporary directory; nil:
+// nothing).
+func (f *toolFlags) builtins(logger *slog.Logger) (tools []tool.Tool, cleanup func(), err error) {
+	if f.fetch {
+		cfg := fetch.Config{AllowPrivate: f.fetchAllowPrivate, DefaultURL: f.fetchDefaultURL, Logger: logger}
+		for _, v := range f.fetchAllow {
+			ap, err := netip.ParseAddrPort(v)
+			if err != nil {
+				return nil, nil, usageError(fmt.Errorf("invalid --fetch-allow %q: want IP:PORT", truncateFlag(v)))
+			}
+			cfg.Allow = append(cfg.Allow, ap)
+		}
+		ft, err := fetch.New(cfg)
+		if err != nil {
+			return nil, nil, usageError(fmt.Errorf("--tool-fetch: %w", err))
+		}
+		tools, cleanup = append(tools, ft), ft.Close
+		if f.fetchAllowPrivate {
+			logger.Warn("fetch may connect to loopback, private and link-local addresses (--fetch-allow-private): agents can reach this host, its network and the cloud metadata service")
+		}
+		logger.Info("built-in tool", "tool", fetch.Name, "allow", f.fetchAllow)
+	} else if f.fetchAllowPrivate || len(f.fetchAllow) > 0 || f.fetchDefaultURL != "" {
+		return nil, nil, usageError(errors.New("--fetch-allow-private, --fetch-allow and --fetch-default-url need --tool-fetch"))
+	}
+	if !f.workspace {
+		if f.workspaceDir != "" {
+			return nil, nil, usageError(errors.New("--workspace-dir needs --tool-workspace"))
+		}
+		return tools, cleanup, nil
+	}
+	dir, temp := cmp.Or(f.workspaceDir, f.defaultWorkspaceDir), false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "conclave-workspaces-"); err != nil {
+			return nil, nil, failure(fmt.Errorf("--tool-workspace: %w", err))
+		}
+		temp = true
+	}
+	closeFetch := cleanup // nil without fetch
+	release := func() {
+		if closeFetch != nil {
+			closeFetch()
+		}
+		if !temp {
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			logger.Error("remove the workspaces", "dir", dir, "err", err)
+		}
+	}
+	ws, err := workspace.New(workspace.Config{Dir: dir})
+	if err != nil {
+		release()
+		return nil, nil, failure(fmt.Errorf("--tool-workspace: %w", err))
+	}
+	logger.Info("built-in tool", "tool", "workspace", "dir", dir, "removed_at_exit", temp)
+	return append(tools, ws.Tools()...), release, nil
 }
 
 // specs parses the --mcp values. Errors name the flag and the value.
@@ -104,28 +185,47 @@ func truncateFlag(v string) string {
 	return v[:max] + "…"
 }
 
-// engineTools are the engine's tools: the tools of the MCP servers,
-// which are started here (each is connected and lists its tools before
-// this returns), and, for the scripted model only, the scripted search
-// and publish tools (a real model must never be offered a search that
-// returns invented results). With the scripted model and no --mcp, both
-// results are nil: the engine's defaults. The caller stops the servers
-// with stopTools after the engine's shutdown.
-func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger, scriptedModel bool) (*tool.Set, *mcp.Servers, error) {
+// toolRuntime is what the engine's tools hold until after the engine's
+// shutdown: the MCP servers (nil: none) and the built-in tools' temporary
+// directory.
+type toolRuntime struct {
+	servers *mcp.Servers
+	cleanup func() // nil: nothing to remove
+}
+
+// engineTools are the engine's tools: the built-in tools the flags ask
+// for, the tools of the MCP servers, which are started here (each is
+// connected and lists its tools before this returns), and, for the
+// scripted model only, the scripted search and publish tools (a real
+// model must never be offered a search that returns invented results).
+// With the scripted model, no built-in tool and no --mcp, the set is nil:
+// the engine's defaults. The caller stops what the tools hold with
+// stopTools after the engine's shutdown.
+func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger, scriptedModel bool) (*tool.Set, *toolRuntime, error) {
 	specs, err := f.specs()
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
+	own, cleanup, err := f.builtins(logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt := &toolRuntime{cleanup: cleanup}
 	var builtin []tool.Tool
 	if scriptedModel {
 		builtin = []tool.Tool{scripted.SearchTool(), scripted.PublishTool()}
 	}
+	builtin = append(builtin, own...)
 	if len(specs) == 0 {
-		if scriptedModel {
-			return nil, nil, nil
+		if scriptedModel && len(own) == 0 {
+			return nil, rt, nil
 		}
-		set, err := tool.NewSet()
-		return set, nil, err
+		set, err := tool.NewSet(builtin...)
+		if err != nil {
+			_ = stopTools(rt, logger)
+			return nil, nil, failure(err)
+		}
+		return set, rt, nil
 	}
 	cfg := mcp.Config{Servers: specs, Logger: logger}
 	if f.mcpConfig != nil {
@@ -133,25 +233,35 @@ func (f *toolFlags) engineTools(ctx context.Context, logger *slog.Logger, script
 	}
 	servers, err := mcp.Start(ctx, cfg)
 	if err != nil {
+		_ = stopTools(rt, logger)
 		if errors.Is(err, mcp.ErrSpec) {
 			return nil, nil, usageError(fmt.Errorf("--mcp: %w", err))
 		}
 		return nil, nil, failure(fmt.Errorf("--mcp: %w", err))
 	}
+	rt.servers = servers
 	tools := append(builtin, servers.Tools()...)
 	set, err := tool.NewSet(tools...)
-	if err != nil { // the MCP package only gives tools a set takes: unreachable
-		_ = stopTools(servers, logger)
+	if err != nil { // an MCP server named like a built-in tool ("workspace.write")
+		_ = stopTools(rt, logger)
 		return nil, nil, failure(fmt.Errorf("--mcp: %w", err))
 	}
 	for _, st := range servers.Status() {
 		logger.Info("mcp tools", "server", st.Name, "tools", st.Tools)
 	}
-	return set, servers, nil
+	return set, rt, nil
 }
 
-// stopTools shuts the MCP servers down (nil: none), within mcpStopGrace.
-func stopTools(servers *mcp.Servers, logger *slog.Logger) error {
+// stopTools shuts the MCP servers down (none: nothing), within
+// mcpStopGrace, and removes the built-in tools' temporary directory.
+func stopTools(rt *toolRuntime, logger *slog.Logger) error {
+	if rt == nil {
+		return nil
+	}
+	if rt.cleanup != nil {
+		defer rt.cleanup()
+	}
+	servers := rt.servers
 	if servers == nil {
 		return nil
 	}

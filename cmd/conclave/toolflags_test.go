@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,6 +26,11 @@ const mcpChildEnv = "CONCLAVE_TEST_MCP_CHILD"
 // mcpChildSayEnv, when set, is printed to the MCP child's stderr at start.
 const mcpChildSayEnv = "CONCLAVE_TEST_MCP_SAY"
 
+// mcpChildDownEnv, when set, is a file whose existence is an outage: the
+// child gets a "die" tool that creates it and exits, and exits at start
+// while it exists.
+const mcpChildDownEnv = "CONCLAVE_TEST_MCP_DOWN"
+
 // runMCPChild is TestMain's hook: with mcpChildEnv=1 the process serves
 // MCP over stdin and stdout until stdin ends, then exits. Its tools:
 // shout {text} ("TEXT!") and cite {topic, count 1..3} (a text and count
@@ -33,6 +41,13 @@ func runMCPChild() {
 	}
 	if say := os.Getenv(mcpChildSayEnv); say != "" { // a server that logs its configuration
 		fmt.Fprintln(os.Stderr, "config: token="+say)
+	}
+	down := os.Getenv(mcpChildDownEnv)
+	if down != "" {
+		if _, err := os.Stat(down); err == nil { // the outage goes on: cannot start
+			fmt.Fprintln(os.Stderr, "mcp child: down")
+			os.Exit(4)
+		}
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "conclave-cmd-test", Version: "1"}, nil)
 	type shoutArgs struct {
@@ -58,6 +73,14 @@ func runMCPChild() {
 			}
 			return res, nil
 		})
+	if down != "" {
+		sdk.AddTool(srv, &sdk.Tool{Name: "die", Description: "Starts an outage: the server exits, and cannot start while the outage lasts."},
+			func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+				_ = os.WriteFile(down, nil, 0o600)
+				os.Exit(3)
+				return nil, nil, nil
+			})
+	}
 	code := 0
 	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp child:", err)
@@ -244,5 +267,44 @@ func TestRun_SecretsMaskedInLogs(t *testing.T) { // not parallel: t.Setenv (--mc
 	}
 	if strings.Contains(r.stderr+r.stdout, secret) || !strings.Contains(r.stderr, "token=[REDACTED]") {
 		t.Fatalf("the secret is in the output, or the server's line is not logged masked:\n%s", r.stderr)
+	}
+}
+
+// TestServe_ReadyzNamesADownMCPServer: GET /readyz is 503 naming an MCP
+// server that is down (it died and cannot start again), and 200 again by
+// itself once it is back (the server's restarts with backoff).
+func TestServe_ReadyzNamesADownMCPServer(t *testing.T) { // not parallel: t.Setenv (--mcp-env reads the environment)
+	marker := filepath.Join(t.TempDir(), "down")
+	t.Setenv("KID_DOWN", marker)
+	srv := startServe(t, 0, nil, "--memory", "--runs-per-second", "-1", "--mcp", mcpChildFlag(t, "kid"), "--mcp-env", "kid:"+mcpChildDownEnv+"=KID_DOWN")
+	a := newHardenAPI(t, srv, "")
+	if code, _, b := a.call(t, http.MethodGet, "/readyz", ""); code != http.StatusOK {
+		t.Fatalf("GET /readyz = %d %s", code, b)
+	}
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":1,"tokens":2,"calls":["kid.die"]}}`)
+	a.runEvents(t, rc.SessionID, rc.RunID)
+	var ready messages.Readiness
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		code, _, b := a.call(t, http.MethodGet, "/readyz", "")
+		if code == http.StatusServiceUnavailable && json.Unmarshal(b, &ready) == nil && len(ready.NotReady) == 1 && ready.NotReady[0].Component == "mcp server kid" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz with the MCP server down = %d %s", code, b)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the server's state with a deadline
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; { // the restart backoff doubles from 0.5 s
+		code, _, b := a.call(t, http.MethodGet, "/readyz", "")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz after the MCP server came back = %d %s", code, b)
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline
 	}
 }

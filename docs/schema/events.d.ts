@@ -30,6 +30,7 @@ export type EventType =
   | "reasoning_delta"
   | "tool_call_started"
   | "tool_call_finished"
+  | "file"
   | "token_usage"
   | "agent_restarted"
   | "warning"
@@ -104,6 +105,7 @@ export interface EventPayloads {
   reasoning_delta: ReasoningDeltaPayload;
   tool_call_started: ToolCallStartedPayload;
   tool_call_finished: ToolCallFinishedPayload;
+  file: FilePayload;
   token_usage: TokenUsagePayload;
   agent_restarted: AgentRestartedPayload;
   warning: WarningPayload;
@@ -354,6 +356,16 @@ export interface ToolCallFinishedPayload {
   display_name: string;
   duration_ms: number;
   duration_display: string;
+}
+
+/** An agent wrote a file of its run's workspace (the built-in workspace.write tool): its path, size and content, on the writing agent's lane (the envelope's `lane.stream_id`, `lane.depth` and `agent_id`), between the call's tool_call_started and tool_call_finished. */
+export interface FilePayload {
+  path: string;
+  size: number;
+  encoding: string;
+  content: string;
+  call_id: string;
+  tool: string;
 }
 
 /** Tokens used by one model turn of the lane's agent. */

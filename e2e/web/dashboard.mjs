@@ -22,8 +22,10 @@ mkdirSync(out, { recursive: true });
 const shot = (page, name, fullPage = true) => page.screenshot({ path: join(out, `${name}.png`), fullPage });
 
 // startFromPage fills the start form and returns the new run's id.
-async function startFromPage(page, { question, hitl = "none", fields = {}, debate = false, extra = null }) {
+async function startFromPage(page, { question, hitl = "none", fields = {}, debate = false, extra = null, calls = [] }) {
   await page.waitForSelector('[data-action="start"]');
+  if (calls.length) await page.waitForSelector('[data-tools]:not([data-tools="loading"])');
+  for (const name of calls) await page.check(`input[name="call"][value="${name}"]`);
   await page.fill('input[name="question"]', question);
   await page.selectOption('select[name="hitl"]', hitl);
   for (const [k, v] of Object.entries(fields)) await page.fill(`input[name="${k}"]`, String(v));
@@ -86,8 +88,11 @@ const scenarios = {
     // A second run joins the first one's session: its page links the session's other run.
     const { session_id: sessionId } = await server.api("GET", `/api/v1/runs/${runId}`);
     await page.fill('input[name="session_id"]', sessionId);
-    const second = await startFromPage(page, { question: "a follow-up", fields: { nodes: 2, tokens: 3, token_delay_ms: 0, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "" } });
+    // The form lists the tools (GET /api/v1/tools); a ticked one is called by every worker.
+    const second = await startFromPage(page, { question: "a follow-up", calls: ["publish"], fields: { nodes: 2, tokens: 3, token_delay_ms: 0, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "" } });
     await waitStatus(page, "finished", 30000);
+    const published = (await server.events(second)).filter((e) => e.run_id === second && e.type === "tool_call_finished" && e.payload.tool === "publish" && !e.payload.is_error);
+    assert(published.length === 2, `publish ticked in the form: ${published.length} publish calls finished, want one per worker (2)`);
     await page.waitForSelector(`.others a[href="#/runs/${runId}"]`, { timeout: 10000 });
     assert((await server.api("GET", `/api/v1/runs/${second}`)).session_id === sessionId, "the run joined the session");
     await checkFinalStates(page, server, second);

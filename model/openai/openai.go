@@ -51,6 +51,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +155,42 @@ type Model struct {
 	noFormat atomic.Bool
 	// brk is the endpoint's circuit breaker (breaker.go).
 	brk *breaker
+	// failures counts the turns that failed, by class (Stats).
+	failMu   sync.Mutex
+	failures map[model.Code]int64
+}
+
+// Stats are a Model's counters, for metrics.
+type Stats struct {
+	// Failures counts the turns that failed before their first chunk, by
+	// class (model_unavailable included: refused by the open breaker).
+	Failures map[model.Code]int64
+	// Unavailable: the endpoint's circuit breaker is open.
+	Unavailable bool
+}
+
+// Stats returns the Model's counters.
+func (m *Model) Stats() Stats {
+	m.failMu.Lock()
+	defer m.failMu.Unlock()
+	st := Stats{Failures: make(map[model.Code]int64, len(m.failures)), Unavailable: m.Unavailable() != ""}
+	for c, n := range m.failures {
+		st.Failures[c] = n
+	}
+	return st
+}
+
+// failed counts a turn's failure of class code and returns err.
+func (m *Model) failed(err error) error {
+	if c := model.CodeOf(err); c != "" {
+		m.failMu.Lock()
+		if m.failures == nil {
+			m.failures = map[model.Code]int64{}
+		}
+		m.failures[c]++
+		m.failMu.Unlock()
+	}
+	return err
 }
 
 var (
@@ -360,7 +397,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 		return nil, err
 	}
 	if err := m.brk.allow(); err != nil {
-		return nil, err
+		return nil, m.failed(err)
 	}
 	formatFallback := false
 	for attempt := 1; ; attempt++ {
@@ -388,7 +425,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			m.brk.failed(f.detail, f.code == model.CodeUnreachable)
 		}
 		fail := func(detail string) error {
-			return &model.Error{Code: f.code, Message: params.Model + ": " + detail, Err: err}
+			return m.failed(&model.Error{Code: f.code, Message: params.Model + ": " + detail, Err: err})
 		}
 		if !f.retryable {
 			return nil, fail(f.detail)
@@ -406,7 +443,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			return nil, fail(fmt.Sprintf("%d attempts: %s", attempt, f.detail))
 		}
 		if err := m.brk.allow(); err != nil { // the endpoint is down: no more attempts
-			return nil, err
+			return nil, m.failed(err)
 		}
 		m.log.Warn("openai: retrying", "model", params.Model, "agent", req.AgentID, "attempt", attempt, "class", f.code, "wait", wait, "err", err)
 		if err := m.cfg.Sleep(ctx, wait); err != nil {

@@ -151,6 +151,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 			return p.progress(env, fmt.Sprintf("%s: %s failed: %s", env.AgentID, pl.Tool, clip(pl.Result, 200)))
 		}
 		return p.progress(env, fmt.Sprintf("%s: %s returned", env.AgentID, pl.Tool))
+	case *messages.FilePayload:
+		return p.progress(env, fmt.Sprintf("%s wrote %s (%d bytes)", env.AgentID, pl.Path, pl.Size))
 	case *messages.AgentRestartedPayload:
 		return append(p.reset(env), p.progress(env, fmt.Sprintf("%s restarted (attempt %d): %s", env.AgentID, pl.Attempt, pl.Reason))...)
 	case *messages.ReplayTruncatedPayload:

@@ -218,6 +218,11 @@ func TestProjector_Mapping(t *testing.T) {
 		{"node_compacting", started,
 			func(s *script) *messages.Envelope { return s.node("t", &messages.NodeCompactingPayload{NodeID: "t"}) },
 			[]string{`status WORKING "t: compacting its output"`}, a2a.StateWorking},
+		{"file", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.FilePayload{Path: "notes/a.md", Size: 12, Encoding: messages.FileEncodingUTF8, Content: "hello, world", CallID: "c1", Tool: "workspace.write"})
+			},
+			[]string{`status WORKING "n001 wrote notes/a.md (12 bytes)"`}, a2a.StateWorking},
 		{"token_usage", started,
 			func(s *script) *messages.Envelope {
 				return s.node("n001", &messages.TokenUsagePayload{Model: "m", Turn: 1})

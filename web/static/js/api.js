@@ -54,6 +54,7 @@ export const api = {
     return out;
   },
   run: (id) => request("GET", `/api/v1/runs/${encodeURIComponent(id)}`),
+  tools: () => request("GET", "/api/v1/tools"),
   start: (body) => request("POST", "/api/v1/runs", body),
   abort: (id, reason) => request("POST", `/api/v1/runs/${encodeURIComponent(id)}/abort`, reason ? { reason } : {}),
   steer: (id, body) => request("POST", `/api/v1/runs/${encodeURIComponent(id)}/steer`, body),

@@ -84,6 +84,18 @@ function startForm(onSubmit) {
   const debate = h("input", { type: "checkbox", name: "debate" });
   const extra = h("textarea", { name: "scenario_json", rows: 2, placeholder: "more scenario fields as JSON, e.g. {\"spawn\":[\"n003\"],\"fail_nodes\":[\"n002\"]}", spellcheck: false });
   const err = h("p", { class: "status error" });
+  // The tools agents may call (GET /api/v1/tools), but the runtime's own:
+  // ticked ones go in the scenario's calls (every worker calls each once).
+  const toolBoxes = h("span", { class: "tools", dataset: { tools: "loading" } }, "loading…");
+  api.tools().then((list) => {
+    const tools = (list.tools || []).filter((t) => t.source !== "runtime");
+    toolBoxes.replaceChildren(...(tools.length ? tools.map((t) => h("label", { title: t.description || t.name, class: `risk-${t.risk}` },
+      h("input", { type: "checkbox", name: "call", value: t.name }), ` ${t.name} `, h("span", { class: "muted small" }, `(${t.risk}${t.server ? `, ${t.server}` : ""})`))) : ["none"]));
+    toolBoxes.dataset.tools = String(tools.length);
+  }).catch((e) => {
+    toolBoxes.textContent = `tools: ${e.message}`;
+    toolBoxes.dataset.tools = "error";
+  });
   const form = h("form", { class: "start", onsubmit: (e) => {
     e.preventDefault();
     err.textContent = "";
@@ -104,12 +116,15 @@ function startForm(onSubmit) {
       }
       Object.assign(scenario, more);
     }
+    const calls = [...toolBoxes.querySelectorAll('input[name="call"]:checked')].map((c) => c.value);
+    if (calls.length) scenario.calls = [...new Set([...(scenario.calls || []), ...calls])];
     const body = { question: question.value, hitl: hitl.value, scenario };
     if (session.value) body.session_id = session.value;
     onSubmit(body);
   } },
   h("div", { class: "row" }, h("label", { class: "grow" }, "question ", question), h("label", null, "hitl ", hitl), h("label", null, "session ", session)),
   h("div", { class: "row fields" }, nums.map(([, input, label]) => h("label", null, label, " ", input)), h("label", null, debate, " debate node")),
+  h("div", { class: "row" }, h("span", { class: "muted" }, "workers call "), toolBoxes),
   h("div", { class: "row" }, h("label", { class: "grow" }, "scenario ", extra), h("button", { type: "submit", class: "primary", dataset: { action: "start" } }, "Start run")),
   err);
   return form;

@@ -16,7 +16,7 @@ export const EVENT_TYPES = [
   "debate_judge_started", "debate_judge_summary", "debate_round_compacted", "debate_stance_map", "dissent",
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
   "interrupt_expired", "approval_signature_added", "replan_attempt",
-  "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted",
+  "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted", "file",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it

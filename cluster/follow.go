@@ -71,7 +71,8 @@ func NewFollowersWith(j *journal.JetStream, opts FollowersOptions) *Followers {
 // follower is one followed session: the feed.Source of its subscriptions.
 type follower struct {
 	replay feed.Replay
-	recent *tail // the latest events: catch-up reads from memory
+	recent *tail    // the latest events: catch-up reads from memory
+	behind *catchup // reads of the journal beyond recent, shared
 	head   atomic.Uint64
 	ready  chan struct{} // closed once the tail started (or failed: err)
 	err    error
@@ -90,7 +91,9 @@ func (f *follower) ReadAfter(ctx context.Context, after uint64, limit int) ([]*m
 	if evs, ok := f.recent.readAfter(after, limit); ok {
 		return evs, nil
 	}
-	return f.replay.ReadAfter(ctx, f.Head(), after, limit)
+	return f.behind.read(ctx, after, limit, func(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
+		return f.replay.ReadAfter(ctx, f.Head(), after, limit)
+	})
 }
 
 // deliver publishes a batch the journal stored: the new head first, then
@@ -123,7 +126,7 @@ func (fs *Followers) Follow(ctx context.Context, key, session messages.SessionID
 	if !ok {
 		f = &follower{
 			replay: feed.Replay{Journal: fs.journal, Key: key, Session: session, NewID: fs.newID, Now: fs.now},
-			recent: newTail(fs.tailBytes), ready: make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
+			recent: newTail(fs.tailBytes), behind: newCatchup(fs.tailBytes), ready: make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
 		}
 		fs.sessions[key] = f
 	}

@@ -23,9 +23,10 @@ import (
 // a gap (an overflowing subscriber) is read back from the journal.
 // It implements actors.Followers.
 type Followers struct {
-	journal *journal.JetStream
-	newID   func() uuid.UUID
-	now     func() time.Time
+	journal   *journal.JetStream
+	newID     func() uuid.UUID
+	now       func() time.Time
+	tailBytes int
 
 	mu       sync.Mutex
 	sessions map[messages.SessionID]*follower
@@ -33,21 +34,45 @@ type Followers struct {
 }
 
 // NewFollowers returns the followers of j. newID and now make the
-// replay_truncated events of readers that fell behind retention.
+// replay_truncated events of readers that fell behind retention. Each
+// followed session keeps DefaultTailBytes of its latest events
+// (NewFollowersWith sets it).
 func NewFollowers(j *journal.JetStream, newID func() uuid.UUID, now func() time.Time) *Followers {
-	if newID == nil {
-		newID = uuid.New
+	return NewFollowersWith(j, FollowersOptions{NewID: newID, Now: now})
+}
+
+// FollowersOptions configures NewFollowersWith; the zero value is valid.
+type FollowersOptions struct {
+	// NewID and Now make the replay_truncated events of readers that fell
+	// behind retention; default uuid.New and time.Now.
+	NewID func() uuid.UUID
+	Now   func() time.Time
+	// TailBytes is how much of a followed session's latest events the
+	// node keeps in memory (per session), for subscribers that fell
+	// behind to catch up from; beyond it they read the journal. Default
+	// DefaultTailBytes.
+	TailBytes int
+}
+
+// NewFollowersWith returns the followers of j, configured by opts.
+func NewFollowersWith(j *journal.JetStream, opts FollowersOptions) *Followers {
+	if opts.NewID == nil {
+		opts.NewID = uuid.New
 	}
-	if now == nil {
-		now = time.Now
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &Followers{journal: j, newID: newID, now: now, sessions: map[messages.SessionID]*follower{}}
+	if opts.TailBytes <= 0 {
+		opts.TailBytes = DefaultTailBytes
+	}
+	return &Followers{journal: j, newID: opts.NewID, now: opts.Now, tailBytes: opts.TailBytes, sessions: map[messages.SessionID]*follower{}}
 }
 
 // follower is one followed session: the feed.Source of its subscriptions.
 type follower struct {
 	replay feed.Replay
-	recent *tail // the latest events: catch-up reads from memory
+	recent *tail    // the latest events: catch-up reads from memory
+	behind *catchup // reads of the journal beyond recent, shared
 	head   atomic.Uint64
 	ready  chan struct{} // closed once the tail started (or failed: err)
 	err    error
@@ -66,7 +91,9 @@ func (f *follower) ReadAfter(ctx context.Context, after uint64, limit int) ([]*m
 	if evs, ok := f.recent.readAfter(after, limit); ok {
 		return evs, nil
 	}
-	return f.replay.ReadAfter(ctx, f.Head(), after, limit)
+	return f.behind.read(ctx, after, limit, func(ctx context.Context, after uint64, limit int) ([]*messages.Encoded, error) {
+		return f.replay.ReadAfter(ctx, f.Head(), after, limit)
+	})
 }
 
 // deliver publishes a batch the journal stored: the new head first, then
@@ -99,7 +126,7 @@ func (fs *Followers) Follow(ctx context.Context, key, session messages.SessionID
 	if !ok {
 		f = &follower{
 			replay: feed.Replay{Journal: fs.journal, Key: key, Session: session, NewID: fs.newID, Now: fs.now},
-			recent: newTail(tailSize), ready: make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
+			recent: newTail(fs.tailBytes), behind: newCatchup(fs.tailBytes), ready: make(chan struct{}), subs: map[*feed.Subscription]struct{}{},
 		}
 		fs.sessions[key] = f
 	}

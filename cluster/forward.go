@@ -185,17 +185,29 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 		if len(targets) > 0 {
 			call := forwardedCall{Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
 			call.Header.Set(messages.ForwardedHeader, f.node.ID())
+			var late error
 			for _, node := range targets {
 				f.counts.forwarded.Add(1)
 				ans, err := f.call(r.Context(), node, call)
 				if err != nil {
 					f.log.Warn("cluster: forward a call", "to", node, "uri", call.URI, "err", err)
+					if errors.Is(err, ErrOwnerLate) {
+						late = fmt.Errorf("node %s: %w", node, err)
+					}
 					continue
 				}
 				if ans.Status == http.StatusNotFound && len(targets) > 1 {
 					continue // not there either
 				}
 				write(w, ans.Status, ans.Header, ans.Body)
+				return
+			}
+			if late != nil {
+				// The node that may have it is going away: its sessions
+				// move once its lease lapses. The call may yet have been
+				// served, if that node comes back in time.
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(f.node.opts.Lease)))
+				writeAPIError(w, http.StatusServiceUnavailable, "unavailable", late.Error()+"; its sessions move to another node once its lease lapses: try again")
 				return
 			}
 		}
@@ -339,8 +351,15 @@ func (f *Forwarder) call(ctx context.Context, node string, call forwardedCall) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	// A node that stopped renewing its membership (stopped, paused, cut
+	// off) will not answer before its lease lapses: given up on sooner.
+	ctx, stop := f.node.watchRenewals(ctx, node)
+	defer stop()
 	msg, err := f.nc.RequestWithContext(ctx, f.subject(node), data)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrOwnerLate) {
+			return forwardedAnswer{}, cause
+		}
 		return forwardedAnswer{}, err
 	}
 	var ans forwardedAnswer

@@ -198,3 +198,66 @@ func TestForwarder_GathersTenantWideInterrupts(t *testing.T) {
 		t.Fatalf("with c silent: %d, Retry-After %q; want 503 and a Retry-After", code, header.Get("Retry-After"))
 	}
 }
+
+// A call forwarded to an owner that stopped renewing its membership (it
+// was stopped: its forwarded calls arrive and are never answered) is
+// answered 503 with Retry-After once the owner is late (3/4 of its lease
+// without a renewal), not after the 15 s forward timeout; an owner that
+// is slow but renews is waited for.
+func TestForwarder_LateOwnerAnswers503(t *testing.T) {
+	srv := natstest.Start(t)
+	const lease = 2 * time.Second
+	a := join(t, natstest.Connect(t, srv), "a", lease)
+	// b's membership and its forwarded calls on separate connections:
+	// closing the first stops its renewals, as a stopped process's.
+	bMember := natstest.Connect(t, srv)
+	b := join(t, bMember, "b", lease)
+	fa := cluster.NewForwarder(natstest.Connect(t, srv), a.node, cluster.ForwardOptions{Logger: quiet, Timeout: 15 * time.Second})
+	fb := cluster.NewForwarder(natstest.Connect(t, srv), b.node, cluster.ForwardOptions{Logger: quiet})
+	released := make(chan struct{})
+	t.Cleanup(func() {
+		close(released)
+		_ = fa.Shutdown(context.Background())
+		_ = fb.Shutdown(context.Background())
+	})
+	slow := 2 * lease // longer than an owner may go without renewing
+	if err := fb.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/runs/slow" {
+			select { // a slow call: b's renewals go on meanwhile
+			case <-time.After(slow):
+			case <-released:
+			}
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		<-released // stopped: never answers
+	})); err != nil {
+		t.Fatal(err)
+	}
+	h := fa.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(messages.OwnerHeader, "b")
+		w.WriteHeader(http.StatusMisdirectedRequest)
+	}))
+	call := func(path string) (*httptest.ResponseRecorder, time.Duration) {
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(`{}`))))
+		return rec, time.Since(start)
+	}
+
+	if rec, d := call("/api/v1/runs/slow"); rec.Code != http.StatusOK || d < slow {
+		t.Fatalf("a slow call to a live owner: %d after %v, want 200 after %v", rec.Code, d, slow)
+	}
+
+	bMember.Close() // b stops renewing
+	rec, d := call("/api/v1/interrupts/x/resume")
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
+		!bytes.Contains(rec.Body.Bytes(), []byte(`"unavailable"`)) {
+		t.Fatalf("a call to a stopped owner: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	// 3/4 of the lease plus a read of its key (every lease/8) at most;
+	// well before the 15 s timeout even on a loaded machine.
+	if d > 5*time.Second {
+		t.Fatalf("a call to a stopped owner answered after %v", d)
+	}
+}

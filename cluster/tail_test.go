@@ -15,7 +15,7 @@ func seqs(from, to uint64) []*messages.Encoded {
 }
 
 func TestTail(t *testing.T) {
-	tl := newTail(4)
+	tl := newTail(4 * tailCost(seqs(1, 1)[0])) // room for 4 of these
 	if _, ok := tl.readAfter(0, 10); ok {
 		t.Fatal("an empty tail answered")
 	}
@@ -48,4 +48,37 @@ func TestTail(t *testing.T) {
 	tl.add(seqs(9, 9)) // a gap restarts the ring
 	check(5, 10)
 	check(8, 10, 9)
+}
+
+// The tail holds events up to its bytes: many small ones, few large ones,
+// and always the newest, however large.
+func TestTail_SizedByBytes(t *testing.T) {
+	small := func(seq uint64) *messages.Encoded {
+		return messages.NewEncoded(seq, messages.TextDelta, "r", []byte(`{}`))
+	}
+	large := func(seq uint64) *messages.Encoded {
+		return messages.NewEncoded(seq, messages.TextDelta, "r", make([]byte, 10*tailCost(small(1))))
+	}
+	tl := newTail(20 * tailCost(small(1)))
+	for s := uint64(1); s <= 30; s++ {
+		tl.add([]*messages.Encoded{small(s)})
+	}
+	if _, ok := tl.readAfter(10, 100); !ok {
+		t.Fatal("the last 20 small events are not held")
+	}
+	if _, ok := tl.readAfter(9, 100); ok {
+		t.Fatal("more than 20 small events are held")
+	}
+	tl.add([]*messages.Encoded{large(31)}) // costs 10 small ones and more
+	if _, ok := tl.readAfter(20, 100); ok {
+		t.Fatal("a large event did not push out small ones")
+	}
+	if evs, ok := tl.readAfter(21, 100); !ok || len(evs) != 10 || evs[9].Seq != 31 {
+		t.Fatalf("after the large event: %d events, ok %v; want 22..31", len(evs), ok)
+	}
+	huge := messages.NewEncoded(32, messages.TextDelta, "r", make([]byte, 100*tailCost(small(1))))
+	tl.add([]*messages.Encoded{huge})
+	if evs, ok := tl.readAfter(31, 100); !ok || len(evs) != 1 || evs[0].Seq != 32 {
+		t.Fatalf("an event larger than the tail is not held alone: %d events, ok %v", len(evs), ok)
+	}
 }

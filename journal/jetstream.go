@@ -365,8 +365,13 @@ func (j *JetStream) Append(ctx context.Context, s messages.SessionID, events []*
 	if err != nil {
 		return err
 	}
-	ack, err := j.publish(ctx, append(msgs, cat...))
-	if errors.Is(err, errDuplicate) || errors.Is(err, ErrFenced) {
+	var ack uint64
+	deadline, backoff := time.Now().Add(jsRetryBudget), 50*time.Millisecond
+	for {
+		ack, err = j.publish(ctx, append(msgs, cat...))
+		if !errors.Is(err, errDuplicate) && !errors.Is(err, ErrFenced) {
+			break
+		}
 		// An attempt whose answer was lost may have stored the batch: its
 		// repeat is then refused as a duplicate, or, when it is a single
 		// message, as fenced (the server checks the expected last subject
@@ -383,7 +388,25 @@ func (j *JetStream) Append(ctx context.Context, s messages.SessionID, events []*
 			// Stored, and another process appended after it: it took the
 			// session over.
 			err = fmt.Errorf("%w (this batch was stored, and the session written after it)", ErrFenced)
+		case last == t && ctx.Err() == nil && time.Now().Add(backoff).Before(deadline):
+			// Refused as fenced, yet the session's last message is the one
+			// this process expected: no other process wrote. A stream
+			// leader elected a moment ago refuses so until it has applied
+			// its log (TestEngines_StreamLeaderKillRunsEndOnce): send it
+			// again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		default:
+			// Say what was expected and what is there: a refusal no other
+			// process explains is then visible in the log.
+			err = fmt.Errorf("%w; expected the session's last message at stream seq %d (events to %d), it is at %d (events to %d)",
+				err, t.msgSeq, t.head, last.msgSeq, last.head)
 		}
+		break
 	}
 	if err != nil {
 		j.setTail(s, jsTail{}, false) // the batch may or may not be stored: read again

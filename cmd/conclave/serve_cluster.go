@@ -28,6 +28,9 @@ type clusterFlags struct {
 	lease     time.Duration
 	replicas  int
 	prefix    string
+	// tailBytes is how much of each followed session's latest events the
+	// node keeps in memory (cluster.FollowersOptions.TailBytes).
+	tailBytes int
 	// startTimeout bounds the start: connecting, and creating the stream
 	// and buckets, retried with backoff while JetStream is not ready.
 	startTimeout time.Duration
@@ -40,6 +43,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.replicas, "cluster-replicas", 1, "JetStream replicas of the journal and the buckets (3 on a 3-server JetStream cluster)")
 	fs.StringVar(&f.advertise, "cluster-advertise", "", "the base `url` at which the other nodes reach this node's API, for AG-UI and A2A requests they proxy here (default: http:// and the listen address, with this host's name when it listens on every interface)")
 	fs.DurationVar(&f.startTimeout, "cluster-start-timeout", 60*time.Second, "how long a starting node waits for NATS JetStream (connecting, creating the stream and buckets, joining), retrying with backoff, before it gives up: servers starting or restarting, a leader being elected, several nodes starting at once")
+	fs.IntVar(&f.tailBytes, "cluster-tail-bytes", cluster.DefaultTailBytes, "how many `bytes` of each followed session's latest events a node keeps in memory, for clients that fell behind to catch up from; beyond them they read JetStream")
 	fs.StringVar(&f.prefix, "cluster-prefix", "conclave", "prefix of the cluster's subjects, stream and buckets (clusters sharing one JetStream need different prefixes)")
 }
 
@@ -58,6 +62,9 @@ type clusterMember struct {
 func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterMember, error) {
 	if f.lease < time.Second {
 		return nil, usageError(fmt.Errorf("--cluster-lease must be at least 1s, got %v", f.lease))
+	}
+	if f.tailBytes <= 0 {
+		return nil, usageError(fmt.Errorf("--cluster-tail-bytes must be positive, got %d", f.tailBytes))
 	}
 	id := f.nodeID
 	if id == "" {
@@ -99,7 +106,7 @@ func (f *clusterFlags) join(ctx context.Context, logger *slog.Logger) (*clusterM
 	logger.Info("cluster: joined", "node", id, "nats", nc.ConnectedUrl(), "lease", f.lease, "replicas", f.replicas)
 	return &clusterMember{
 		nc: nc, journal: j, node: node,
-		followers: cluster.NewFollowers(j, uuid.New, time.Now),
+		followers: cluster.NewFollowersWith(j, cluster.FollowersOptions{NewID: uuid.New, Now: time.Now, TailBytes: f.tailBytes}),
 		forwarder: cluster.NewForwarder(nc, node, cluster.ForwardOptions{Prefix: f.prefix, Logger: logger}),
 	}, nil
 }

@@ -59,23 +59,7 @@ func (s *signers) resume(t *testing.T, in *messages.InterruptRaisedPayload, appr
 // (no hitl mode: the policy alone gates it) and returns the interrupt.
 func riskyRun(t *testing.T, e *actors.Engine, session messages.SessionID) (actors.RunRef, *testkit.Probe, *messages.InterruptRaisedPayload) {
 	t.Helper()
-	ctx := context.Background()
-	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: session, Scenario: &messages.Scenario{Nodes: 1, Approvals: 1, RiskyApprovals: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised })
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := events[len(events)-1].Payload.(*messages.InterruptRaisedPayload)
-	if in.Kind != messages.InterruptToolApproval || in.ToolName != model.ToolPublish || in.Evidence == nil || in.Approval == nil {
-		t.Fatalf("interrupt %+v", in)
-	}
+	ref, p, in := startRisky(t, e, messages.StartRun{Question: "q", SessionID: session})
 	if in.Evidence.RiskLevel != messages.RiskHigh || len(in.Evidence.RecommendedActions) != 3 || in.Evidence.SourceAgentID != "n001" {
 		t.Fatalf("evidence %+v", in.Evidence)
 	}
@@ -296,24 +280,7 @@ func followAll(t *testing.T, e *actors.Engine, p *testkit.Probe, ref actors.RunR
 // and the run's timeout action.
 func riskyRunTimingOut(t *testing.T, e *actors.Engine, session messages.SessionID, action messages.Decision) (actors.RunRef, *testkit.Probe, *messages.InterruptRaisedPayload) {
 	t.Helper()
-	ctx := context.Background()
-	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: session, Scenario: &messages.Scenario{Nodes: 1, Approvals: 1, RiskyApprovals: 1},
-		ApprovalTimeoutSeconds: 60, ApprovalTimeoutAction: action})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised })
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := events[len(events)-1].Payload.(*messages.InterruptRaisedPayload)
-	if in.Approval == nil || in.ToolName != model.ToolPublish {
-		t.Fatalf("interrupt %+v", in)
-	}
+	ref, p, in := startRisky(t, e, messages.StartRun{Question: "q", SessionID: session, ApprovalTimeoutSeconds: 60, ApprovalTimeoutAction: action})
 	if in.TimeoutAction != messages.DecisionReject {
 		t.Fatalf("a signed interrupt announces timeout_action %q (the run asked for %q), want reject", in.TimeoutAction, action)
 	}
@@ -425,4 +392,30 @@ func TestGovernance_TimeoutAfterARestart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startRisky starts cmd with the scenario of one worker calling the
+// high-risk publish tool and returns the run, a probe of its session and
+// its policy-covered tool approval.
+func startRisky(t *testing.T, e *actors.Engine, cmd messages.StartRun) (actors.RunRef, *testkit.Probe, *messages.InterruptRaisedPayload) {
+	t.Helper()
+	ctx := context.Background()
+	cmd.Scenario = &messages.Scenario{Nodes: 1, Approvals: 1, RiskyApprovals: 1}
+	ref, err := e.StartRun(ctx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised })
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := events[len(events)-1].Payload.(*messages.InterruptRaisedPayload)
+	if in.Kind != messages.InterruptToolApproval || in.ToolName != model.ToolPublish || in.Evidence == nil || in.Approval == nil {
+		t.Fatalf("interrupt %+v", in)
+	}
+	return ref, p, in
 }

@@ -169,13 +169,7 @@ func TestServe_ModelDown(t *testing.T) {
 	sc := messages.Scenario{Nodes: 20, Waves: 2, Tokens: 2}
 	srv := startServe(t, 0, nil, "--model", "openai", "--model-url", "http://"+addr+"/v1", "--model-name", "m", "--runs-per-second", "-1")
 	a := newHardenAPI(t, srv, "")
-	body, err := json.Marshal(messages.StartRun{Question: "q", Scenario: &sc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := a.mustStartRun(t, string(body))
-	events := a.runEvents(t, rc.SessionID, rc.RunID)
-	testkit.AssertInvariants(t, events)
+	body, events := a.council(t, "q", sc)
 	var planningFailed *messages.Envelope
 	for _, env := range events {
 		if env.Type == messages.PlanningFailed {
@@ -231,7 +225,7 @@ func TestServe_ModelDown(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling a server's state with a deadline, not synchronising
 	}
-	rc = a.mustStartRun(t, string(body))
+	rc := a.mustStartRun(t, body)
 	events = a.runEvents(t, rc.SessionID, rc.RunID)
 	if last := events[len(events)-1]; last.Type != messages.RunFinished {
 		t.Fatalf("the run after the model came back ended with %s %+v", last.Type, last.Payload)
@@ -257,13 +251,7 @@ func TestServe_RealModelRealTools(t *testing.T) {
 	srv := startServe(t, 0, nil, "--model", "openai", "--model-url", llm.URL, "--model-name", "m", "--runs-per-second", "-1",
 		"--mcp", mcpChildFlag(t, "kid"), "--tool-fetch", "--fetch-allow", strings.TrimPrefix(page.URL, "http://"), "--fetch-default-url", page.URL+"/sky")
 	a := newHardenAPI(t, srv, "")
-	body, err := json.Marshal(messages.StartRun{Question: "why is the sky blue", Scenario: &sc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := a.mustStartRun(t, string(body))
-	events := a.runEvents(t, rc.SessionID, rc.RunID)
-	testkit.AssertInvariants(t, events)
+	_, events := a.council(t, "why is the sky blue", sc)
 	if last := events[len(events)-1]; last.Type != messages.RunFinished {
 		t.Fatalf("the run ended with %s %+v", last.Type, last.Payload)
 	}
@@ -280,4 +268,19 @@ func TestServe_RealModelRealTools(t *testing.T) {
 		t.Fatalf("calls finished %v, want %d kid.shout and %d fetch", done, sc.Nodes, sc.Nodes)
 	}
 	offeredOnlyRealTools(t, llm.Requests())
+}
+
+// council starts a run of the scenario through the API, follows it to
+// its end and checks its stream; it returns the request body (to start
+// another) and the events.
+func (a *hardenAPI) council(t *testing.T, question string, sc messages.Scenario) (string, []*messages.Envelope) {
+	t.Helper()
+	b, err := json.Marshal(messages.StartRun{Question: question, Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := a.mustStartRun(t, string(b))
+	events := a.runEvents(t, rc.SessionID, rc.RunID)
+	testkit.AssertInvariants(t, events)
+	return string(b), events
 }

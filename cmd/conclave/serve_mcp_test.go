@@ -21,6 +21,24 @@ import (
 // `(cd conformance/mcp && npm ci)` (CI does it: .ci/run).
 var everythingServer = filepath.Join("..", "..", "conformance", "mcp", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 
+// everythingCommand is node and the official MCP test server's script,
+// or skips the test when either is missing.
+func everythingCommand(t *testing.T) (node, script string) {
+	t.Helper()
+	script, err := filepath.Abs(everythingServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Skipf("@modelcontextprotocol/server-everything is not installed (%v): run (cd conformance/mcp && npm ci) first", err)
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		t.Skipf("node is not on PATH: %v", err)
+	}
+	return node, script
+}
+
 // TestServe_MCPEverything is a black-box test of --mcp against the
 // official MCP test server: `conclave serve --mcp everything="node
 // …/server-everything/dist/index.js stdio"` (a child process, as a user
@@ -30,17 +48,7 @@ var everythingServer = filepath.Join("..", "..", "conformance", "mcp", "node_mod
 // refused with 422. SIGTERM stops the server and its MCP server, exit 0.
 func TestServe_MCPEverything(t *testing.T) {
 	t.Parallel()
-	script, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("@modelcontextprotocol/server-everything is not installed (%v): run (cd conformance/mcp && npm ci) first", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("node is not on PATH: %v", err)
-	}
+	node, script := everythingCommand(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -270,17 +278,7 @@ func readSession(ctx context.Context, t *testing.T, base string, session message
 // the run's stream or the server's log.
 func TestServe_MCPSecretsStayHome(t *testing.T) {
 	t.Parallel()
-	script, err := filepath.Abs(everythingServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("@modelcontextprotocol/server-everything is not installed (%v): run (cd conformance/mcp && npm ci) first", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("node is not on PATH: %v", err)
-	}
+	node, script := everythingCommand(t)
 	secrets := []string{"CONCLAVE_MODEL_API_KEY=sk-model-7f3a9c", "OPENAI_API_KEY=sk-proj-openai-51d2e8", "CONCLAVE_TOKENS=local:tok-local-c0ffee"}
 	env := append(secrets, "TOOL_GREETING=hello-from-the-operator")
 	srv := startServe(t, 0, env, "--memory", "--mcp", "everything="+node+" "+script+" stdio", "--mcp-env", "everything:GREETING=TOOL_GREETING")

@@ -22,14 +22,7 @@ func turnOf(t *testing.T, name string) (text, reasoning, calls string, usage mes
 		t.Fatal(err)
 	}
 	srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{SSE: body}}})
-	st, err := newModel(t, srv, openai.Config{}).Stream(t.Context(), workerReq())
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunks, err := collect(t, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	chunks := streamTurn(t, srv, openai.Config{}, nil)
 	var cs []string
 	for _, c := range chunks {
 		switch c := c.(type) {

@@ -26,7 +26,6 @@ func TestModel_ToolNamesOnTheWire(t *testing.T) {
 		openaitest.CallChunk(openaitest.CallStart(2, "c3", "delegate"), openaitest.CallArgs(2, `{"task":"t"}`)),
 		openaitest.FinishChunk("tool_calls"),
 	}}}})
-	m := newModel(t, srv, openai.Config{})
 	obj := json.RawMessage(`{"type":"object"}`)
 	req := workerReq()
 	req.Turn = 2
@@ -39,14 +38,7 @@ func TestModel_ToolNamesOnTheWire(t *testing.T) {
 	}
 	req.History = []model.Exchange{{Calls: []model.ToolCall{{ID: "h1", Name: "web.search", Args: json.RawMessage(`{}`)}},
 		Results: []model.ToolResult{{CallID: "h1", Name: "web.search", Content: "r"}}}}
-	st, err := m.Stream(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunks, err := collect(t, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	chunks := streamTurn(t, srv, openai.Config{}, &req)
 	sent := srv.Requests()[0]
 	var offered []string
 	for _, tl := range sent.Tools {
@@ -116,15 +108,7 @@ func TestModel_ToolCallStreamsOfRealServers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := openaitest.NewServer(t, openaitest.Config{Replies: []openaitest.Reply{{Raw: tc.frames}}})
-			m := newModel(t, srv, openai.Config{})
-			st, err := m.Stream(t.Context(), workerReq())
-			if err != nil {
-				t.Fatal(err)
-			}
-			chunks, err := collect(t, st)
-			if err != nil {
-				t.Fatal(err)
-			}
+			chunks := streamTurn(t, srv, openai.Config{}, nil)
 			var got []string
 			for _, c := range chunks {
 				if c, ok := c.(*model.Call); ok {

@@ -61,6 +61,25 @@ func collect(t *testing.T, st model.Stream) ([]model.Chunk, error) {
 	}
 }
 
+// streamTurn streams req (workerReq when it is nil) on a Model of srv with cfg
+// and returns its chunks; a failure ends the test.
+func streamTurn(t *testing.T, srv *openaitest.Server, cfg openai.Config, req *model.Request) []model.Chunk {
+	t.Helper()
+	r := workerReq()
+	if req != nil {
+		r = *req
+	}
+	st, err := newModel(t, srv, cfg).Stream(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := collect(t, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chunks
+}
+
 func workerReq() model.Request {
 	return model.Request{Role: model.RoleWorker, AgentID: "n001", Question: "why is the sky blue", Goal: "Explain scattering", Turn: 1, Attempt: 1}
 }

@@ -28,7 +28,9 @@ func consequence(t *testing.T, p *messages.InterruptRaisedPayload, d messages.De
 // the run with plan_rejected when none is left and says that; the tools
 // a plan and a node say their nodes use are the tools they call (a node
 // whose worker publishes says publish, and its risk is publish's); a
-// rejected node is skipped with its dependents.
+// refused tool call does not run and its agent carries on; a spawn
+// approved adds its team, one rejected leaves the plan as it was. (A
+// rejected node's skip: TestHITL_NodeGateRejectSkipsDependents.)
 func TestEvidence_IsWhatHappens(t *testing.T) {
 	t.Parallel()
 	e := testkit.NewEngine(t, actors.Config{})
@@ -91,6 +93,49 @@ func TestEvidence_IsWhatHappens(t *testing.T) {
 		}
 		if !slices.Contains(risks, messages.RiskHigh) {
 			t.Errorf("risks %v: the plan (a node publishes) must be high risk", risks)
+		}
+	})
+	t.Run("tool: a refused call does not run, the agent carries on", func(t *testing.T) {
+		var said string
+		ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLTools, Scenario: &messages.Scenario{Nodes: 1, Tokens: 2, Approvals: 1}},
+			func(p *messages.InterruptRaisedPayload) messages.Resume {
+				if p.Kind == messages.InterruptToolApproval {
+					said = consequence(t, p, messages.DecisionReject)
+					return messages.Resume{Decision: messages.DecisionReject, Feedback: "not now"}
+				}
+				return messages.Resume{Decision: messages.DecisionApprove}
+			})
+		testkit.AssertInvariants(t, events)
+		if !strings.Contains(said, "does not run") || !strings.Contains(said, "error result") || !strings.Contains(said, "carries on") {
+			t.Fatalf("the reject option said %q", said)
+		}
+		res := payloads[*messages.ToolCallFinishedPayload](events)
+		fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+		if len(res) != 1 || !res[0].IsError || fin.Nodes.Completed != 1 {
+			t.Fatalf("tool results %+v, nodes %+v: want one error result and the node completed", res, fin.Nodes)
+		}
+	})
+	t.Run("spawn: approve adds a team node after this wave, reject keeps the plan", func(t *testing.T) {
+		for _, d := range []messages.Decision{messages.DecisionApprove, messages.DecisionReject} {
+			var said string
+			sc := messages.Scenario{Nodes: 4, Waves: 2, FanIn: 2, Tokens: 2, Spawn: messages.NodeSelector{IDs: []string{"n001"}}}
+			ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLNode, Scenario: &sc},
+				func(p *messages.InterruptRaisedPayload) messages.Resume {
+					if p.Kind == messages.InterruptSpawnApproval {
+						said = consequence(t, p, d)
+						return messages.Resume{Decision: d}
+					}
+					return messages.Resume{Decision: messages.DecisionApprove}
+				})
+			testkit.AssertInvariants(t, events)
+			fin := terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			spawned := len(payloads[*messages.SubteamSpawnedPayload](events))
+			switch {
+			case d == messages.DecisionApprove && (!strings.Contains(said, "team node joins the plan") || spawned != 1 || fin.Nodes.Total != 5):
+				t.Fatalf("approve said %q; %d spawned, nodes %+v", said, spawned, fin.Nodes)
+			case d == messages.DecisionReject && (!strings.Contains(said, "plan stays as it is") || spawned != 0 || fin.Nodes.Total != 4):
+				t.Fatalf("reject said %q; %d spawned, nodes %+v", said, spawned, fin.Nodes)
+			}
 		}
 	})
 }

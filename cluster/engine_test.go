@@ -285,9 +285,12 @@ func TestEngines_IdleSessionIsGivenUp(t *testing.T) {
 
 	_, first := testkit.RunCouncil(t, a.engine, messages.StartRun{Question: "q", SessionID: "s1", Scenario: &messages.Scenario{Nodes: 2, Tokens: 2}})
 	until(t, 10*time.Second, "a gives the idle session up", func() bool { return !a.node.Holds(key) })
-	if owner, _, err := a.node.Owner(ctx, key); err != nil || owner != "" {
-		t.Fatalf("owner of the idle session = %q, %v; want none", owner, err)
-	}
+	// The owners bucket forgets it once the release's purge lands, which a
+	// loaded machine may take a moment after a stops holding it.
+	until(t, 10*time.Second, "the owners bucket forgets the idle session", func() bool {
+		owner, _, err := a.node.Owner(ctx, key)
+		return err == nil && owner == ""
+	})
 	if n := metric(t, a.node.Collector(nil), "conclave_cluster_sessions_released_total", ""); n != 1 {
 		t.Fatalf("conclave_cluster_sessions_released_total = %v, want 1", n)
 	}

@@ -326,7 +326,7 @@ func (a *asker) describe(q queued, expires time.Time) {
 			break
 		}
 		waves := dag.Waves(*p.Plan)
-		fmt.Fprintf(a.w, "the plan needs your approval: %d nodes in %d waves (%s)\n", len(p.Plan.Nodes), len(waves), deadline)
+		fmt.Fprintf(a.w, "the plan needs your approval: %s (%s)\n", nodesInWaves(len(p.Plan.Nodes), len(waves)), deadline)
 		const maxWaves, maxIDs = 10, 12
 		for w, ids := range waves[:min(len(waves), maxWaves)] {
 			more := ""
@@ -573,7 +573,7 @@ func confirmation(q queued, res messages.Resume, prefix string) string {
 		return fmt.Sprintf("%s %sanswered %s: %s", mark, prefix, q.agent, shorten(res.Response))
 	case messages.InterruptPlanApproval:
 		if res.Decision == messages.DecisionRevise {
-			return fmt.Sprintf("%s %s the plan: %d nodes in %d waves", mark, verb, len(res.Plan.Nodes), len(dag.Waves(*res.Plan)))
+			return fmt.Sprintf("%s %s the plan: %s", mark, verb, nodesInWaves(len(res.Plan.Nodes), len(dag.Waves(*res.Plan))))
 		}
 		return fmt.Sprintf("%s %s the plan%s", mark, verb, why(res.Reason))
 	case messages.InterruptNodeApproval:

@@ -187,7 +187,7 @@ func TestRun_HITLToolsJSON(t *testing.T) {
 		t.Errorf("%d interrupt_resolved, want 7 (plan, 3 nodes, 3 tools)", got)
 	}
 	for _, want := range []string{
-		"the plan needs your approval: 3 nodes in 1 waves", "  wave 0: n001 n002 n003",
+		"the plan needs your approval: 3 nodes in 1 wave", "  wave 0: n001 n002 n003",
 		"✓ approved the plan", "✓ approved node n002", "✓ approved search {", "✗ rejected search: no thanks",
 		`✓ approved with edits search {"query":"edited"}`,
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,7 +143,7 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 				r.node(id, w)
 			}
 		}
-		add(noteInfo, "plan: %d nodes in %d waves", len(p.Plan.Nodes), len(p.Waves))
+		add(noteInfo, "plan: %s", nodesInWaves(len(p.Plan.Nodes), len(p.Waves)))
 	case *messages.PlanningFailedPayload:
 		r.phase = "planning failed"
 		add(noteBad, "planning failed: %s", p.Error)
@@ -282,14 +283,14 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	case *messages.RunCostEstimatePayload:
 		add(noteInfo, "%s", estimate(p))
 	case *messages.TeamStartedPayload:
-		add(noteInfo, "team %s: %d nodes in %d waves", p.TeamID, len(p.Plan.Nodes), len(p.Waves))
+		add(noteInfo, "team %s: %s", p.TeamID, nodesInWaves(len(p.Plan.Nodes), len(p.Waves)))
 	case *messages.SubteamSpawnedPayload:
 		r.phase = "sub-team"
 		add(noteInfo, "%s spawned sub-team %s (%s), from wave %d", p.ParentNodeID, p.TeamID, p.ChildGraphSummary, p.AppliedAtWave)
 	case *messages.SteeringReceivedPayload:
 		add(noteInfo, "steering %s received: %s", p.SteeringID, shorten(p.Note))
 	case *messages.SteeringAppliedPayload:
-		add(noteOK, "steering %s applied at wave %d: %d nodes in %d waves now", p.SteeringID, p.AppliedAtWave, len(p.Plan.Nodes), len(p.Waves))
+		add(noteOK, "steering %s applied at wave %d: %s now", p.SteeringID, p.AppliedAtWave, nodesInWaves(len(p.Plan.Nodes), len(p.Waves)))
 	case *messages.SteeringRejectedPayload:
 		add(noteWarn, "steering %s rejected: %s", p.SteeringID, p.Error)
 	case *messages.DebateRoundStartedPayload:
@@ -449,4 +450,17 @@ func counts(completed, failed, cancelled, skipped int) string {
 
 func ms(v int64) time.Duration {
 	return (time.Duration(v) * time.Millisecond).Round(time.Millisecond)
+}
+
+// plural is "1 node", "2 nodes".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// nodesInWaves is "1 node in 1 wave", "3 nodes in 2 waves".
+func nodesInWaves(nodes, waves int) string {
+	return plural(nodes, "node", "nodes") + " in " + plural(waves, "wave", "waves")
 }

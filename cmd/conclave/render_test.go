@@ -412,3 +412,15 @@ func TestRun_NoColor(t *testing.T) {
 		}
 	}
 }
+
+func TestNodesInWaves(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		nodes, waves int
+		want         string
+	}{{1, 1, "1 node in 1 wave"}, {3, 2, "3 nodes in 2 waves"}, {0, 0, "0 nodes in 0 waves"}, {2, 1, "2 nodes in 1 wave"}} {
+		if got := nodesInWaves(tc.nodes, tc.waves); got != tc.want {
+			t.Errorf("nodesInWaves(%d, %d) = %q, want %q", tc.nodes, tc.waves, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -149,12 +150,18 @@ func (s *ttySession) exit() (int, []string) {
 	return s.cmd.ProcessState.ExitCode(), s.screen.lines()
 }
 
+// statusWave finds where a status block's wave row starts.
+var statusWave = regexp.MustCompile(`wave \d`)
+
 // checkClean fails if the screen holds debris of a redraw: a status or
 // wave line that does not start in the first column, or a ^C echo left.
 func checkClean(t *testing.T, lines []string) {
 	t.Helper()
 	for i, l := range lines {
-		if j := strings.Index(l, "wave "); j > 0 && strings.TrimSpace(l[:j]) != "" && !strings.Contains(l[:j], "started:") {
+		// A wave row of the status block ("wave 0      3 pending…", "wave 0 · 10
+		// tokens in…"), not prose that names a count of waves ("in 1 wave (").
+		if loc := statusWave.FindStringIndex(l); loc != nil && loc[0] > 0 && strings.TrimSpace(l[:loc[0]]) != "" && !strings.Contains(l[:loc[0]], "started:") {
+			j := loc[0]
 			t.Errorf("row %d starts with debris %q: %q\n%s", i, l[:j], l, strings.Join(lines, "\n"))
 		}
 		if strings.Contains(l, "^C") {

@@ -46,6 +46,13 @@ func startNodeWith(t *testing.T, nc *nats.Conn, id string, jopts journal.JetStre
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runNode(t, nc, j, n, opts...)
+}
+
+// runNode starts the engine of node n on journal j (opts adjust its
+// config) and shuts it, its followers and n down when the test ends.
+func runNode(t *testing.T, nc *nats.Conn, j *journal.JetStream, n *cluster.Node, opts ...func(*actors.Config)) *clusterNode {
+	t.Helper()
 	f := cluster.NewFollowers(j, nil, time.Now)
 	cfg := actors.Config{Journal: j, Placement: n, Followers: f, KeepRunsOnShutdown: true, SleepAfter: -1}
 	for _, o := range opts {

@@ -43,20 +43,7 @@ func startReplicatedNode(t *testing.T, nc *nats.Conn, id string, replicas int) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := cluster.NewFollowers(j, nil, time.Now)
-	e, err := actors.New(actors.Config{Journal: j, Placement: n, Followers: f, KeepRunsOnShutdown: true, SleepAfter: -1, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.OnAdopt(e.Adopt)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Shutdown(ctx)
-		_ = f.Shutdown(ctx)
-		_ = n.Shutdown(ctx)
-	})
-	return &clusterNode{nc: nc, node: n, followers: f, engine: e}
+	return runNode(t, nc, j, n, func(c *actors.Config) { c.Logger = log })
 }
 
 // streamLeader names the server that leads the journal's stream.

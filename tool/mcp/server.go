@@ -25,7 +25,8 @@ type server struct {
 	cfg    *Config
 	log    *slog.Logger
 	client *sdk.Client
-	tools  []string // the names it listed at Start (the remote names)
+	tools  []string // the remote names of the tools it offers (those adopted at Start)
+	listed []string // every name it listed at Start, adopted or not: a restart compares with these
 
 	// mu guards the fields below. It is never held across I/O, nor
 	// while taking Servers.changeMu (notify is called after Unlock).
@@ -199,6 +200,7 @@ func (v *server) listTools(ctx context.Context, sess *sdk.ClientSession) ([]*sdk
 func (v *server) adopt(list []*sdk.Tool) []tool.Tool {
 	var out []tool.Tool
 	seen := map[string]bool{}
+	v.listed = toolNames(list)
 	for _, t := range list {
 		if t == nil || t.Name == "" {
 			v.log.Warn("mcp tool without a name left out")
@@ -285,12 +287,14 @@ func (v *server) supervise(c *conn) {
 			v.log.Warn("mcp server restart failed", "err", err, "next_in", backoff)
 			continue
 		}
-		if names := toolNames(list); !slices.Equal(names, v.tools) {
+		if names := toolNames(list); !slices.Equal(names, v.listed) {
 			v.log.Warn("mcp server restarted with other tools; the engine keeps the first list", "listed", names)
 		}
 		c = nc
+		// Logged before the server is live again: whoever sees it up (a
+		// status, a call) finds the restart in the log already.
+		v.log.Info("mcp server restarted", "restarts", v.status().Restarts+1)
 		v.setLive(c, true)
-		v.log.Info("mcp server restarted", "restarts", v.status().Restarts)
 	}
 }
 

@@ -175,6 +175,9 @@ func TestServers_StdioCrashRestarts(t *testing.T) {
 	if !rec.has("mcp server down; restarting", "exit status 3") || !rec.has("mcp server restarted", "restarts=1") {
 		t.Error("the crash and the restart were not logged")
 	}
+	if rec.has("restarted with other tools") {
+		t.Error("the same server, restarted, was said to list other tools (tools it left out or renamed count as listed)")
+	}
 }
 
 // TestServers_StdioDownFailsFast: while a server is down (its restart is

@@ -7,6 +7,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runstate"
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -133,6 +134,9 @@ func (t interruptTarget) cancelParked(ctx actor.Context) {
 	*t.parked = nil
 	if t.run.out.silent() {
 		ctx.Send(p.future, fellAsleep{})
+		return
+	}
+	if regress.OrphanParkedInterrupts.Load() {
 		return
 	}
 	t.run.post(ctx, t.agent, p.lane, &messages.InterruptResolvedPayload{InterruptID: p.id, Kind: p.kind, Decision: messages.DecisionCancel})

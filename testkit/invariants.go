@@ -106,6 +106,10 @@ const (
 	// the rule's number of approval_signature_added of that decision, by
 	// distinct approvers.
 	RuleSignatures = "signatures"
+	// RuleInterruptsClosed: every interrupt a run raises is resolved
+	// (answered or cancelled) or expired before the run's terminal event: a
+	// run that ended leaves no question open for anyone to answer.
+	RuleInterruptsClosed = "interrupts-closed"
 	// RuleSchema: every event validates against the catalogue's JSON Schema
 	// (messages.EventSchema). ValidateSchema checks it, apart from Check:
 	// a schema validation costs more than all the other rules together.
@@ -119,7 +123,7 @@ func Rules() []string {
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
 		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
-		RuleAbort, RuleSignatures, RuleSchema,
+		RuleAbort, RuleSignatures, RuleInterruptsClosed, RuleSchema,
 	}
 }
 
@@ -246,6 +250,9 @@ type runState struct {
 	// covered are the run's interrupts raised with an approval rule, by
 	// id, until their outcome.
 	covered map[string]*coveredInterrupt
+	// open are the run's interrupts raised and not yet resolved or
+	// expired: the seq each was raised at, by id.
+	open map[string]uint64
 
 	citations []messages.Citation
 	// citeFirst is the number the first citation_added seen must have: 1,
@@ -992,6 +999,10 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 	case *messages.CitationAddedPayload:
 		c.citationAdded(r, env, p)
 	case *messages.InterruptRaisedPayload:
+		if r.open == nil {
+			r.open = map[string]uint64{}
+		}
+		r.open[p.InterruptID] = env.Seq
 		if p.Approval != nil {
 			if r.covered == nil {
 				r.covered = map[string]*coveredInterrupt{}
@@ -1003,8 +1014,10 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 			ci.signed(p.Statement.Decision, p.Approver)
 		}
 	case *messages.InterruptExpiredPayload:
+		delete(r.open, p.InterruptID)
 		c.coveredExpired(r, env, p)
 	case *messages.InterruptResolvedPayload:
+		delete(r.open, p.InterruptID)
 		c.coveredResolved(r, env, p)
 	case *messages.RunAbortRequestedPayload:
 		if r.abortSeq != 0 {
@@ -1889,6 +1902,9 @@ func (c *checker) terminal(r *runState, env *messages.Envelope) {
 			c.report(env.Seq, r.id, RuleWaveOrder, "%s while wave %d (started at seq %d) has no wave_completed", env.Type, i, w.startSeq)
 		}
 	}
+	for _, id := range sortedKeys(r.open) {
+		c.report(env.Seq, r.id, RuleInterruptsClosed, "%s while interrupt %s (raised at seq %d) is neither resolved nor expired", env.Type, id, r.open[id])
+	}
 	r.ended, r.endSeq = true, env.Seq
 }
 
@@ -1928,7 +1944,7 @@ func clip(s string) string {
 	return s[:40] + "…"
 }
 
-func sortedKeys(m map[string]bool) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -55,7 +56,11 @@ func (r Replay) ReadAfter(ctx context.Context, head, after uint64, limit int) ([
 			return nil, err // nothing retained is missing: the cursor is simply at the head
 		}
 	}
-	env := &messages.Envelope{ID: r.NewID(), Seq: first - 1, Type: messages.ReplayTruncated, Timestamp: r.Now().UTC(),
+	seq := first - 1
+	if regress.MarkerAtFirstRetained.Load() {
+		seq = first
+	}
+	env := &messages.Envelope{ID: r.NewID(), Seq: seq, Type: messages.ReplayTruncated, Timestamp: r.Now().UTC(),
 		SessionID: r.Session, Lane: messages.Lane{StreamID: messages.SessionStream},
 		Payload: &messages.ReplayTruncatedPayload{After: after, FirstRetained: first}}
 	enc, err := messages.Encode(env)

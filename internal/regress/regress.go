@@ -35,4 +35,16 @@ var (
 	// so that seqs acknowledged before a double disk fault are handed out
 	// again (issue 27, item 5).
 	TrustDamagedMarks atomic.Bool
+	// OrphanParkedInterrupts makes a parked agent that is stopped (its run
+	// aborted or failed) stop without cancelling its interrupt: the run ends
+	// with a question still open and listed as pending (issue 33).
+	OrphanParkedInterrupts atomic.Bool
+	// MarkerAtFirstRetained gives a replay_truncated marker the seq of the
+	// first retained event instead of the one before it, so that a client
+	// resuming after the marker skips that event (issue 33).
+	MarkerAtFirstRetained atomic.Bool
+	// AckBeforeSync makes the durable journal's committer acknowledge a
+	// group before the fsync of its write-ahead log, so that a power loss
+	// during that fsync loses events the hub already handed out (issue 33).
+	AckBeforeSync atomic.Bool
 )

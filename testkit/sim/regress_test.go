@@ -23,6 +23,8 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 		{"retention strands a parked run", &regress.TrimLiveRuns, 50},
 		{"abort racing the end", &regress.AbortWithoutOutcome, 50},
 		{"no backpressure", &regress.UnboundedStreams, 50},
+		{"an abort orphans a parked interrupt", &regress.OrphanParkedInterrupts, 50},
+		{"a replay marker one seq late", &regress.MarkerAtFirstRetained, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -60,8 +60,9 @@ type Result struct {
 	Delivered int      `json:"delivered"` // events received by clients, all together
 	Crashes   int      `json:"crashes"`
 	Resumes   int      `json:"resumes"`
-	Aborts    int      `json:"aborts"` // accepted
-	Sleeps    int      `json:"sleeps"` // runs put to sleep (and woken by what came next)
+	Aborts    int      `json:"aborts"`  // accepted
+	Sleeps    int      `json:"sleeps"`  // runs put to sleep (and woken by what came next)
+	Markers   int      `json:"markers"` // replay_truncated markers clients got (retention outran them)
 	Failures  []string `json:"failures,omitempty"`
 	// Digest is a SHA-256 of the journal's events at the end (seq and
 	// bytes): the same seed gives the same digest.
@@ -183,6 +184,13 @@ func (d *driver) loop(maxSteps int) {
 		interrupts := d.pendingInterrupts()
 		if len(gates) == 0 && len(interrupts) == 0 {
 			if len(d.live()) == 0 {
+				if d.w.faults != nil && d.w.faults.err() != nil {
+					// The disk failed as the last runs ended: their ends
+					// were refused. The server restarts (as the real one
+					// exits on a failed journal), and recovery ends them.
+					d.crash(false)
+					continue
+				}
 				if d.allStarted() {
 					return
 				}

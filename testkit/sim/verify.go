@@ -117,6 +117,7 @@ func (d *driver) verify() {
 		}
 	}
 	d.checkRuns(bySeq)
+	d.checkNoneOpen()
 	head, _ := d.w.j.Head(d.ctx, journalKey)
 	for _, c := range d.clients {
 		d.checkClient(c, bySeq, decoded, head)
@@ -175,6 +176,14 @@ func (d *driver) checkRuns(bySeq map[uint64]*messages.Encoded) {
 	}
 }
 
+// checkNoneOpen: once every run has ended, no interrupt is listed as
+// pending (the journal's side is testkit's rule interrupts-closed).
+func (d *driver) checkNoneOpen() {
+	for _, in := range d.pendingInterrupts() {
+		d.fail("interrupt %s of run %s is still pending after every run ended", in.InterruptID, in.RunID)
+	}
+}
+
 func describe(env *messages.Envelope) string {
 	if p, ok := env.Payload.(*messages.RunErrorPayload); ok {
 		return fmt.Sprintf("%s{code:%q}", env.Type, p.Code)
@@ -218,6 +227,7 @@ func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, deco
 			from = i + 1
 		}
 	}
+	d.checkMarkers(c, got, envs)
 	for i := 1; i < len(got); i++ {
 		if got[i].Seq <= got[i-1].Seq && got[i].Type != messages.ReplayTruncated {
 			d.fail("client %d: seq %d after seq %d (a duplicate or a step back)", c.id, got[i].Seq, got[i-1].Seq)
@@ -236,6 +246,31 @@ func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, deco
 		if j := bySeq[e.Seq]; j != nil && !bytes.Equal(j.JSON, e.JSON) {
 			d.fail("seq %d handed out twice: client %d got %s, the journal now holds %s", e.Seq, c.id, e.Type, j.Type)
 			return
+		}
+	}
+}
+
+// checkMarkers: a replay_truncated marker stands just before the first
+// event the journal still had (its seq is first_retained-1), says what
+// the client had (after: the seq it asked to resume after), skips
+// something (first_retained > after+1), and the next event the client
+// got is the first retained one.
+func (d *driver) checkMarkers(c *client, got []*messages.Encoded, envs []*messages.Envelope) {
+	for i, env := range envs {
+		p, ok := env.Payload.(*messages.ReplayTruncatedPayload)
+		if !ok {
+			continue
+		}
+		d.res.Markers++
+		switch {
+		case env.Seq != p.FirstRetained-1:
+			d.fail("client %d: replay_truncated has seq %d; want first_retained-1 = %d", c.id, env.Seq, p.FirstRetained-1)
+		case p.FirstRetained <= p.After+1:
+			d.fail("client %d: replay_truncated after %d, first retained %d: nothing was skipped", c.id, p.After, p.FirstRetained)
+		case i+1 < len(got) && got[i+1].Type != messages.ReplayTruncated && got[i+1].Seq != p.FirstRetained:
+			d.fail("client %d: replay_truncated says the first retained seq is %d, and seq %d came next", c.id, p.FirstRetained, got[i+1].Seq)
+		case i > 0 && got[i-1].Type != messages.ReplayTruncated && got[i-1].Seq > p.After:
+			d.fail("client %d: replay_truncated after %d, but the client already had seq %d", c.id, p.After, got[i-1].Seq)
 		}
 	}
 }

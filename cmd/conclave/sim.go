@@ -47,6 +47,7 @@ var fixedBugs = map[string]*atomic.Bool{
 	"backpressure":      &regress.UnboundedStreams,
 	"orphan-interrupts": &regress.OrphanParkedInterrupts,
 	"marker-seq":        &regress.MarkerAtFirstRetained,
+	"ack-before-sync":   &regress.AckBeforeSync,
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -77,7 +78,7 @@ does the same thing, so a failing seed is reproduced by "conclave sim --seed N" 
 	fs.IntVar(&c.councilNodes, "council-nodes", 0, "instead of random scenarios, simulate one council of this many nodes per seed (sim.BigCouncil)")
 	fs.IntVar(&c.shrink, "shrink", 60, "simulations to spend shrinking each failing scenario (0: none)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON result per seed, then the summary as JSON")
-	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq")
+	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync")
 	return cmd
 }
 
@@ -147,7 +148,7 @@ func (c *simCmd) run() error {
 	if c.reintroduce != "" {
 		bug, ok := fixedBugs[c.reintroduce]
 		if !ok {
-			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq", c.reintroduce))
+			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync", c.reintroduce))
 		}
 		bug.Store(true) // this process only simulates
 	}
@@ -186,26 +187,27 @@ func (c *simCmd) run() error {
 
 // summary prints what the seeds did, all together.
 func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
-	var runs, events, delivered, crashes, steps, sleeps, markers int
+	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers int
 	var virtual time.Duration
 	for _, r := range rep.results {
 		runs, events, delivered, crashes, steps = runs+r.Runs, events+r.Events, delivered+r.Delivered, crashes+r.Crashes, steps+r.Steps
 		sleeps += r.Sleeps
 		markers += r.Markers
+		commitCrashes += r.CommitCrashes
 		virtual += r.Virtual
 	}
 	n := len(rep.results)
 	if c.jsonOut {
 		b, _ := json.Marshal(map[string]any{"seeds": n, "failed": len(rep.failed), "seconds": took.Seconds(),
 			"seeds_per_second": float64(n) / took.Seconds(), "runs": runs, "events": events, "delivered": delivered,
-			"crashes": crashes, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
+			"crashes": crashes, "commit_crashes": commitCrashes, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
 		fmt.Fprintf(out, "%s\n", b)
 		return
 	}
 	fmt.Fprintf(out, "conclave sim: %d seeds, %d at a time: %d passed, %d failed in %.1f s (%.1f seeds/s)\n",
 		n, c.parallel, n-len(rep.failed), len(rep.failed), took.Seconds(), float64(n)/took.Seconds())
-	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes, %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
-		runs, events, delivered, crashes, sleeps, markers, steps, virtual.Round(time.Second))
+	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
+		runs, events, delivered, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
 }
 
 // explain prints a failing scenario's findings, shrinks it, and prints the

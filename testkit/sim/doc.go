@@ -22,10 +22,13 @@
 //     (a cut write-ahead log; the high-water mark file deleted, or a bit of
 //     it flipped after a graceful stop with every write-ahead log gone):
 //     the restart must refuse, and the repaired journal's head must not be
-//     below what was acknowledged before.
+//     below what was acknowledged before. Scenario.CommitCrashes cut the
+//     power inside a group commit instead: the next write-ahead log fsync
+//     is held, and the crash keeps only what was synced before it, so the
+//     whole group is lost, whatever the scheduler put in it.
 //
 // Generate draws a Scenario (runs and their features, clients, crashes,
-// disk faults, aborts, steering, rewinds, stalls, retention, model and tool
+// crashes inside a group commit, disk faults, aborts, steering, rewinds, stalls, retention, model and tool
 // faults) from a seed; Run simulates it and returns a Result whose Failures
 // list the invariants that did not hold; Shrink makes a failing scenario
 // smaller while it still fails. `conclave sim` runs many seeds in parallel;

@@ -25,6 +25,7 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 		{"no backpressure", &regress.UnboundedStreams, 50},
 		{"an abort orphans a parked interrupt", &regress.OrphanParkedInterrupts, 50},
 		{"a replay marker one seq late", &regress.MarkerAtFirstRetained, 50},
+		{"a group acknowledged before its fsync", &regress.AckBeforeSync, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,6 +44,12 @@ type Scenario struct {
 	// the seed), every later one fails too, and the server is restarted at
 	// the next step.
 	DiskFaults []int `json:"disk_faults,omitempty"`
+	// CommitCrashes are the steps at which the machine loses power inside
+	// a group commit: the next write-ahead log fsync is held, and the
+	// crash comes while it is, so the disk keeps only what was synced
+	// before that group. Nothing of the group was acknowledged, so nothing
+	// a client got may be lost.
+	CommitCrashes []int `json:"commit_crashes,omitempty"`
 	// Aborts are the steps at which a live run is aborted, while a gate
 	// goes on: the abort and what the gate set off are both queued before
 	// either is handled.
@@ -138,6 +144,12 @@ func Generate(seed uint64, size Size) Scenario {
 	}
 	if rng.IntN(3) == 0 {
 		sc.Tool = ToolFaults{ErrorRate: 0.1, SlowRate: 0.3, Slow: 2 * time.Second, HangRate: 0.1 * float64(rng.IntN(2))}
+	}
+	// Faults added later draw from a generator of their own: the draws
+	// above, and so every earlier seed's scenario, stay what they were.
+	later := rand.New(rand.NewPCG(seed, 0xc0ffee))
+	if later.IntN(4) == 0 {
+		sc.CommitCrashes = []int{2 + later.IntN(size.Horizon/2)}
 	}
 	return sc
 }

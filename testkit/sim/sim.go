@@ -53,17 +53,19 @@ const (
 
 // Result is what a simulation did and found.
 type Result struct {
-	Seed      uint64   `json:"seed"`
-	Steps     int      `json:"steps"`
-	Runs      int      `json:"runs"`
-	Events    int      `json:"events"`    // in the journal at the end
-	Delivered int      `json:"delivered"` // events received by clients, all together
-	Crashes   int      `json:"crashes"`
-	Resumes   int      `json:"resumes"`
-	Aborts    int      `json:"aborts"`  // accepted
-	Sleeps    int      `json:"sleeps"`  // runs put to sleep (and woken by what came next)
-	Markers   int      `json:"markers"` // replay_truncated markers clients got (retention outran them)
-	Failures  []string `json:"failures,omitempty"`
+	Seed      uint64 `json:"seed"`
+	Steps     int    `json:"steps"`
+	Runs      int    `json:"runs"`
+	Events    int    `json:"events"`    // in the journal at the end
+	Delivered int    `json:"delivered"` // events received by clients, all together
+	Crashes   int    `json:"crashes"`
+	Resumes   int    `json:"resumes"`
+	Aborts    int    `json:"aborts"`  // accepted
+	Sleeps    int    `json:"sleeps"`  // runs put to sleep (and woken by what came next)
+	Markers   int    `json:"markers"` // replay_truncated markers clients got (retention outran them)
+	// CommitCrashes counts the power losses inside a group commit.
+	CommitCrashes int      `json:"commit_crashes"`
+	Failures      []string `json:"failures,omitempty"`
 	// Digest is a SHA-256 of the journal's events at the end (seq and
 	// bytes): the same seed gives the same digest.
 	Digest string `json:"digest"`
@@ -167,6 +169,10 @@ func (d *driver) loop(maxSteps int) {
 	idle := 0
 	for d.step = 1; ; d.step++ {
 		synctest.Wait()
+		if d.w.hang != nil && d.w.hang.held() {
+			d.res.CommitCrashes++
+			d.restart(func() error { return d.w.crashInCommit(d.ctx) })
+		}
 		d.res.Steps = d.step
 		if d.step > maxSteps {
 			d.fail("not over after %d steps: runs %v still live", maxSteps, d.live())
@@ -218,6 +224,15 @@ func (d *driver) loop(maxSteps int) {
 		}
 		if d.w.opts.KeepJournal {
 			d.res.Trace = append(d.res.Trace, fmt.Sprintf("step %d at %v: gates %v interrupts %d", d.step, time.Since(d.began), gates, len(interrupts)))
+		}
+		if slices.Contains(sc.CommitCrashes, d.step) && len(gates) > 0 {
+			// A gate goes on, and the power fails inside the first group
+			// commit it sets off (checked at the next step). Only a gate:
+			// an answer or a client's move may wait on the held journal.
+			d.w.hang.arm()
+			d.w.sched.Release(gates[d.rng.IntN(len(gates))])
+			time.Sleep(time.Duration(1 + d.rng.IntN(999_999)))
+			continue
 		}
 		switch r := d.rng.IntN(100); {
 		case len(interrupts) > 0 && (r < 15 || len(gates) == 0):
@@ -539,6 +554,16 @@ func (d *driver) retain(events int) {
 // crash kills and restarts the server; clients lose their streams and
 // resume from their cursors.
 func (d *driver) crash(damage bool) {
+	// The crash draws from a generator of its own: how much it draws
+	// depends on the disk (a torn tail only where one is unsynced), and the
+	// driver's later choices must not.
+	rng := rand.New(rand.NewPCG(d.w.sc.Seed, uint64(d.crashes)+1))
+	d.restart(func() error { return d.w.crash(d.ctx, rng, damage) })
+}
+
+// restart crashes the server as crash says and restarts it; the clients
+// that were connected reconnect from their cursors.
+func (d *driver) restart(crash func() error) {
 	var reconnect []*client
 	for _, c := range d.clients {
 		if c.connected() {
@@ -546,11 +571,7 @@ func (d *driver) crash(damage bool) {
 			reconnect = append(reconnect, c)
 		}
 	}
-	// The crash draws from a generator of its own: how much it draws
-	// depends on the disk (a torn tail only where one is unsynced), and the
-	// driver's later choices must not.
-	rng := rand.New(rand.NewPCG(d.w.sc.Seed, uint64(d.crashes)+1))
-	if err := d.w.crash(d.ctx, rng, damage); err != nil {
+	if err := crash(); err != nil {
 		d.fail("restart after crash %d at step %d: %v", d.crashes+1, d.step, err)
 		return
 	}

@@ -45,15 +45,19 @@ type world struct {
 	sched *Scheduler
 	ids   *idSource
 
-	mem      *vfs.MemFS
-	faults   *journalFaults // of the current journal: a failed append
-	j        *journal.Durable
-	disp     *Dispatcher
-	e        *actors.Engine
-	models   model.Factory
-	tools    *tool.Set
-	flight   inflight
-	repaired bool // the journal was repaired: acknowledged events were lost (DamageWAL)
+	mem  *vfs.MemFS
+	hang *hangFS // the current journal's view of mem: holds a fsync for CommitCrashes
+	// commitCrashes counts crashes inside a group commit: each starts the
+	// ids over (idSource.reseed).
+	commitCrashes int
+	faults        *journalFaults // of the current journal: a failed append
+	j             *journal.Durable
+	disp          *Dispatcher
+	e             *actors.Engine
+	models        model.Factory
+	tools         *tool.Set
+	flight        inflight
+	repaired      bool // the journal was repaired: acknowledged events were lost (DamageWAL)
 }
 
 // idSource hands out UUIDs drawn from the seed, in call order.
@@ -63,11 +67,28 @@ type idSource struct {
 }
 
 func newIDSource(seed uint64) *idSource {
+	return &idSource{rng: rand.NewChaCha8(idKey(seed, 0))}
+}
+
+func idKey(seed, epoch uint64) [32]byte {
 	var key [32]byte
 	for i := range 4 {
 		key[i*8] = byte(seed >> (8 * i))
 	}
-	return &idSource{rng: rand.NewChaCha8(key)}
+	for i := range 7 { // beside the seed's bytes: epoch 0 keeps the old ids
+		key[1+i] = byte(epoch >> (8 * i))
+	}
+	return key
+}
+
+// reseed starts the ids over from (seed, epoch): after a crash inside a
+// group commit, how many ids the crashed server drew depends on the Go
+// scheduler (how many events its lost group held), and the restarted one's
+// must not.
+func (s *idSource) reseed(seed, epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rng = rand.NewChaCha8(idKey(seed, epoch))
 }
 
 func (s *idSource) New() uuid.UUID {
@@ -199,7 +220,7 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
 	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewMem()}
-	if len(sc.Crashes)+len(sc.DiskFaults) > 0 || sc.DamageWAL {
+	if len(sc.Crashes)+len(sc.DiskFaults)+len(sc.CommitCrashes) > 0 || sc.DamageWAL {
 		// A crashable filesystem copies a file's data at every fsync (what
 		// a crash keeps): quadratic in the write-ahead log's size, so only
 		// a simulation that crashes pays for it.
@@ -249,7 +270,8 @@ func (w *world) boot(ctx context.Context) error {
 	// bigger log costs more; the simulations CI runs write a few MB.)
 	// Sessions stay in memory: leaving it flushes the memtable, which
 	// rotates the write-ahead log on a background goroutine (see above).
-	jopts := journal.Options{Logger: w.log, FS: w.mem, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1, WatchEvery: -1}
+	w.hang = newHangFS(w.mem)
+	jopts := journal.Options{Logger: w.log, FS: w.hang, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1, WatchEvery: -1}
 	j, err := journal.Open(dataDir, jopts)
 	if errors.Is(err, journal.ErrDamaged) && w.sc.DamageWAL && !w.repaired {
 		w.repaired = true
@@ -346,6 +368,22 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 		}
 		return w.afterDamage(ctx, head, w.boot(ctx))
 	}
+	return w.boot(ctx)
+}
+
+// crashInCommit loses power while a write-ahead log fsync is held (a
+// group commit's batch written, not synced): the disk keeps only what was
+// synced, so the whole group is lost, whatever the Go scheduler put in it.
+// The held fsync then goes on against the old disk, and the server stops.
+func (w *world) crashInCommit(ctx context.Context) error {
+	clone := w.mem.CrashClone(vfs.CrashCloneCfg{})
+	w.hang.let()
+	if err := w.halt(ctx); err != nil && !isJournalFailure(err) {
+		return fmt.Errorf("stop the crashed server: %w", err)
+	}
+	w.mem = clone
+	w.commitCrashes++
+	w.ids.reseed(w.sc.Seed, uint64(w.commitCrashes))
 	return w.boot(ctx)
 }
 

@@ -74,7 +74,7 @@ func NewEngine(t testing.TB, cfg actors.Config) *actors.Engine {
 // cleanup calls it; call it at the end of a bubble that created an engine
 // with actors.New.
 func SettleDeadLetters() {
-	if inBubble() {
+	if InBubble() {
 		time.Sleep(deadLetterThrottleInterval + time.Millisecond)
 	}
 }
@@ -83,9 +83,11 @@ func SettleDeadLetters() {
 // which the engine keeps).
 const deadLetterThrottleInterval = time.Second
 
-// inBubble reports whether the caller runs in a testing/synctest bubble
-// (synctest.Wait panics outside one).
-func inBubble() (in bool) {
+// InBubble reports whether the caller runs in a testing/synctest bubble
+// (synctest.Wait panics outside one). Inside one it waits, as
+// synctest.Wait does, until every other goroutine of the bubble is
+// durably blocked.
+func InBubble() (in bool) {
 	defer func() {
 		if recover() != nil {
 			in = false

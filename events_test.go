@@ -59,11 +59,10 @@ func TestWire_ReExported(t *testing.T) {
 	t.Fatalf("%s is out of date with package messages; run go test . -run TestWire_ReExported -update", wireFile)
 }
 
-// TestWire_EveryEventType checks the compiled package, not the file: each
-// event type of messages' catalogue is a constant of this package of the
-// same value. An alias the generator left out would fail to compile here
-// only if named; this reads the generated constants back through the
-// catalogue of names in wire.go.
+// TestWire_EveryEventType checks, apart from the generator, that each
+// event type of messages' catalogue has a constant of the same name in the
+// root package, and that the compiled re-exports are messages' own (the
+// constants and types added for issue 34 among them).
 func TestWire_EveryEventType(t *testing.T) {
 	t.Parallel()
 	names, err := eventTypeNames()
@@ -209,6 +208,39 @@ func rootDecls(generated bool) (map[string]bool, error) {
 	return out, nil
 }
 
+// rootMessagesAliases lists the type aliases X = messages.X of the root
+// package's hand-written files.
+func rootMessagesAliases() (map[string]bool, error) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == wireFile {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok || !ts.Assign.IsValid() {
+				return true
+			}
+			if sel, ok := ts.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == ts.Name.Name {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "messages" {
+					out[ts.Name.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	return out, nil
+}
+
 // wireTypes collects the named types of package messages that t reaches
 // through exported fields, element types and map keys.
 func wireTypes(t reflect.Type, seen map[string]reflect.Type) {
@@ -261,11 +293,18 @@ func renderWire() ([]byte, error) {
 	for _, r := range wireRoots {
 		wireTypes(reflect.TypeOf(r), types)
 	}
-	// A hand-written declaration of the same name wins: it is an alias of
-	// the same type (types.go) or a name of the engine's own.
+	// A hand-written declaration of the same name wins, if it is an alias
+	// of the same type (types.go, with a doc comment of its own).
+	aliases, err := rootMessagesAliases()
+	if err != nil {
+		return nil, err
+	}
 	var others []string
 	for name := range types {
-		if !handwritten[name] && !slices.Contains(payloads, name) {
+		switch {
+		case handwritten[name] && !aliases[name]:
+			return nil, fmt.Errorf("the root package declares %s, which is not messages.%s: rename one", name, name)
+		case !handwritten[name] && !slices.Contains(payloads, name):
 			others = append(others, name)
 		}
 	}

@@ -78,7 +78,7 @@ func everyRunFinishes(events []*messages.Envelope) error {
 }
 
 // TestSim_YourOwnModel: a program's own model and tool, in seeded
-// simulations with tool faults and a crash, checked against the program's
+// simulations with tool faults, transient model errors and a crash, checked against the program's
 // own invariant (Options.Check). The careless model fails at some seed;
 // that seed fails again the same way, journal byte for byte; the careful
 // model passes every seed the careless one was run on.
@@ -93,8 +93,9 @@ func TestSim_YourOwnModel(t *testing.T) {
 	}
 	scenario := func(seed uint64) sim.Scenario {
 		return sim.Scenario{Seed: seed, Clients: 1, Crashes: []int{6},
-			Tool: sim.ToolFaults{ErrorRate: 0.3, SlowRate: 0.3, Slow: 1e9},
-			Runs: []sim.RunPlan{{At: 1, Start: messages.StartRun{Question: "what to wear"}}, {At: 5, Start: messages.StartRun{Question: "and tomorrow"}}}}
+			Tool:  sim.ToolFaults{ErrorRate: 0.3, SlowRate: 0.3, Slow: 1e9},
+			Model: sim.ModelFaults{GateRate: 0.5, TransientRate: 0.1},
+			Runs:  []sim.RunPlan{{At: 1, Start: messages.StartRun{Question: "what to wear"}}, {At: 5, Start: messages.StartRun{Question: "and tomorrow"}}}}
 	}
 	opts := func(careless bool) sim.Options {
 		return sim.Options{Model: forecaster{careless: careless}, Tools: []tool.Tool{weather}, Check: everyRunFinishes, KeepJournal: true}
@@ -124,7 +125,11 @@ func TestSim_YourOwnModel(t *testing.T) {
 			t.Fatalf("the careful model fails seed %d: %v", seed, res.Failures)
 		}
 	}
-	t.Logf("the careless model fails at seed %d (%d crashes, %d steps): %s", failing, first.Crashes, first.Steps, first.Failures[0])
+	restarts := 0
+	for _, line := range first.Journal {
+		restarts += strings.Count(line, `"type":"agent_restarted"`)
+	}
+	t.Logf("the careless model fails at seed %d (%d crashes, %d agent restarts, %d steps): %s", failing, first.Crashes, restarts, first.Steps, first.Failures[0])
 }
 
 func TestSim_ModelAndModelsBoth(t *testing.T) {

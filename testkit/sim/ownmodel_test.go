@@ -120,6 +120,13 @@ func TestSim_YourOwnModel(t *testing.T) {
 	if !slices.Equal(again.Failures, first.Failures) || again.Digest != first.Digest {
 		t.Fatalf("seed %d does not reproduce: %v (digest %s), then %v (digest %s)", failing, first.Failures, first.Digest, again.Failures, again.Digest)
 	}
+	small, res := sim.Shrink(t, scenario(failing), opts(true), 40)
+	if !res.Failed() || !strings.HasPrefix(res.Failures[0], "check: ") || small.Tool.ErrorRate == 0 {
+		t.Fatalf("shrunk to %+v failing with %v, want the program's check and the tool faults kept", small, res.Failures)
+	}
+	if r0, _, a0 := scenario(failing).Size(); len(small.Runs)+len(small.Crashes)+small.Clients >= r0+a0 {
+		t.Fatalf("shrinking kept %+v", small)
+	}
 	for seed := uint64(1); seed <= max(failing, 10); seed++ {
 		if res := sim.Run(t, scenario(seed), opts(false)); res.Failed() {
 			t.Fatalf("the careful model fails seed %d: %v", seed, res.Failures)

@@ -166,7 +166,7 @@ func TestHarness_ModelFaults(t *testing.T) {
 					t.Errorf("%d agent_restarted, want 1", testkit.Count(events, conclave.AgentRestarted))
 				}
 			}},
-		{"a model error fails the worker", testkit.Fault{Err: errors.New("bad request"), AfterChunks: 0}, conclave.RunError,
+		{"a model error after its first chunk fails the worker", testkit.Fault{Err: errors.New("connection reset"), AfterChunks: 1}, conclave.RunError,
 			func(t *testing.T, events []*conclave.Envelope) {
 				if testkit.Count(events, conclave.NodeFailed) != 1 {
 					t.Errorf("%d node_failed, want 1", testkit.Count(events, conclave.NodeFailed))

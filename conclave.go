@@ -26,10 +26,12 @@
 //
 // The types an embedding program needs are re-exported here as aliases of
 // their definitions in package messages (every wire format: the event
-// envelope, payloads, commands) and package actors (the engine's run
-// references and quotas), so the common path imports only this package,
-// model and tool. Every event type and payload is documented in
-// docs/events.md.
+// envelope, every event type constant and payload, the types and named
+// values they are made of, the API's answers such as RunCreated) and
+// package actors (the engine's run references and quotas), so the common
+// path imports only this package, model and tool. Every event type and
+// payload is documented in docs/events.md. Test what you build with
+// package testkit/conclavetest, which takes the same Options.
 package conclave
 
 import (

@@ -32,20 +32,12 @@ type (
 	HITLMode = messages.HITLMode
 
 	// Envelope is one event: its seq in the session, type, run, agent,
-	// lane and typed Payload (a *messages.<Type>Payload; docs/events.md).
+	// lane and typed Payload: a pointer to the payload type of its event
+	// type (RunStarted's is *RunStartedPayload, and so on; wire.go
+	// re-exports every one, docs/events.md documents them).
 	Envelope = messages.Envelope
 	// EventType is an event's type, such as RunFinished.
 	EventType = messages.EventType
-	// RunFinishedPayload is the payload of a run's successful end: the
-	// answer, its citations, usage and node counts.
-	RunFinishedPayload = messages.RunFinishedPayload
-	// RunErrorPayload is the payload of a run's failed end: a code and a message.
-	RunErrorPayload = messages.RunErrorPayload
-	// TextDeltaPayload is a fragment of an agent's text.
-	TextDeltaPayload = messages.TextDeltaPayload
-	// InterruptRaisedPayload is a question to a human; answer it with
-	// Engine.Resume and its InterruptID.
-	InterruptRaisedPayload = messages.InterruptRaisedPayload
 
 	// Resume answers an interrupt: its InterruptID and a Decision (or a
 	// Response, for an info request); see docs/api.md.
@@ -57,6 +49,16 @@ type (
 	Interrupt = messages.Interrupt
 	// SteerNote is a steering note, or a graph diff, for a live run.
 	SteerNote = messages.SteerNote
+
+	// RunCreated is the answer of POST /api/v1/runs (201): the run, its
+	// session, and the URLs of its SSE and WebSocket streams.
+	RunCreated = messages.RunCreated
+	// RunList is the answer of GET /api/v1/runs: a page of runs and the
+	// cursor of the next one.
+	RunList = messages.RunList
+	// ErrorBody is the body of every API error:
+	// {"error":{"code":"…","message":"…"}}.
+	ErrorBody = messages.ErrorBody
 
 	// RunSummary is a run's status, counts, usage and outcome.
 	RunSummary = messages.RunSummary
@@ -93,18 +95,6 @@ const (
 	DecisionApprove = messages.DecisionApprove
 	DecisionReject  = messages.DecisionReject
 	DecisionRevise  = messages.DecisionRevise
-)
-
-// The event types a follower most often looks at; messages defines them all.
-const (
-	RunStarted       = messages.RunStarted
-	RunFinished      = messages.RunFinished
-	RunError         = messages.RunError
-	TextDelta        = messages.TextDelta
-	ReasoningDelta   = messages.ReasoningDelta
-	ToolCallStarted  = messages.ToolCallStarted
-	ToolCallFinished = messages.ToolCallFinished
-	InterruptRaised  = messages.InterruptRaised
 )
 
 // Errors of the Engine's methods; check them with errors.Is. They are the

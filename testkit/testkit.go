@@ -1,10 +1,18 @@
 // Package testkit helps test code built on Conclave: an engine harness that
 // shuts down cleanly, a probe that records a session's events, helpers to
-// run a council to its end, and the invariant checker for every ordering
-// guarantee in docs/events.md.
+// run a council to its end, faults to inject into tools and models
+// (NewFaultyTool, NewFaultyModel), and the invariant checker for every
+// ordering guarantee in docs/events.md (Check, AssertInvariants).
+//
+// NewEngine, NewProbe, Follow and RunCouncil work on the lower-level
+// engine of package actors. A program built on the root package
+// (conclave.New) tests with package testkit/conclavetest instead, which
+// takes its conclave.Options; the faults and the checker here take the
+// root package's types as they are (they are aliases).
 //
 // Everything here works inside testing/synctest bubbles: the scripted
-// model's token delays run on the bubble's virtual clock.
+// model's token delays and the faults' delays run on the bubble's virtual
+// clock.
 package testkit
 
 import (
@@ -74,7 +82,7 @@ func NewEngine(t testing.TB, cfg actors.Config) *actors.Engine {
 // cleanup calls it; call it at the end of a bubble that created an engine
 // with actors.New.
 func SettleDeadLetters() {
-	if inBubble() {
+	if InBubble() {
 		time.Sleep(deadLetterThrottleInterval + time.Millisecond)
 	}
 }
@@ -83,9 +91,11 @@ func SettleDeadLetters() {
 // which the engine keeps).
 const deadLetterThrottleInterval = time.Second
 
-// inBubble reports whether the caller runs in a testing/synctest bubble
-// (synctest.Wait panics outside one).
-func inBubble() (in bool) {
+// InBubble reports whether the caller runs in a testing/synctest bubble
+// (synctest.Wait panics outside one). Inside one it waits, as
+// synctest.Wait does, until every other goroutine of the bubble is
+// durably blocked.
+func InBubble() (in bool) {
 	defer func() {
 		if recover() != nil {
 			in = false

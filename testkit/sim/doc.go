@@ -34,8 +34,11 @@
 // smaller while it still fails. `conclave sim` runs many seeds in parallel;
 // `go test ./testkit/sim -run 'TestSim$' -seed N` reproduces one.
 //
-// Your own models and tools join a simulation through Options (they are
-// wrapped by WrapModel and WrapTool, which put them behind gates and inject
-// ModelFaults and ToolFaults); they must be deterministic for the same
-// request, as the scripted model is.
+// Your own models and tools join a simulation through Options (Model or
+// Models, and Tools, as in conclave.Options; they are wrapped by WrapModel
+// and WrapTool, which put them behind gates and inject ModelFaults and
+// ToolFaults); they must be deterministic for the same request, as the
+// scripted model is. Options.Check adds an invariant of your own (every
+// run finishes, an answer cites its sources, …): a simulation that breaks
+// it fails, so its seed reproduces the failure and Shrink shrinks it.
 package sim

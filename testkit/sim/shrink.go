@@ -101,6 +101,9 @@ func candidates(sc Scenario) []Scenario {
 func runReductions(st messages.StartRun) []func(*messages.StartRun) {
 	s := st.Scenario
 	var out []func(*messages.StartRun)
+	if s == nil { // a run for a model of your own, which needs none
+		return out
+	}
 	add := func(applies bool, f func(*messages.StartRun)) {
 		if applies {
 			out = append(out, f)
@@ -136,7 +139,9 @@ func runReductions(st messages.StartRun) []func(*messages.StartRun) {
 // faults and actions.
 func (sc Scenario) Size() (runs, nodes, actions int) {
 	for _, r := range sc.Runs {
-		nodes += r.Start.Scenario.Nodes
+		if r.Start.Scenario != nil {
+			nodes += r.Start.Scenario.Nodes
+		}
 	}
 	actions = len(sc.Crashes) + len(sc.DiskFaults) + len(sc.Aborts) + len(sc.Steers) + len(sc.Rewinds) + len(sc.Stalls) + sc.Clients
 	return len(sc.Runs), nodes, actions

@@ -25,11 +25,27 @@ import (
 // Options are what a simulation runs on besides its scenario: your own
 // models and tools join it here (they are wrapped by WrapModel and
 // WrapTool), and the limits of the driver.
+//
+// Model, Models and Tools mean what they mean in conclave.Options, so the
+// options a program builds its engine with carry over.
 type Options struct {
-	// Models builds each run's model. Default: the scripted model.
+	// Model answers the turns of every run. Set Model or Models, not both.
+	Model model.Model
+	// Models builds each run's model from its scenario. Default (neither
+	// Model nor Models): the scripted model.
 	Models model.Factory
 	// Tools the agents may call. Default: the scripted search and publish.
+	// With the scripted model and tools of your own, the scripted search is
+	// there too unless one of Tools is named "search", as in conclave.New.
 	Tools []tool.Tool
+	// Check is your own invariant, checked at the end of each simulation
+	// (unless a repair of a damaged journal lost events) on the session's
+	// events in the journal, in seq order: every event from seq 1, or the
+	// newest ones if Scenario.Retention trimmed the others. An error is a
+	// failure of the simulation, in Result.Failures as "check: …", so
+	// Shrink can shrink it and its seed reproduces it. It runs in the
+	// simulation's synctest bubble, after the engine went quiet.
+	Check func(events []*messages.Envelope) error
 	// Logger receives the engine's and the journal's logs. Default: discard.
 	Logger *slog.Logger
 	// Concurrency is the engine's default nodes per wave (0: the engine's).

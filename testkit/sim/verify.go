@@ -103,6 +103,11 @@ func (d *driver) verify() {
 			for _, v := range check(envs, partial) {
 				d.fail("journal: %s", v)
 			}
+			if d.w.opts.Check != nil {
+				if err := d.w.opts.Check(envs); err != nil {
+					d.fail("check: %v", err)
+				}
+			}
 		}
 		bySeq = make(map[uint64]*messages.Encoded, len(encs))
 		for _, e := range encs {

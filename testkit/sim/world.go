@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,9 +230,25 @@ func newWorld(sc Scenario, opts Options) (*world, error) {
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Model != nil && opts.Models != nil {
+		return nil, errors.New("sim: set Options.Model or Options.Models, not both")
+	}
 	base := opts.Models
-	if base == nil {
+	if opts.Model != nil {
+		m := opts.Model
+		base = func(messages.Scenario) (model.Model, error) { return m, nil }
+	}
+	inner := opts.Tools
+	switch {
+	case base != nil:
+	case inner == nil:
 		base = scripted.NewFactory().Model
+		inner = []tool.Tool{scripted.SearchTool(), scripted.PublishTool()}
+	default:
+		base = scripted.NewFactory().Model
+		if !slices.ContainsFunc(inner, func(t tool.Tool) bool { return t.Def().Name == model.ToolSearch }) {
+			inner = append([]tool.Tool{scripted.SearchTool()}, inner...)
+		}
 	}
 	w.models = func(s messages.Scenario) (model.Model, error) {
 		inner, err := base(s)
@@ -241,10 +258,6 @@ func newWorld(sc Scenario, opts Options) (*world, error) {
 		m := WrapModel(inner, w.sched, sc.Seed, sc.Model)
 		m.observe = w.flight.handedOut
 		return m, nil
-	}
-	inner := opts.Tools
-	if inner == nil {
-		inner = []tool.Tool{scripted.SearchTool(), scripted.PublishTool()}
 	}
 	wrapped := make([]tool.Tool, len(inner))
 	for i, t := range inner {

@@ -153,6 +153,18 @@ const scenarios = {
     await checkFinalStates(page, server, runId);
     await checkNoGap(page);
     await shot(page, "hitl");
+    // The timeline draws every tool call and every wait on a human of the run, from its events.
+    const want = { tool: events.filter((e) => e.type === "tool_call_started").length, wait: events.filter((e) => e.type === "interrupt_raised").length };
+    const drawn = async () => page.evaluate(() => ({
+      tool: document.querySelectorAll('svg.timeline rect.bar[data-kind="tool"]').length,
+      wait: document.querySelectorAll('svg.timeline rect.bar[data-kind="wait"]').length,
+      model: document.querySelectorAll('svg.timeline rect.bar[data-kind="model"]').length,
+      open: document.querySelectorAll("svg.timeline rect.bar.open").length,
+    }));
+    await waitFor(async () => { const d = await drawn(); return d.tool === want.tool && d.wait === want.wait; }, 10000, `timeline bars ${JSON.stringify(want)}`);
+    const bars = await drawn();
+    assert(bars.model > 0 && bars.open === 0, `timeline: ${JSON.stringify(bars)}: model turns drawn, nothing left open after the run ended`);
+    await (await page.$(".timeline-card")).screenshot({ path: join(out, "timeline.png") });
     // A plan revised from the page: approve it with a one-node plan.
     await page.goto(server.url + "/#/");
     const run2 = await startFromPage(page, { question: "revise the plan", hitl: "plan", fields: { nodes: 3, tokens: 3, token_delay_ms: 0 } });

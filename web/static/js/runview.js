@@ -9,6 +9,7 @@ import { SessionStream } from "./connection.js";
 import { DagView } from "./dag.js";
 import { LanesView } from "./lanes.js";
 import { InterruptsView } from "./interrupts.js";
+import { TimelineView } from "./timelineview.js";
 
 const SLOW_MS = 150;
 
@@ -57,12 +58,13 @@ export function runPage(root, runId, { setConn }) {
   const dagBox = h("section", { class: "card dag-card" });
   const intBox = h("section", { class: "card" });
   const laneBox = h("section", { class: "card" });
+  const timelineBox = h("section", { class: "card timeline-card" });
   const answer = h("section", { class: "card answer", hidden: true });
   const steerList = h("ul", { class: "steering" });
   const others = h("p", { class: "muted small others" });
   const page = h("div", { class: "run", dataset: { runId } },
     h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, msg, steerList, others),
-    h("div", { class: "grid" }, dagBox, intBox), answer, h("h2", null, "Lanes"), laneBox);
+    h("div", { class: "grid" }, dagBox, intBox), answer, timelineBox, h("h2", null, "Lanes"), laneBox);
   root.replaceChildren(page);
 
   const lanes = new LanesView(laneBox, () => requestAnimationFrame(frame));
@@ -72,6 +74,7 @@ export function runPage(root, runId, { setConn }) {
     requestAnimationFrame(frame); // draw the selection even when no event arrives
   } });
   const interrupts = new InterruptsView(intBox);
+  const timeline = new TimelineView(timelineBox);
   const session = newSession();
   let duplicates = 0;
   let stream = null;
@@ -144,6 +147,7 @@ export function runPage(root, runId, { setConn }) {
       slowTimer = 0;
       drawHead(run);
       lanes.update(run);
+      timeline.update(run);
     } else if (!slowTimer) {
       slowTimer = setTimeout(() => {
         slowTimer = 0;

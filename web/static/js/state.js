@@ -4,6 +4,8 @@
 // DOM, no I/O), so a replay from seq 1 and a live stream build the same
 // state.
 
+import { newTimeline, track } from "./timeline.js";
+
 // Every event type of docs/events.md: EventSource needs a listener per name.
 export const EVENT_TYPES = [
   "run_started", "run_finished", "run_error", "run_abort_requested", "run_rewound", "planning_started", "plan_proposed",
@@ -42,6 +44,7 @@ function newRun(id) {
     steering: new Map(), // steering_id -> {id, note, status, error, wave}
     citations: [], usage: { input_tokens: 0, output_tokens: 0 }, estimate: null,
     answer: "", error: null, durationMs: 0, lastSeq: 0,
+    timeline: newTimeline(), // where the run's time went (timeline.js)
     // What changed since the views last drew.
     dirty: { layout: true, nodes: new Set(), lanes: new Set(), interrupts: true, summary: true, laneSet: true },
   };
@@ -180,6 +183,7 @@ export function apply(session, env) {
   run.lastSeq = env.seq;
   const p = env.payload || {};
   const l = env.lane ? lane(run, env) : null;
+  track(run.timeline, env);
   switch (env.type) {
     case "run_started":
       run.question = p.question || "";

@@ -21,6 +21,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -430,6 +431,24 @@ func (s *Server) methods(byMethod map[string]http.HandlerFunc) http.HandlerFunc 
 		w.Header().Set("Allow", allow)
 		writeError(w, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed here; use "+allow))
 	}
+}
+
+// sameOrigin reports whether origin is the origin r was sent to (its
+// Host): the server's own pages, the dashboard, may open WebSockets without
+// --allowed-origin. Without tokens only a loopback host counts: a name an
+// attacker's page rebinds to 127.0.0.1 (DNS rebinding) is that page's own
+// origin too, and must not read an unauthenticated server.
+func (s *Server) sameOrigin(r *http.Request, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return false
+	}
+	if s.cfg.Tokens.Len() > 0 {
+		return true
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) originAllowed(origin string) bool {

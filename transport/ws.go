@@ -45,7 +45,7 @@ func (s *Server) upgrader() *websocket.Upgrader {
 		// idle stream holds none of it.
 		WriteBufferSize: 64 << 10,
 		WriteBufferPool: &wsBufferPool,
-		CheckOrigin:     func(r *http.Request) bool { return s.originAllowed(r.Header.Get("Origin")) },
+		CheckOrigin:     s.wsOriginAllowed,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			code := codeBadRequest
 			if status == http.StatusForbidden {
@@ -75,6 +75,13 @@ func http1Only(next http.Handler) http.Handler {
 	})
 }
 
+// wsOriginAllowed: a browser page may open a WebSocket if its origin is
+// listed, or is the server's own (sameOrigin).
+func (s *Server) wsOriginAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	return s.originAllowed(origin) || s.sameOrigin(r, origin)
+}
+
 // wsStream: GET /api/v1/events/ws?session_id=...[&after=N]. Validation
 // errors are JSON answers before the upgrade. After it, every server message
 // is a text frame holding one or more envelopes, one JSON object per line
@@ -85,7 +92,7 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request, tenant message
 		writeError(w, errorf(http.StatusBadRequest, codeBadRequest, "this endpoint needs a WebSocket upgrade request"))
 		return
 	}
-	if !s.originAllowed(r.Header.Get("Origin")) { // checked before subscribing, so a refused origin costs nothing
+	if !s.wsOriginAllowed(r) { // checked before subscribing, so a refused origin costs nothing
 		writeError(w, errorf(http.StatusForbidden, "origin_not_allowed", "origin "+r.Header.Get("Origin")+" is not allowed"))
 		return
 	}

@@ -438,8 +438,22 @@ func TestWS_Origin(t *testing.T) {
 		c.conn.Close()
 	}
 
-	for _, origin := range []string{"https://evil.example", "https://app.example:443", "http://app.example", "null"} {
-		_, resp, body, err := h.dialWS(t, q, http.Header{"Origin": {origin}})
+	// The server's own origin (its dashboard), on a loopback host: allowed
+	// without being listed.
+	own := "http" + strings.TrimPrefix(strings.TrimPrefix(h.base, "http"), "s")
+	c, resp, body, err := h.dialWS(t, q, http.Header{"Origin": {own}})
+	if err != nil {
+		t.Fatalf("same origin %q: %v %v %s", own, err, resp, body)
+	}
+	c.conn.Close()
+
+	// A page of a name rebound to this loopback server (DNS rebinding) is
+	// its own origin too: refused without tokens, like any other.
+	port := h.base[strings.LastIndex(h.base, ":"):]
+	rebound := http.Header{"Origin": {"http://evil.example" + port}, "Host": {"evil.example" + port}}
+	for _, hdr := range []http.Header{rebound, {"Origin": {"https://evil.example"}}, {"Origin": {"https://app.example:443"}}, {"Origin": {"http://app.example"}}, {"Origin": {"null"}}} {
+		origin := hdr.Get("Origin")
+		_, resp, body, err := h.dialWS(t, q, hdr)
 		if !errors.Is(err, websocket.ErrBadHandshake) || resp == nil {
 			t.Fatalf("origin %q: err %v, want a refused handshake", origin, err)
 		}

@@ -22,7 +22,7 @@ mkdirSync(out, { recursive: true });
 const shot = (page, name, fullPage = true) => page.screenshot({ path: join(out, `${name}.png`), fullPage });
 
 // startFromPage fills the start form and returns the new run's id.
-async function startFromPage(page, { question, hitl = "none", fields = {}, debate = false, extra = null, calls = [] }) {
+async function startFromPage(page, { question, hitl = "none", fields = {}, debate = false, extra = null, calls = [], timeoutAction = "", advisor = false }) {
   await page.waitForSelector('[data-action="start"]');
   if (calls.length) await page.waitForSelector('[data-tools]:not([data-tools="loading"])');
   for (const name of calls) await page.check(`input[name="call"][value="${name}"]`);
@@ -30,6 +30,8 @@ async function startFromPage(page, { question, hitl = "none", fields = {}, debat
   await page.selectOption('select[name="hitl"]', hitl);
   for (const [k, v] of Object.entries(fields)) await page.fill(`input[name="${k}"]`, String(v));
   if (debate) await page.check('input[name="debate"]');
+  if (timeoutAction) await page.selectOption('select[name="approval_timeout_action"]', timeoutAction);
+  if (advisor) await page.check('input[name="advisor"]');
   if (extra) await page.fill('textarea[name="scenario_json"]', JSON.stringify(extra));
   await page.click('[data-action="start"]');
   await page.waitForURL(/#\/runs\//, { timeout: 10000 });
@@ -89,8 +91,16 @@ const scenarios = {
     const { session_id: sessionId } = await server.api("GET", `/api/v1/runs/${runId}`);
     await page.fill('input[name="session_id"]', sessionId);
     // The form lists the tools (GET /api/v1/tools); a ticked one is called by every worker.
-    const second = await startFromPage(page, { question: "a follow-up", calls: ["publish"], fields: { nodes: 2, tokens: 3, token_delay_ms: 0, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "" } });
+    // Every run option is in the form: they reach run_started.
+    const second = await startFromPage(page, { question: "a follow-up", calls: ["publish"], timeoutAction: "reject", advisor: true,
+      fields: { nodes: 2, tokens: 3, token_delay_ms: 0, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "",
+        concurrency: 2, seed: 7, max_replans: 1, max_delegation_rounds: 2, approval_timeout_seconds: 45, advisor_max_redirects: 1 } });
     await waitStatus(page, "finished", 30000);
+    const started = (await server.events(second)).find((e) => e.run_id === second && e.type === "run_started").payload;
+    const opts = { concurrency: started.concurrency, max_replans: started.max_replans, max_delegation_rounds: started.max_delegation_rounds,
+      approval_timeout_seconds: started.approval_timeout_seconds, approval_timeout_action: started.approval_timeout_action, advisor: started.advisor };
+    assert(JSON.stringify(opts) === JSON.stringify({ concurrency: 2, max_replans: 1, max_delegation_rounds: 2, approval_timeout_seconds: 45,
+      approval_timeout_action: "reject", advisor: { max_redirects: 1 } }), `the form's run options reach the run: ${JSON.stringify(opts)}`);
     const published = (await server.events(second)).filter((e) => e.run_id === second && e.type === "tool_call_finished" && e.payload.tool === "publish" && !e.payload.is_error);
     assert(published.length === 2, `publish ticked in the form: ${published.length} publish calls finished, want one per worker (2)`);
     await page.waitForSelector(`.others a[href="#/runs/${runId}"]`, { timeout: 10000 });
@@ -257,8 +267,19 @@ const scenarios = {
     await page.fill('textarea[name="steer"]', "add a node on costs");
     await page.click('[data-action="steer"]');
     await page.waitForSelector('.steering [data-steering-status]', { timeout: 10000 });
+    // Abort asks first: "Keep running" sends nothing, then abort for real.
+    let aborts = 0;
+    page.on("request", (r) => { if (r.method() === "POST" && r.url().endsWith("/abort")) aborts++; });
     await page.click('[data-action="abort"]');
+    await page.waitForSelector('[data-action="abort-confirm"]', { state: "visible" });
+    await shot(page, "abort-confirm", false);
+    await page.click('[data-action="abort-cancel"]');
+    assert(await page.$('.confirm[hidden]'), "the confirmation closed");
+    assert(aborts === 0, `Keep running sent ${aborts} abort requests`);
+    await page.click('[data-action="abort"]');
+    await page.click('[data-action="abort-confirm"]');
     await waitStatus(page, "aborted", 30000);
+    assert(aborts === 1, `one abort request after the confirmation, got ${aborts}`);
     const truth = await checkFinalStates(page, server, runId);
     assert([...truth.values()].some((s) => s === "cancelled" || s === "skipped"), "nodes were cancelled or skipped");
     assert(await page.$('[data-error-code="aborted"]'), "the page shows the aborted error");

@@ -43,7 +43,7 @@ export class InterruptsView {
         this.cards.delete(it.interrupt_id);
       }
       const a = it.answer || {};
-      const what = it.status === "expired" ? `expired (${a.action || "timeout"})` : a.decision || (a.response !== undefined ? "answered" : "ended");
+      const what = outcome(it, a);
       this.historyBox.prepend(h("li", { dataset: { interruptId: it.interrupt_id, interruptStatus: it.status } },
         h("b", null, it.kind), " ", subject(it), " — ", what, a.feedback ? `: ${a.feedback}` : "", a.response ? `: ${a.response}` : ""));
     }
@@ -164,4 +164,14 @@ function evidence(ev) {
     ev.recommended_actions && ev.recommended_actions.length ? h("ul", { class: "recommended" }, ev.recommended_actions.map((a) =>
       h("li", null, h("b", null, a.decision), ` ${a.label}`, a.consequences && a.consequences.length ? `: ${a.consequences.join("; ")}` : ""))) : null,
     h("p", { class: "muted" }, `from ${ev.source_agent_id} · task ${ev.task_id}`));
+}
+
+// outcome says how an interrupt ended, in words: an info request is
+// answered (its resolution's decision is a formality), a cancelled one
+// cancelled, an expired one by its timeout's action.
+export function outcome(it, a) {
+  if (it.status === "expired") return `expired (${a.action || "timeout"})`;
+  if (a.decision === "cancel") return "cancelled";
+  if (it.kind === "info_request" || it.kind === "choice") return a.response !== undefined && a.response !== "" ? "answered" : a.decision || "ended";
+  return a.decision || (a.response !== undefined ? "answered" : "ended");
 }

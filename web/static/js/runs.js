@@ -83,6 +83,19 @@ function startForm(onSubmit) {
   const nums = NUMBER_FIELDS.map(([name, label, def]) => [name, h("input", { type: "number", min: "0", name, value: String(def), placeholder: "–", title: "empty: the default" }), label]);
   const debate = h("input", { type: "checkbox", name: "debate" });
   const extra = h("textarea", { name: "scenario_json", rows: 2, placeholder: "more scenario fields as JSON, e.g. {\"spawn\":[\"n003\"],\"fail_nodes\":[\"n002\"]}", spellcheck: false });
+  // The run's options (POST /api/v1/runs beside the scenario); empty: the server's default.
+  const num = (name, title, min = "0") => h("input", { type: "number", min, name, placeholder: "default", title });
+  const opts = {
+    concurrency: num("concurrency", "nodes of a wave running at once", "1"),
+    seed: num("seed", "the scripted model's seed (same seed, same run)", ""),
+    max_replans: num("max_replans", "how often the director may plan again after a rejected plan"),
+    max_delegation_rounds: num("max_delegation_rounds", "rounds of sub-agent delegation per worker", "1"),
+    approval_timeout_seconds: num("approval_timeout_seconds", "how long an approval waits for a human before its timeout action", "1"),
+  };
+  const timeoutAction = h("select", { name: "approval_timeout_action", title: "what a timed-out approval does (one that needs signatures is always rejected)" },
+    h("option", { value: "" }, "default"), h("option", { value: "reject" }, "reject"), h("option", { value: "approve" }, "approve"));
+  const advisor = h("input", { type: "checkbox", name: "advisor" });
+  const redirects = num("advisor_max_redirects", "redirects the advisor may make per agent");
   const err = h("p", { class: "status error" });
   // The tools agents may call (GET /api/v1/tools), but the runtime's own:
   // ticked ones go in the scenario's calls (every worker calls each once).
@@ -120,10 +133,15 @@ function startForm(onSubmit) {
     if (calls.length) scenario.calls = [...new Set([...(scenario.calls || []), ...calls])];
     const body = { question: question.value, hitl: hitl.value, scenario };
     if (session.value) body.session_id = session.value;
+    for (const [name, input] of Object.entries(opts)) if (input.value !== "") body[name] = Number(input.value);
+    if (timeoutAction.value) body.approval_timeout_action = timeoutAction.value;
+    if (advisor.checked) body.advisor = redirects.value !== "" ? { max_redirects: Number(redirects.value) } : {};
     onSubmit(body);
   } },
   h("div", { class: "row" }, h("label", { class: "grow" }, "question ", question), h("label", null, "hitl ", hitl), h("label", null, "session ", session)),
   h("div", { class: "row fields" }, nums.map(([, input, label]) => h("label", null, label, " ", input)), h("label", null, debate, " debate node")),
+  h("div", { class: "row fields options" }, ...Object.entries(opts).map(([name, input]) => h("label", null, name.replaceAll("_", " "), " ", input)),
+    h("label", null, "on timeout ", timeoutAction), h("label", null, advisor, " advisor, max redirects ", redirects)),
   h("div", { class: "row" }, h("span", { class: "muted" }, "workers call "), toolBoxes),
   h("div", { class: "row" }, h("label", { class: "grow" }, "scenario ", extra), h("button", { type: "submit", class: "primary", dataset: { action: "start" } }, "Start run")),
   err);

@@ -18,17 +18,33 @@ export function runPage(root, runId, { setConn }) {
   const stats = h("span", { class: "stats" });
   const msg = h("p", { class: "status" });
   const question = h("h2", { class: "question" }, runId);
-  const abortBtn = h("button", { type: "button", class: "danger", dataset: { action: "abort" }, onclick: async () => {
-    abortBtn.disabled = true;
-    try {
-      await api.abort(runId, "aborted from the dashboard");
-      msg.textContent = "abort accepted";
-      msg.className = "status";
-    } catch (e) {
-      msg.textContent = `abort: ${e.status} ${e.code || ""}: ${e.message}`;
-      msg.className = "status error";
+  // Abort asks first: one click must not end a run of many agents.
+  const confirmRow = h("div", { class: "confirm", hidden: true, role: "alertdialog" },
+    h("span", null, "Abort this run? Its agents stop and it ends as aborted."),
+    h("button", { type: "button", class: "danger", dataset: { action: "abort-confirm" }, onclick: async (e) => {
+      const btn = e.currentTarget; // null once the handler awaits
+      btn.disabled = true;
+      try {
+        await api.abort(runId, "aborted from the dashboard");
+        msg.textContent = "abort accepted";
+        msg.className = "status";
+        confirmRow.hidden = true;
+      } catch (x) {
+        msg.textContent = `abort: ${x.status} ${x.code || ""}: ${x.message}`;
+        msg.className = "status error";
+        abortBtn.disabled = false;
+        confirmRow.hidden = true;
+      } finally {
+        btn.disabled = false;
+      }
+    } }, "Abort run"),
+    h("button", { type: "button", dataset: { action: "abort-cancel" }, onclick: () => {
+      confirmRow.hidden = true;
       abortBtn.disabled = false;
-    }
+    } }, "Keep running"));
+  const abortBtn = h("button", { type: "button", class: "danger", dataset: { action: "abort" }, onclick: () => {
+    abortBtn.disabled = true;
+    confirmRow.hidden = false;
   } }, "Abort");
   const note = h("textarea", { rows: 2, name: "steer", placeholder: "Steering note (or a GraphDiff as JSON: {\"ops\":[…]})" });
   const steerBtn = h("button", { type: "button", dataset: { action: "steer" }, onclick: async () => {
@@ -63,7 +79,7 @@ export function runPage(root, runId, { setConn }) {
   const steerList = h("ul", { class: "steering" });
   const others = h("p", { class: "muted small others" });
   const page = h("div", { class: "run", dataset: { runId } },
-    h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, msg, steerList, others),
+    h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, confirmRow, msg, steerList, others),
     h("div", { class: "grid" }, dagBox, intBox), answer, timelineBox, h("h2", null, "Lanes"), laneBox);
   root.replaceChildren(page);
 
@@ -110,6 +126,7 @@ export function runPage(root, runId, { setConn }) {
     }
     const ended = isTerminal(run.status);
     controls.hidden = ended;
+    if (ended) confirmRow.hidden = true;
     steerList.replaceChildren(...[...run.steering.values()].map((s) =>
       h("li", { dataset: { steeringStatus: s.status } }, `steering ${s.id}: ${s.note || "diff"} — ${s.status}`,
         s.wave !== null ? ` at wave ${s.wave}` : "", s.error ? ` (${s.error})` : "")));

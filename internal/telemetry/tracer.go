@@ -150,7 +150,9 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 // NewWithProvider starts a Tracer on provider, which must use
 // NewIDGenerator (tests and benchmarks give one with an in-memory
 // exporter). Only cfg's Content, Risk, Queue and Logger apply.
-func NewWithProvider(cfg Config, provider *sdktrace.TracerProvider) *Tracer { return newTracer(cfg, provider) }
+func NewWithProvider(cfg Config, provider *sdktrace.TracerProvider) *Tracer {
+	return newTracer(cfg, provider)
+}
 
 func newTracer(cfg Config, provider *sdktrace.TracerProvider) *Tracer {
 	log := cfg.Logger

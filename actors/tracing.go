@@ -3,7 +3,7 @@ package actors
 import (
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/conclave-ai/conclave/internal/telemetry"
+	"github.com/conclave-ai/conclave/internal/telemetry/spanid"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -11,7 +11,7 @@ import (
 // The engine does not make spans: the tracer builds them from the run's
 // events (Config.Tracer). It only hands a model request and a tool call
 // the span context of the span the tracer exports for them, whose id both
-// derive from the same facts (telemetry.TurnSpanID, telemetry.ToolSpanID),
+// derive from the same facts (spanid.Turn, spanid.Tool),
 // so that the model's server and an MCP server see the right parent.
 
 // runTrace is run's trace id, when the engine traces and the run has one.
@@ -34,7 +34,7 @@ func turnSpan(e *Engine, run *runSpec, lane messages.Lane, req model.Request, qu
 	if quiet {
 		role = req.Role.String()
 	}
-	return telemetry.SpanContext(tid, telemetry.TurnSpanID(run.runID, lane.StreamID, role, req.Attempt, req.Turn))
+	return spanid.SpanContext(tid, spanid.Turn(run.runID, lane.StreamID, role, req.Attempt, req.Turn))
 }
 
 // toolSpan is the span context of a tool call's execute_tool span.
@@ -43,5 +43,5 @@ func toolSpan(e *Engine, run *runSpec, lane messages.Lane, attempt, turn int, ca
 	if !ok {
 		return trace.SpanContext{}
 	}
-	return telemetry.SpanContext(tid, telemetry.ToolSpanID(run.runID, lane.StreamID, attempt, turn, callID))
+	return spanid.SpanContext(tid, spanid.Tool(run.runID, lane.StreamID, attempt, turn, callID))
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/conclave-ai/conclave/internal/telemetry/spanid"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -254,12 +255,12 @@ func (p *Projector) Apply(env *messages.Envelope) {
 // startRun opens a run's root span: the child of the request's
 // traceparent when it sent one, else the root of a new trace.
 func (p *Projector) startRun(env *messages.Envelope, st *messages.RunStartedPayload) {
-	tid, ok := RunTraceID(st)
+	tid, ok := spanid.RunTrace(st)
 	if !ok {
 		return // the engine gave it no trace: not traced
 	}
 	ctx := parentOf(st, tid)
-	ctx = withIDs(ctx, tid, RunSpanID(env.RunID))
+	ctx = withIDs(ctx, tid, spanid.Run(env.RunID))
 	attrs := []attribute.KeyValue{
 		attribute.String(attrOperation, "invoke_agent"), attribute.String(attrAgentName, "council"),
 		attribute.String(attrRunID, string(env.RunID)), attribute.String(attrConversation, string(env.SessionID)),
@@ -281,12 +282,12 @@ func (p *Projector) startRun(env *messages.Envelope, st *messages.RunStartedPayl
 // resumeRun opens the root of a run resumed in this process, at its first
 // event since: linked to the run's first root, in the same trace.
 func (p *Projector) resumeRun(env *messages.Envelope, st *messages.RunStartedPayload) *runSpans {
-	tid, ok := RunTraceID(st)
+	tid, ok := spanid.RunTrace(st)
 	if !ok {
 		return nil
 	}
-	ctx := withIDs(parentOf(st, tid), tid, ResumedRunSpanID(env.RunID, env.Seq))
-	link := trace.Link{SpanContext: SpanContext(tid, RunSpanID(env.RunID)), Attributes: []attribute.KeyValue{attribute.String("conclave.link", "resumed_from")}}
+	ctx := withIDs(parentOf(st, tid), tid, spanid.ResumedRun(env.RunID, env.Seq))
+	link := trace.Link{SpanContext: spanid.SpanContext(tid, spanid.Run(env.RunID)), Attributes: []attribute.KeyValue{attribute.String("conclave.link", "resumed_from")}}
 	_, root := p.cfg.Tracer.Start(ctx, "run (resumed)", trace.WithTimestamp(env.Timestamp), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithLinks(link), trace.WithAttributes(
 			attribute.String(attrOperation, "invoke_agent"), attribute.String(attrAgentName, "council"),
@@ -402,7 +403,7 @@ func (p *Projector) lane(r *runSpans, env *messages.Envelope) *laneSpan {
 	default:
 		attrs = append(attrs, attribute.Bool(attrResumed, true)) // opened by a later event: its start was before a restart
 	}
-	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), parent), r.traceID, LaneSpanID(r.id, env.Lane.StreamID))
+	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), parent), r.traceID, spanid.Lane(r.id, env.Lane.StreamID))
 	_, s := p.cfg.Tracer.Start(ctx, name, trace.WithTimestamp(env.Timestamp), trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 	l := &laneSpan{span: s, attempt: 1, mark: env.Timestamp}
 	r.lanes[env.Lane.StreamID] = l
@@ -532,7 +533,7 @@ func (p *Projector) chat(r *runSpans, l *laneSpan, env *messages.Envelope, u *me
 		name += " " + u.Model
 	}
 	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), l.span.SpanContext()), r.traceID,
-		TurnSpanID(r.id, env.Lane.StreamID, u.Role, attempt, u.Turn))
+		spanid.Turn(r.id, env.Lane.StreamID, u.Role, attempt, u.Turn))
 	_, s := p.cfg.Tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	if u.Role != "" { // a check made on the lane's behalf: it calls no tools
 		s.SetAttributes(attribute.StringSlice(attrFinishReasons, []string{"stop"}))
@@ -555,7 +556,7 @@ func (p *Projector) startWave(r *runSpans, env *messages.Envelope, w *messages.W
 	if w.Team != "" {
 		attrs = append(attrs, attribute.String(attrTeam, w.Team))
 	}
-	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), r.laneParent(stream)), r.traceID, WaveSpanID(r.id, stream, w.Wave))
+	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), r.laneParent(stream)), r.traceID, spanid.Wave(r.id, stream, w.Wave))
 	_, s := p.cfg.Tracer.Start(ctx, "wave "+strconv.Itoa(w.Wave), trace.WithTimestamp(env.Timestamp), trace.WithAttributes(attrs...))
 	r.waves[waveKey{stream, w.Wave}] = s
 }
@@ -581,7 +582,7 @@ func (p *Projector) startTool(r *runSpans, l *laneSpan, env *messages.Envelope, 
 	}
 	k := toolKey{env.Lane.StreamID, c.CallID}
 	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), r.laneParent(env.Lane.StreamID)), r.traceID,
-		ToolSpanID(r.id, env.Lane.StreamID, attempt, turn, c.CallID))
+		spanid.Tool(r.id, env.Lane.StreamID, attempt, turn, c.CallID))
 	_, s := p.cfg.Tracer.Start(ctx, "execute_tool "+c.Tool, trace.WithTimestamp(env.Timestamp), trace.WithAttributes(attrs...))
 	if old := r.tools[k]; old != nil { // the same id again (a restarted agent's call): the old one is over
 		old.span.End(trace.WithTimestamp(env.Timestamp))
@@ -633,7 +634,7 @@ func (p *Projector) raise(r *runSpans, l *laneSpan, env *messages.Envelope, it *
 	if it.Evidence != nil && it.Evidence.RiskLevel != "" {
 		attrs = append(attrs, attribute.String(attrRisk, string(it.Evidence.RiskLevel)))
 	}
-	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), parent), r.traceID, InterruptSpanID(r.id, it.InterruptID))
+	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), parent), r.traceID, spanid.Interrupt(r.id, it.InterruptID))
 	_, s := p.cfg.Tracer.Start(ctx, "interrupt "+string(it.Kind), trace.WithTimestamp(env.Timestamp), trace.WithAttributes(attrs...))
 	r.interrupts[it.InterruptID] = &interruptSpan{span: s, raised: env.Timestamp, call: k}
 }

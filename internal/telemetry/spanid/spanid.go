@@ -1,4 +1,9 @@
-package telemetry
+// Package spanid derives the span ids of a run's spans from what its
+// events say, and writes W3C traceparents. It is apart from package
+// telemetry (the SDK, the exporter, the projector) so that the engine, the
+// OpenAI backend and the MCP client, which only hand span contexts on, do
+// not depend on the SDK.
+package spanid
 
 import (
 	"context"
@@ -38,49 +43,49 @@ func derive(kind string, run messages.RunID, parts ...string) trace.SpanID {
 	return id
 }
 
-// RunSpanID is the span id of run's root span.
-func RunSpanID(run messages.RunID) trace.SpanID { return derive("run", run) }
+// Run is the span id of run's root span.
+func Run(run messages.RunID) trace.SpanID { return derive("run", run) }
 
-// ResumedRunSpanID is the span id of the root span of run's resumption
+// ResumedRun is the span id of the root span of run's resumption
 // that begins at seq (the first event after a restart or a takeover).
-func ResumedRunSpanID(run messages.RunID, seq uint64) trace.SpanID {
+func ResumedRun(run messages.RunID, seq uint64) trace.SpanID {
 	return derive("resumed", run, strconv.FormatUint(seq, 10))
 }
 
-// LaneSpanID is the span id of a lane (planning, a node, a sub-agent, a
+// Lane is the span id of a lane (planning, a node, a sub-agent, a
 // synthesis, a debate turn...).
-func LaneSpanID(run messages.RunID, stream messages.StreamID) trace.SpanID {
+func Lane(run messages.RunID, stream messages.StreamID) trace.SpanID {
 	return derive("lane", run, string(stream))
 }
 
-// WaveSpanID is the span id of wave n on lane stream (the run's, or a
+// Wave is the span id of wave n on lane stream (the run's, or a
 // team node's).
-func WaveSpanID(run messages.RunID, stream messages.StreamID, n int) trace.SpanID {
+func Wave(run messages.RunID, stream messages.StreamID, n int) trace.SpanID {
 	return derive("wave", run, string(stream), strconv.Itoa(n))
 }
 
-// TurnSpanID is the span id of a model turn: the turn-th (1-based) of
+// Turn is the span id of a model turn: the turn-th (1-based) of
 // the attempt-th attempt of the agent on lane stream. role is empty for the
 // lane's own agent, the role's name for a turn made on its behalf by
 // another role (an advisor's check: token_usage.role).
-func TurnSpanID(run messages.RunID, stream messages.StreamID, role string, attempt, turn int) trace.SpanID {
+func Turn(run messages.RunID, stream messages.StreamID, role string, attempt, turn int) trace.SpanID {
 	return derive("turn", run, string(stream), role, strconv.Itoa(attempt), strconv.Itoa(turn))
 }
 
-// ToolSpanID is the span id of tool call callID, made by the turn-th turn
+// Tool is the span id of tool call callID, made by the turn-th turn
 // of the attempt-th attempt of the agent on lane stream (call ids are
 // unique only within a turn).
-func ToolSpanID(run messages.RunID, stream messages.StreamID, attempt, turn int, callID string) trace.SpanID {
+func Tool(run messages.RunID, stream messages.StreamID, attempt, turn int, callID string) trace.SpanID {
 	return derive("tool", run, string(stream), strconv.Itoa(attempt), strconv.Itoa(turn), callID)
 }
 
-// InterruptSpanID is the span id of an interrupt (its id is unique).
-func InterruptSpanID(run messages.RunID, interruptID string) trace.SpanID {
+// Interrupt is the span id of an interrupt (its id is unique).
+func Interrupt(run messages.RunID, interruptID string) trace.SpanID {
 	return derive("interrupt", run, interruptID)
 }
 
-// RunTraceID is the trace id a run_started records, if it is a valid one.
-func RunTraceID(st *messages.RunStartedPayload) (trace.TraceID, bool) {
+// RunTrace is the trace id a run_started records, if it is a valid one.
+func RunTrace(st *messages.RunStartedPayload) (trace.TraceID, bool) {
 	id, err := trace.TraceIDFromHex(st.TraceID)
 	return id, err == nil && id.IsValid()
 }

@@ -28,27 +28,27 @@ import (
 const serveShutdownGrace = 30 * time.Second
 
 type serveCmd struct {
-	app        *app
+	app *app
 	// otlp and otelContent: tracing (serve_tracing.go).
 	otlp        string
 	otelContent bool
-	addr       string
-	tokensFile string
-	origins    []string
-	heartbeat  time.Duration
-	flushDelay time.Duration
-	logLevel   string
-	dataDir    string
-	governance string // --governance: the approvers and policy file
-	serverKey  string // --server-key: the key that signs the audit log
-	memory     bool
-	retainAge  time.Duration
-	retainN    uint64
-	retainTick time.Duration
-	limits     serveLimits
-	quotas     serveQuotas
-	tools      toolFlags
-	repair     bool
+	addr        string
+	tokensFile  string
+	origins     []string
+	heartbeat   time.Duration
+	flushDelay  time.Duration
+	logLevel    string
+	dataDir     string
+	governance  string // --governance: the approvers and policy file
+	serverKey   string // --server-key: the key that signs the audit log
+	memory      bool
+	retainAge   time.Duration
+	retainN     uint64
+	retainTick  time.Duration
+	limits      serveLimits
+	quotas      serveQuotas
+	tools       toolFlags
+	repair      bool
 	// failGrace: after the journal fails, how long the server stays up,
 	// not ready, before it stops (a load balancer's readiness period).
 	failGrace time.Duration

@@ -22,7 +22,9 @@ func (c *serveCmd) tracer(ctx context.Context, logger *slog.Logger, tools *tool.
 		Risk: func(name string) string {
 			_, def, ok := tools.Lookup(name)
 			if !ok {
-				return ""
+				if def, ok = tool.Builtin(name); !ok { // the runtime's own (delegate, ask_human...)
+					return ""
+				}
 			}
 			if def.Risk == "" {
 				return string(tool.RiskLow)

@@ -92,7 +92,7 @@ func (c *call) start(msg *Message) (*follower, *RPCError) {
 		return nil, rerr
 	}
 	cmd.Tenant, cmd.TraceParent = c.tenant, c.traceParent // the run's trace continues the caller's
-	var after uint64 // every event of the run comes after the session's head of now
+	var after uint64                                      // every event of the run comes after the session's head of now
 	if cmd.SessionID != "" {
 		if head, err := c.h.engine.Head(c.ctx, c.tenant, cmd.SessionID); err == nil {
 			after = head

@@ -400,8 +400,12 @@ func (p *Projector) lane(r *runSpans, env *messages.Envelope) *laneSpan {
 		name = "judge"
 	case *messages.SteeringReceivedPayload:
 		name = "steering"
-	default:
-		attrs = append(attrs, attribute.Bool(attrResumed, true)) // opened by a later event: its start was before a restart
+	default: // opened by a later event: its start was before a restart
+		attrs = append(attrs, attribute.Bool(attrResumed, true))
+		if id, ok := strings.CutPrefix(string(env.Lane.StreamID), "node:"); ok && !strings.Contains(id, "/sub:") {
+			name = "node " + id
+			attrs = append(attrs, attribute.String(attrOperation, "invoke_agent"), attribute.String(attrAgentName, id), attribute.String(attrNodeID, id))
+		}
 	}
 	ctx := withIDs(trace.ContextWithSpanContext(context.Background(), parent), r.traceID, spanid.Lane(r.id, env.Lane.StreamID))
 	_, s := p.cfg.Tracer.Start(ctx, name, trace.WithTimestamp(env.Timestamp), trace.WithSpanKind(kind), trace.WithAttributes(attrs...))

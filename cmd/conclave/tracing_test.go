@@ -22,6 +22,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/conclave-ai/conclave/internal/telemetry/spanid"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model/openai"
 	"github.com/conclave-ai/conclave/model/openai/openaitest"
@@ -389,5 +390,70 @@ func TestServe_Tracing(t *testing.T) {
 	}
 	if traced == 0 {
 		t.Error("no kid.trace call finished")
+	}
+}
+
+// waitSpan polls the receiver until a span of trace tid satisfies ok.
+func (r *otlpReceiver) waitSpan(t *testing.T, tid []byte, what string, ok func(*tracepb.Span) bool) *tracepb.Span {
+	t.Helper()
+	deadline := time.Now().Add(testkit.Watchdog)
+	for {
+		for _, sp := range r.spansOf(tid) {
+			if ok(sp) {
+				return sp
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s span exported within %v", what, testkit.Watchdog)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline: nothing signals an export
+	}
+}
+
+// TestServe_TracingAfterKill: a run working when its server is killed
+// (kill -9) goes on after the restart in the same trace, under a "run
+// (resumed)" root that links to the run's first root, the parent of the
+// spans exported before the kill.
+func TestServe_TracingAfterKill(t *testing.T) {
+	t.Parallel()
+	rcv := newOTLPReceiver(t)
+	env := []string{"OTEL_BSP_SCHEDULE_DELAY=50"}
+	args := []string{"--data", t.TempDir(), "--runs-per-second", "-1", "--otlp", rcv.URL}
+	srv := startServe(t, 0, env, args...)
+	a := newHardenAPI(t, srv, "")
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":3,"waves":1,"tokens":200,"token_delay_ms":5}}`)
+	a.waitStreamEvent(t, rc.RunID, func(env *messages.Envelope) bool { return env.Type == messages.TextDelta })
+	sum, err := a.runSummary(rc.RunID)
+	if err != nil || len(sum.TraceID) != 32 {
+		t.Fatalf("the run's summary has trace_id %q (%v): a traced run without a traceparent gets a new trace", sum.TraceID, err)
+	}
+	tid, _ := hex.DecodeString(sum.TraceID)
+	root := spanid.Run(rc.RunID)
+	planning := rcv.waitSpan(t, tid, "planning", func(sp *tracepb.Span) bool { return sp.GetName() == "planning" })
+	if !bytes.Equal(planning.GetParentSpanId(), root[:]) {
+		t.Fatalf("planning's parent %x, want the run's root %s", planning.GetParentSpanId(), root)
+	}
+	_ = srv.cmd.Process.Kill() // kill -9: the run's root never ends in this process
+	srv.reap()
+
+	srv = startServe(t, 0, env, args...)
+	a = newHardenAPI(t, srv, "")
+	if _, _, err := a.waitRun(rc.RunID, hardenWait, func(s messages.RunSummary) bool { return s.Status.Terminal() }); err != nil {
+		t.Fatal(err)
+	}
+	resumed := rcv.waitSpan(t, tid, "run (resumed)", func(sp *tracepb.Span) bool { return sp.GetName() == "run (resumed)" })
+	if len(resumed.GetParentSpanId()) != 0 {
+		t.Errorf("the resumed root has a parent %x", resumed.GetParentSpanId())
+	}
+	links := resumed.GetLinks()
+	if len(links) != 1 || !bytes.Equal(links[0].GetTraceId(), tid) || !bytes.Equal(links[0].GetSpanId(), root[:]) {
+		t.Fatalf("the resumed root's links %v: want one to the run's first root %s in trace %s", links, root, sum.TraceID)
+	}
+	// The nodes that were working when the server died end under it.
+	node := rcv.waitSpan(t, tid, "resumed node", func(sp *tracepb.Span) bool {
+		return strings.HasPrefix(sp.GetName(), "node ") && bytes.Equal(sp.GetParentSpanId(), resumed.GetSpanId())
+	})
+	if spanAttr(node, "conclave.outcome") != "completed" {
+		t.Errorf("resumed node span %q: outcome %q", node.GetName(), spanAttr(node, "conclave.outcome"))
 	}
 }

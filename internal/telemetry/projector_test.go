@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,3 +229,36 @@ func (r endRecorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (r endRecorder) OnEnd(s sdktrace.ReadOnlySpan)                   { *r.names = append(*r.names, s.Name()) }
 func (r endRecorder) Shutdown(context.Context) error                  { return nil }
 func (r endRecorder) ForceFlush(context.Context) error                { return nil }
+
+// TestProjector_Content: prompt and completion text, tool arguments and
+// results are on the spans only with Content.
+func TestProjector_Content(t *testing.T) {
+	t.Parallel()
+	for _, content := range []bool{false, true} {
+		exp := tracetest.NewInMemoryExporter()
+		provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithIDGenerator(telemetry.NewIDGenerator()))
+		p := telemetry.NewProjector(telemetry.ProjectorConfig{Tracer: provider.Tracer("test"), Content: content})
+		ev := &events{run: "r1", at: time.Unix(1_700_000_000, 0)}
+		lane := messages.NodeStream("n1")
+		p.Apply(ev.next(messages.RunStream, &messages.RunStartedPayload{Question: "secret question", TraceID: testTrace}))
+		p.Apply(ev.next(lane, &messages.NodeStartedPayload{NodeID: "n1"}))
+		p.Apply(ev.next(lane, &messages.TextDeltaPayload{Delta: "secret answer"}))
+		p.Apply(ev.next(lane, &messages.TokenUsagePayload{Model: "m", Turn: 1, Attempt: 1}))
+		p.Apply(ev.next(lane, &messages.ToolCallStartedPayload{CallID: "c1", Tool: "search", Args: []byte(`{"query":"secret args"}`)}))
+		p.Apply(ev.next(lane, &messages.ToolCallFinishedPayload{CallID: "c1", Tool: "search", Result: "secret result"}))
+		p.Apply(ev.next(messages.RunStream, &messages.RunFinishedPayload{Answer: "secret final"}))
+		found := map[string]bool{}
+		for _, s := range exp.GetSpans() {
+			for _, kv := range s.Attributes {
+				for _, w := range []string{"secret question", "secret answer", "secret args", "secret result", "secret final"} {
+					if strings.Contains(kv.Value.Emit(), w) {
+						found[w] = true
+					}
+				}
+			}
+		}
+		if want := map[bool]int{false: 0, true: 5}[content]; len(found) != want {
+			t.Errorf("Content %v: the spans hold %v, want %d of the 5 texts", content, found, want)
+		}
+	}
+}

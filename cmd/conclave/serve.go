@@ -28,27 +28,25 @@ import (
 const serveShutdownGrace = 30 * time.Second
 
 type serveCmd struct {
-	app *app
-	// otlp and otelContent: tracing (serve_tracing.go).
-	otlp        string
-	otelContent bool
-	addr        string
-	tokensFile  string
-	origins     []string
-	heartbeat   time.Duration
-	flushDelay  time.Duration
-	logLevel    string
-	dataDir     string
-	governance  string // --governance: the approvers and policy file
-	serverKey   string // --server-key: the key that signs the audit log
-	memory      bool
-	retainAge   time.Duration
-	retainN     uint64
-	retainTick  time.Duration
-	limits      serveLimits
-	quotas      serveQuotas
-	tools       toolFlags
-	repair      bool
+	app        *app
+	tracing    tracingFlags // serve_tracing.go
+	addr       string
+	tokensFile string
+	origins    []string
+	heartbeat  time.Duration
+	flushDelay time.Duration
+	logLevel   string
+	dataDir    string
+	governance string // --governance: the approvers and policy file
+	serverKey  string // --server-key: the key that signs the audit log
+	memory     bool
+	retainAge  time.Duration
+	retainN    uint64
+	retainTick time.Duration
+	limits     serveLimits
+	quotas     serveQuotas
+	tools      toolFlags
+	repair     bool
 	// failGrace: after the journal fails, how long the server stays up,
 	// not ready, before it stops (a load balancer's readiness period).
 	failGrace time.Duration
@@ -98,8 +96,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.IntVar(&c.journalMemtable, "journal-memtable-mib", 64, "the journal's memtable size in MiB: its write-ahead log file is preallocated at about 1.1 times it, so a fresh data directory takes that much disk (4 is plenty for a small deployment; up to four memtables may be in memory)")
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
-	fs.StringVar(&c.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector `URL` (as OTEL_EXPORTER_OTLP_ENDPOINT: spans go to URL/v1/traces); the standard OTEL_* variables work too, and without either tracing is off")
-	fs.BoolVar(&c.otelContent, "otel-content", false, "put prompt and completion text, tool arguments and results on the exported spans (they may hold private data)")
+	c.tracing.register(fs)
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.cluster.register(fs)
 	c.limits.flags(fs)
@@ -167,7 +164,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 	}()
 	ecfg.Tools = tools
-	tracer, err := c.tracer(ctx, logger, tools)
+	tracer, err := c.tracing.start(ctx, c.app.env, logger, tools)
 	if err != nil {
 		return err
 	}

@@ -6,19 +6,33 @@ import (
 	"log/slog"
 	"net/url"
 
+	"github.com/spf13/pflag"
+
 	"github.com/conclave-ai/conclave/internal/telemetry"
 	"github.com/conclave-ai/conclave/tool"
 )
 
-// tracer starts the OpenTelemetry tracer that --otlp or the standard
-// OTEL_* variables ask for, or returns nil when they ask for none.
-func (c *serveCmd) tracer(ctx context.Context, logger *slog.Logger, tools *tool.Set) (*telemetry.Tracer, error) {
-	if c.otlp != "" {
-		if u, err := url.Parse(c.otlp); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageError(fmt.Errorf("--otlp must be an http or https URL, got %q", c.otlp))
+// tracingFlags are serve's and run's tracing flags.
+type tracingFlags struct {
+	otlp    string // --otlp
+	content bool   // --otel-content
+}
+
+func (f *tracingFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.otlp, "otlp", "", "export traces over OTLP/HTTP to this collector `URL` (as OTEL_EXPORTER_OTLP_ENDPOINT: spans go to URL/v1/traces); the standard OTEL_* variables work too, and without either tracing is off")
+	fs.BoolVar(&f.content, "otel-content", false, "put prompt and completion text, tool arguments and results on the exported spans (they may hold private data)")
+}
+
+// start starts the OpenTelemetry tracer that --otlp or the standard
+// OTEL_* variables (read with getenv) ask for, or returns nil when they
+// ask for none.
+func (f *tracingFlags) start(ctx context.Context, getenv func(string) string, logger *slog.Logger, tools *tool.Set) (*telemetry.Tracer, error) {
+	if f.otlp != "" {
+		if u, err := url.Parse(f.otlp); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usageError(fmt.Errorf("--otlp must be an http or https URL, got %q", f.otlp))
 		}
 	}
-	cfg := telemetry.Config{Endpoint: c.otlp, Content: c.otelContent, Logger: logger, Getenv: c.app.env,
+	cfg := telemetry.Config{Endpoint: f.otlp, Content: f.content, Logger: logger, Getenv: getenv,
 		Risk: func(name string) string {
 			_, def, ok := tools.Lookup(name)
 			if !ok {
@@ -36,7 +50,7 @@ func (c *serveCmd) tracer(ctx context.Context, logger *slog.Logger, tools *tool.
 		return nil, usageError(err)
 	}
 	if t != nil {
-		logger.Info("tracing on: exporting spans over OTLP/HTTP", "endpoint", c.otlp, "content", c.otelContent)
+		logger.Info("tracing on: exporting spans over OTLP/HTTP", "otlp", f.otlp, "content", f.content)
 	}
 	return t, nil
 }

@@ -457,3 +457,35 @@ func TestServe_TracingAfterKill(t *testing.T) {
 		t.Errorf("resumed node span %q: outcome %q", node.GetName(), spanAttr(node, "conclave.outcome"))
 	}
 }
+
+// TestRun_Tracing: `conclave run --otlp URL` exports the run's trace
+// before it exits, continuing the TRACEPARENT of the calling process.
+func TestRun_Tracing(t *testing.T) {
+	t.Parallel()
+	const parentTrace, parentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	rcv := newOTLPReceiver(t)
+	env := map[string]string{"TRACEPARENT": "00-" + parentTrace + "-" + parentSpan + "-01"}
+	r := runCLIWith(t, t.Context(), cliIO{getenv: func(k string) string { return env[k] }},
+		"run", "why is the sky blue", "--json", "--nodes", "2", "--otlp", rcv.URL)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	if st := events[0].Payload.(*messages.RunStartedPayload); st.TraceID != parentTrace {
+		t.Fatalf("run_started trace_id %q, want TRACEPARENT's %s", st.TraceID, parentTrace)
+	}
+	tid, _ := hex.DecodeString(parentTrace)
+	spans := rcv.spansOf(tid) // exported before run exited: nothing to wait for
+	nodes := 0
+	for _, sp := range spans {
+		switch {
+		case sp.GetName() == "run" && hex.EncodeToString(sp.GetParentSpanId()) != parentSpan:
+			t.Errorf("the run span's parent %x, want TRACEPARENT's span %s", sp.GetParentSpanId(), parentSpan)
+		case strings.HasPrefix(sp.GetName(), "node "):
+			nodes++
+		}
+	}
+	if nodes != 2 {
+		t.Fatalf("%d node spans among the %d exported, want 2", nodes, len(spans))
+	}
+}

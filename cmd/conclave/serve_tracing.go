@@ -60,7 +60,7 @@ func shutdownTracer(t *telemetry.Tracer, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), serveShutdownGrace)
 	defer cancel()
 	if err := t.Shutdown(ctx); err != nil {
-		logger.Error("tracing: flushing the last spans failed", "err", err)
+		logger.Warn("tracing: flushing the last spans failed; they are lost", "err", err)
 	}
 	if n := t.Dropped(); n > 0 {
 		logger.Warn("tracing: events were dropped while the span queue was full", "events", n)

@@ -489,3 +489,26 @@ func TestRun_Tracing(t *testing.T) {
 		t.Fatalf("%d node spans among the %d exported, want 2", nodes, len(spans))
 	}
 }
+
+// TestServe_TracingCollectorDown: with its collector unreachable the
+// server runs as before; the failed exports are logged as warnings
+// through its own log.
+func TestServe_TracingCollectorDown(t *testing.T) {
+	t.Parallel()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // its port now refuses connections
+	srv := startServe(t, 0, []string{"OTEL_BSP_SCHEDULE_DELAY=20", "OTEL_EXPORTER_OTLP_TIMEOUT=300"}, "--runs-per-second", "-1", "--otlp", dead.URL)
+	a := newHardenAPI(t, srv, "")
+	rc := a.mustStartRun(t, `{"question":"q","scenario":{"nodes":2}}`)
+	events := a.runEvents(t, rc.SessionID, rc.RunID)
+	if events[len(events)-1].Type != messages.RunFinished {
+		t.Fatalf("the run ended with %s", events[len(events)-1].Type)
+	}
+	deadline := time.Now().Add(testkit.Watchdog)
+	for !strings.Contains(srv.log.tail(1<<20), "level=WARN msg=\"telemetry: exporting spans failed\"") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning of the failed export in the log:\n%s", srv.log.tail(8<<10))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the log with a deadline
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -144,6 +145,13 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(NewIDGenerator()))
+	if cfg.Logger != nil {
+		// The SDK reports failed exports only through its process-wide
+		// error handler (by default the standard log package): route them
+		// to the server's log. The one global this package sets.
+		log := cfg.Logger
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry: exporting spans failed", "err", err) }))
+	}
 	return newTracer(cfg, provider), nil
 }
 

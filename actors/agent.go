@@ -482,7 +482,8 @@ func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 		a.tools.max = a.spec.e.cfg.ToolParallel
 	}
 	a.tools.start(ctx, a.spec.e, toolStart{idx: i, t: t, def: def, args: c.Args,
-		info: tool.CallInfo{Tenant: a.spec.run.tenant, RunID: a.spec.run.runID, AgentID: a.spec.agentID, CallID: c.ID, Index: i, Attempt: a.spec.shared.attempts, Turn: a.turn}})
+		info: tool.CallInfo{Tenant: a.spec.run.tenant, RunID: a.spec.run.runID, AgentID: a.spec.agentID, CallID: c.ID, Index: i, Attempt: a.spec.shared.attempts, Turn: a.turn},
+		span: toolSpan(a.spec.e, a.spec.run, a.spec.lane, a.spec.shared.attempts, a.turn, c.ID)})
 }
 
 // toolFinished takes a tool call's outcome from its goroutine.

@@ -41,12 +41,22 @@ func BenchmarkCouncilFeatures(b *testing.B) {
 	benchCouncil(b, messages.StartRun{Question: "bench", Scenario: sc, Advisor: &messages.AdvisorOptions{}})
 }
 
-func benchCouncil(b *testing.B, cmd messages.StartRun) {
+func benchCouncil(b *testing.B, cmd messages.StartRun) { benchCouncilWith(b, cmd, nil) }
+
+// benchCouncilWith is benchCouncil with, when tracer is set, a tracer per
+// run (its stop, timed with the run, waits until every event is projected
+// and every span exported).
+func benchCouncilWith(b *testing.B, cmd messages.StartRun, tracer func() (actors.Tracer, func(context.Context) error)) {
 	var events, mallocs uint64
 	var wall time.Duration
 	var ms runtime.MemStats
 	for b.Loop() {
-		e, err := actors.New(actors.Config{})
+		cfg := actors.Config{}
+		stopTracer := func(context.Context) error { return nil }
+		if tracer != nil {
+			cfg.Tracer, stopTracer = tracer()
+		}
+		e, err := actors.New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,6 +70,9 @@ func benchCouncil(b *testing.B, cmd messages.StartRun) {
 		}
 		evs, err := testkit.Follow(ctx, e, ref, 0)
 		if err != nil {
+			b.Fatal(err)
+		}
+		if err := stopTracer(ctx); err != nil {
 			b.Fatal(err)
 		}
 		wall += time.Since(start)

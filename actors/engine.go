@@ -18,6 +18,7 @@ package actors
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -187,6 +188,22 @@ type Config struct {
 	// give the same event order. Whoever passes one keeps it running until
 	// Shutdown has returned.
 	Dispatcher actor.Dispatcher
+	// Tracer, when set, turns runs' events into OpenTelemetry spans
+	// (internal/telemetry): every run gets a trace id (run_started's), and
+	// model requests and tool calls carry the span context of their turn's
+	// or call's span. Nil: no tracing, and no cost.
+	Tracer Tracer
+}
+
+// Tracer receives the events that make a run's spans (telemetry.Tracer).
+// Observe is called by every session's hub, concurrently, with each batch
+// of tenant's events once journaled, in seq order; it must not block and
+// must not modify the events. Resumed is called when a run is rebuilt from
+// the journal to go on working (a restart, a takeover), before any of its
+// new events is observed.
+type Tracer interface {
+	Observe(tenant messages.TenantID, events []*messages.Envelope)
+	Resumed(run messages.RunID, started *messages.RunStartedPayload)
 }
 
 // Auditor records the decisions among journaled events (audit.Log).
@@ -535,7 +552,19 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)
 	}
+	if o.TraceID == "" { // the request continued no trace
+		o.TraceID = e.newTraceID()
+	}
 	return newRunSpec(messages.RunID(e.cfg.NewID().String()), o, m), nil
+}
+
+// newTraceID is a new run's trace id when the engine traces, else "".
+func (e *Engine) newTraceID() string {
+	if e.cfg.Tracer == nil {
+		return ""
+	}
+	id := e.cfg.NewID() // 16 bytes: a trace id's size
+	return hex.EncodeToString(id[:])
 }
 
 // checkCalls refuses a scenario whose calls name a tool the engine lacks
@@ -661,6 +690,7 @@ func (e *Engine) Rewind(ctx context.Context, cmd messages.Rewind) (RunRef, error
 		return RunRef{}, err
 	}
 	spec := e.specOf(sessKey{tenant, sum.SessionID}, messages.RunID(e.cfg.NewID().String()), rs.Started, m)
+	spec.traceParent, spec.traceID = "", e.newTraceID() // a new request: its own trace, not the source run's
 	spec.rewind = &messages.RunRewoundPayload{From: cmd.RunID, Wave: cmd.Wave, Note: cmd.Note, Plan: g.Plan, Waves: g.Waves, Reused: reused}
 	return e.start(ctx, spec)
 }

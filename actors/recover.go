@@ -247,6 +247,9 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 		r.unresumable = "cannot resume after a restart: " + err.Error()
 	}
 	spec := a.e.specOf(k, r.ID, r.Started, m)
+	if t := a.e.cfg.Tracer; t != nil {
+		t.Resumed(r.ID, r.Started) // before the events it publishes from here
+	}
 	spec.out = a.newOutbox(spec, s.pid, r.Events, r.Usage)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"

@@ -44,6 +44,9 @@ type runSpec struct {
 	maxReplans int
 	// requestID names the request that started the run (RunIdentity).
 	requestID string
+	// traceParent and traceID: the run's trace (RunStartedPayload).
+	traceParent string
+	traceID     string
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -59,7 +62,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
-		requestID: o.RequestID,
+		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID,
 	}
 }
 
@@ -291,7 +294,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
 			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
-			RequestID: r.spec.requestID}
+			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclave-ai/conclave/tool"
 )
@@ -77,6 +78,9 @@ type toolStart struct {
 	def  tool.Def
 	args json.RawMessage
 	info tool.CallInfo // given to the tool in its context
+	// span is the span context of the call's execute_tool span (toolSpan),
+	// given to the tool in its context; invalid when not tracing.
+	span trace.SpanContext
 }
 
 // toolDone is a call's outcome, sent by its goroutine to its agent.
@@ -100,7 +104,11 @@ func (r *toolRuns) start(ctx actor.Context, e *Engine, s toolStart) {
 	if timeout <= 0 {
 		timeout = e.cfg.ToolTimeout
 	}
-	cctx, cancel := context.WithTimeout(tool.WithCallInfo(e.toolCtx, s.info), timeout)
+	base := tool.WithCallInfo(e.toolCtx, s.info)
+	if s.span.IsValid() {
+		base = trace.ContextWithRemoteSpanContext(base, s.span)
+	}
+	cctx, cancel := context.WithTimeout(base, timeout)
 	run := &toolRun{cancel: cancel}
 	r.running[s.idx] = run
 	root, self := ctx.ActorSystem().Root, sendablePID(ctx.Self())

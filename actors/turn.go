@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
@@ -80,6 +81,9 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 		req:   req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
 		emit:   messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
 		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
+	}
+	if sc := turnSpan(e, run, lane, req, quiet); sc.IsValid() {
+		tctx = trace.ContextWithRemoteSpanContext(tctx, sc)
 	}
 	if !e.turns.Go(func() { t.run(tctx, h.done) }) {
 		cancel()
@@ -191,7 +195,7 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				}
 			case *model.Usage:
 				res.usage = c.Usage
-				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Usage: c.Usage})
+				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Attempt: t.req.Attempt, Usage: c.Usage})
 			}
 			if err != nil { // cancelled while waiting for the outbox
 				res.err = err

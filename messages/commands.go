@@ -1,6 +1,9 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Commands are what clients ask of the runtime. They are plain structs sent to
 // the engine (and, inside it, to actors).
@@ -38,6 +41,36 @@ type StartRun struct {
 	// RequestID names the request that started the run; set by the
 	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
 	RequestID string `json:"-"`
+	// TraceParent is the W3C traceparent header of the request that
+	// started the run, set by the transport; the run's trace continues it.
+	// An invalid one is ignored, as the W3C recommendation says.
+	TraceParent string `json:"-"`
+}
+
+// ValidTraceparent reports whether s is a W3C traceparent this server
+// continues: "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>" in
+// lowercase, neither id all zeros (a later version's value is read by its
+// version-00 prefix, as the recommendation says).
+func ValidTraceparent(s string) bool {
+	if len(s) < 55 || (len(s) > 55 && s[55] != '-') || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	if !lowerHex(s[0:2]) || s[0:2] == "ff" || (s[0:2] == "00" && len(s) != 55) {
+		return false
+	}
+	if !lowerHex(s[3:35]) || !lowerHex(s[36:52]) || !lowerHex(s[53:55]) {
+		return false
+	}
+	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxRequestIDBytes bounds StartRun.RequestID.

@@ -63,6 +63,14 @@ type RunStartedPayload struct {
 	MaxReplans             *int            `json:"max_replans,omitempty"`
 	// RequestID is the request that started the run (RunIdentity).
 	RequestID string `json:"request_id,omitempty"`
+	// TraceID is the run's OpenTelemetry trace (32 lowercase hex digits):
+	// the trace of the W3C traceparent of the request that started it,
+	// else a new one when the server exports traces; empty otherwise.
+	// Every span of the run is in it, after a restart too.
+	TraceID string `json:"trace_id,omitempty"`
+	// TraceParent is the W3C traceparent of the request that started the
+	// run, when it sent a valid one: the run's root span is its child.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -411,6 +419,9 @@ type TokenUsagePayload struct {
 	// role (an advisor checking the lane's agent): its turn numbers count
 	// its own checks, not the lane agent's turns.
 	Role string `json:"role,omitempty"`
+	// Attempt is the 1-based attempt of the agent that made the turn (it
+	// grows when the agent is restarted); Turn counts within it.
+	Attempt int `json:"attempt,omitempty"`
 	Usage
 }
 

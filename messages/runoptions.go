@@ -34,6 +34,10 @@ type RunOptions struct {
 	MaxDelegationRounds   int
 	MaxReplans            int
 	RequestID             string
+	// TraceParent is StartRun.TraceParent when valid (ValidTraceparent),
+	// else empty; TraceID the run's trace (RunStartedPayload.TraceID).
+	TraceParent string
+	TraceID     string
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -55,6 +59,9 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	o := RunOptions{Tenant: s.Tenant, SessionID: s.SessionID, Question: s.Question, Advisor: s.Advisor,
 		Concurrency: s.Concurrency, ApprovalTimeout: d.ApprovalTimeout, ApprovalTimeoutAction: s.ApprovalTimeoutAction,
 		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID}
+	if ValidTraceparent(s.TraceParent) {
+		o.TraceParent, o.TraceID = s.TraceParent, s.TraceParent[3:35]
+	}
 	if s.RequestID != "" && !ValidRequestID(s.RequestID) {
 		return bad("request_id", "must be 1..%d printable ASCII characters without spaces", MaxRequestIDBytes)
 	}
@@ -132,7 +139,8 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
-		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID}
+		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID,
+		TraceParent: p.TraceParent, TraceID: p.TraceID}
 	if p.MaxReplans != nil { // runs of older versions did not re-plan
 		o.MaxReplans = *p.MaxReplans
 	}

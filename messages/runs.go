@@ -71,4 +71,7 @@ type RunSummary struct {
 	Answer    string    `json:"answer,omitempty"`
 	ErrorCode ErrorCode `json:"error_code,omitempty"`
 	Error     string    `json:"error,omitempty"`
+	// TraceID is the run's OpenTelemetry trace id (run_started.trace_id),
+	// when it has one.
+	TraceID string `json:"trace_id,omitempty"`
 }

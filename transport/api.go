@@ -44,6 +44,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant messag
 			return messages.RunCreated{}, aerr
 		}
 		cmd.Tenant, cmd.RequestID = tenant, requestID
+		cmd.TraceParent = r.Header.Get("Traceparent") // the run's trace continues the caller's
 		// Not cancelled with the request: a client that gives up while the
 		// run's start is being acknowledged must not turn a started run
 		// into an error (its retry with the same Idempotency-Key would

@@ -130,6 +130,9 @@ func Summarize(base messages.RunSummary, r *runstate.Run) messages.RunSummary {
 	if !r.UpdatedAt.IsZero() {
 		s.UpdatedAt = r.UpdatedAt
 	}
+	if r.Started != nil {
+		s.TraceID = r.Started.TraceID
+	}
 	if r.Started != nil && s.Question == "" && s.CreatedAt.IsZero() {
 		s.Question, s.CreatedAt = r.Started.Question, r.StartedAt
 	}

@@ -177,7 +177,8 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 
 // runCmd holds the flags of `conclave run`.
 type runCmd struct {
-	app *app
+	app     *app
+	tracing tracingFlags // serve_tracing.go
 
 	// sc receives the scenario flags; only the flags the user set are
 	// copied into the run's scenario.
@@ -258,6 +259,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.DurationVar(&c.approvalTimeout, "approval-timeout", 0, "how long each interrupt waits for an answer, in whole seconds: 30s, 5m (default 10m)")
 	fs.StringVar(&c.timeoutAction, "approval-timeout-action", string(messages.DecisionReject), "what an approval nobody answered in time decides: reject|approve")
 	fs.BoolVar(&c.autoApprove, "auto-approve", false, "approve every interrupt (answer questions \"ok\") at once, printing what it approved")
+	c.tracing.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print each event's JSON envelope, one per line (JSONL), and nothing else")
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
@@ -435,6 +437,15 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 		}
 	}()
 	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools, Secrets: secretValues}
+	tracer, err := c.tracing.start(ctx, c.app.env, logger, tools)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		ecfg.Tracer = tracer
+		defer shutdownTracer(tracer, logger) // after the engine's shutdown (deferred later, run first)
+	}
+	req.TraceParent = c.app.env("TRACEPARENT") // a calling process's trace, as otel-cli and CI tools pass it
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
 	}

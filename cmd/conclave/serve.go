@@ -29,6 +29,7 @@ const serveShutdownGrace = 30 * time.Second
 
 type serveCmd struct {
 	app        *app
+	tracing    tracingFlags // serve_tracing.go
 	addr       string
 	tokensFile string
 	origins    []string
@@ -95,6 +96,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.IntVar(&c.journalMemtable, "journal-memtable-mib", 64, "the journal's memtable size in MiB: its write-ahead log file is preallocated at about 1.1 times it, so a fresh data directory takes that much disk (4 is plenty for a small deployment; up to four memtables may be in memory)")
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
+	c.tracing.register(fs)
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.cluster.register(fs)
 	c.limits.flags(fs)
@@ -162,6 +164,14 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 	}()
 	ecfg.Tools = tools
+	tracer, err := c.tracing.start(ctx, c.app.env, logger, tools)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		ecfg.Tracer = tracer
+		defer shutdownTracer(tracer, logger) // after the engine's shutdown: its last events are spans too
+	}
 	if c.governance != "" {
 		if ecfg.Governance, err = governance.LoadConfig(c.governance); err != nil {
 			return usageError(fmt.Errorf("--governance: %w", err))

@@ -31,6 +31,10 @@ const mcpChildSayEnv = "CONCLAVE_TEST_MCP_SAY"
 // while it exists.
 const mcpChildDownEnv = "CONCLAVE_TEST_MCP_DOWN"
 
+// mcpChildTraceEnv=1 gives the MCP child a "trace" tool that answers
+// "traceparent=" and the _meta.traceparent its call carried.
+const mcpChildTraceEnv = "CONCLAVE_TEST_MCP_TRACE"
+
 // runMCPChild is TestMain's hook: with mcpChildEnv=1 the process serves
 // MCP over stdin and stdout until stdin ends, then exits. Its tools:
 // shout {text} ("TEXT!") and cite {topic, count 1..3} (a text and count
@@ -73,6 +77,13 @@ func runMCPChild() {
 			}
 			return res, nil
 		})
+	if os.Getenv(mcpChildTraceEnv) == "1" {
+		sdk.AddTool(srv, &sdk.Tool{Name: "trace", Description: "Answers the traceparent its call carried in _meta."},
+			func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+				tp, _ := req.Params.Meta["traceparent"].(string)
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "traceparent=" + tp}}}, nil, nil
+			})
+	}
 	if down != "" {
 		sdk.AddTool(srv, &sdk.Tool{Name: "die", Description: "Starts an outage: the server exits, and cannot start while the outage lasts."},
 			func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {

@@ -158,6 +158,8 @@ export interface RunStartedPayload {
   max_delegation_rounds?: number;
   max_replans?: number;
   request_id?: string;
+  trace_id?: string;
+  trace_parent?: string;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -373,6 +375,7 @@ export interface TokenUsagePayload {
   model: string;
   turn: number;
   role?: string;
+  attempt?: number;
   input_tokens: number;
   output_tokens: number;
   cache_read_tokens?: number;

@@ -34,7 +34,7 @@ var _ target = (*conclaveTarget)(nil)
 // a run started in it), waits until that run ended so its events are not
 // mixed with the measured ones, and starts serving.
 func startConclave(ctx context.Context, cfg ServerConfig) (_ *conclaveTarget, err error) {
-	ecfg := actors.Config{Logger: cfg.Logger, Now: cfg.Now, SubscriberQueue: cfg.Queue}
+	ecfg := actors.Config{Logger: cfg.Logger, Now: cfg.Now, SubscriberQueue: cfg.Queue, Tracer: cfg.Tracer}
 	var parts *clusterParts
 	if cfg.Cluster != "" {
 		if parts, err = joinCluster(ctx, cfg, &ecfg); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/benchkit"
 	"github.com/conclave-ai/conclave/internal/routine"
 	"github.com/conclave-ai/conclave/messages"
@@ -90,6 +91,8 @@ type ServerConfig struct {
 	// Queue bounds each subscriber's queue: actors.Config.SubscriberQueue in
 	// conclave mode, the client channel's capacity in naive mode (default 256).
 	Queue int
+	// Tracer is actors.Config.Tracer (conclave mode): tracing on.
+	Tracer actors.Tracer
 	// CPUProfile, if set, is the file the server writes a CPU profile of
 	// itself to, from Start (publishing or the council's start) to
 	// Shutdown: the measured span and the drain.

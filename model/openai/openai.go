@@ -60,6 +60,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/conclave-ai/conclave/internal/telemetry/spanid"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
@@ -460,7 +461,13 @@ func (m *Model) try(ctx context.Context, req *model.Request, params oa.ChatCompl
 	// request and turns error answers into *oa.Error, and its SSE decoder
 	// splits the body into events; the chunks themselves are decoded here
 	// (see wireChunk).
-	if err := m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true)); err != nil {
+	opts := []option.RequestOption{option.WithJSONSet("stream", true)}
+	if tp := spanid.Traceparent(ctx); tp != "" {
+		// The turn's chat span (the engine put its context in ctx): the
+		// server's own spans join the run's trace under it.
+		opts = append(opts, option.WithHeader("traceparent", tp))
+	}
+	if err := m.client.Post(ctx, "chat/completions", params, &res, opts...); err != nil {
 		if res != nil && res.Body != nil {
 			_ = res.Body.Close()
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conclave-ai/conclave/internal/telemetry/spanid"
 	"github.com/conclave-ai/conclave/tool"
 )
 
@@ -383,7 +384,13 @@ func (v *server) call(ctx context.Context, remote string, args json.RawMessage) 
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	res, err := c.sess.CallTool(cctx, &sdk.CallToolParams{Name: remote, Arguments: args})
+	params := &sdk.CallToolParams{Name: remote, Arguments: args}
+	if tp := spanid.Traceparent(ctx); tp != "" {
+		// The call's execute_tool span, in _meta as the MCP spec's
+		// trace-context convention has it.
+		params.Meta = sdk.Meta{"traceparent": tp}
+	}
+	res, err := c.sess.CallTool(cctx, params)
 	if err == nil {
 		return res, nil
 	}

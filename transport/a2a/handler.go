@@ -337,7 +337,7 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	c := &call{h: h, w: w, ctx: ctx, tenant: tenant, id: req.ID}
+	c := &call{h: h, w: w, ctx: ctx, tenant: tenant, id: req.ID, traceParent: r.Header.Get("Traceparent")}
 	var result any
 	switch req.Method {
 	case "SendMessage":

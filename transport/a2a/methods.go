@@ -38,6 +38,8 @@ type call struct {
 	// the call's session: the call is answered 421 not_owner instead of a
 	// JSON-RPC error, and the node's forwarder proxies it to the owner.
 	misdirected error
+	// traceParent is the request's W3C traceparent header.
+	traceParent string
 }
 
 // task finds a task of the caller. Unknown ids, malformed ids and other
@@ -89,8 +91,8 @@ func (c *call) start(msg *Message) (*follower, *RPCError) {
 	if rerr != nil {
 		return nil, rerr
 	}
-	cmd.Tenant = c.tenant
-	var after uint64 // every event of the run comes after the session's head of now
+	cmd.Tenant, cmd.TraceParent = c.tenant, c.traceParent // the run's trace continues the caller's
+	var after uint64                                      // every event of the run comes after the session's head of now
 	if cmd.SessionID != "" {
 		if head, err := c.h.engine.Head(c.ctx, c.tenant, cmd.SessionID); err == nil {
 			after = head

@@ -329,6 +329,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, tenant messages.
 		writeError(w, aerr)
 		return
 	}
+	cmd.TraceParent = r.Header.Get("Traceparent") // the run's trace continues the caller's
 	ctx, cancel := context.WithTimeout(r.Context(), engineTimeout)
 	defer cancel()
 	pending, _, err := h.engine.PendingInterrupts(ctx, tenant, session, "", 1)

@@ -193,6 +193,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Authorization = r.Header.Get("Authorization")
+	req.Traceparent = r.Header.Get("Traceparent")
 	if bad := CheckRequest(&req); bad != nil { // what upstream refuses, the fake refuses (rules.go)
 		writeInvalid(w, bad)
 		return

@@ -161,6 +161,8 @@ type Request struct {
 	StreamOptions  *StreamOptions  `json:"stream_options,omitempty"`
 	// Authorization is the request's Authorization header (not JSON).
 	Authorization string `json:"-"`
+	// Traceparent is the request's W3C traceparent header (not JSON).
+	Traceparent string `json:"-"`
 }
 
 // StreamOptions are the request's stream options.

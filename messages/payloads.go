@@ -412,6 +412,14 @@ type TokenUsagePayload struct {
 	// its own checks, not the lane agent's turns.
 	Role string `json:"role,omitempty"`
 	Usage
+	// DurationMS is how long the turn took, from its model request to
+	// the model's usage report (the end of its stream); FirstTokenMS,
+	// from its request to the first chunk of output (text, reasoning or
+	// a tool call): the time to first token. Measured by the engine on
+	// its clock; omitted when zero (a clock that did not move, or a
+	// model that reported usage before any output).
+	DurationMS   int64 `json:"duration_ms,omitempty"`
+	FirstTokenMS int64 `json:"first_token_ms,omitempty"`
 }
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.

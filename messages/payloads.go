@@ -555,6 +555,11 @@ const (
 	InterruptSpawnApproval InterruptKind = "spawn_approval"
 )
 
+// InterruptKinds lists every interrupt kind.
+func InterruptKinds() []InterruptKind {
+	return []InterruptKind{InterruptToolApproval, InterruptInfoRequest, InterruptPlanApproval, InterruptNodeApproval, InterruptSpawnApproval}
+}
+
 // Decision is a human's answer to an approval interrupt.
 type Decision string
 

@@ -569,6 +569,30 @@ func TestServer_HealthzAndMetrics(t *testing.T) {
 	resp.Body.Close()
 }
 
+// TestServer_MetricsInterruptsPending: /metrics counts the interrupts
+// waiting for a human by kind, every kind listed (0 when none), and
+// serves OpenMetrics (the format of exemplars) to a scraper asking for it.
+func TestServer_MetricsInterruptsPending(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: scenario(2, 2)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.InterruptRaised })
+	var body []byte
+	testkit.Eventually(t, func() bool { // listed once journaled
+		_, body = h.do("GET", "/metrics", nil)
+		return strings.Contains(string(body), `conclave_interrupts_pending{kind="plan_approval"} 1`)
+	})
+	if !strings.Contains(string(body), `conclave_interrupts_pending{kind="tool_approval"} 0`) {
+		t.Errorf("metrics lack tool_approval's 0:\n%s", body)
+	}
+	om, _ := h.do("GET", "/metrics", nil, "Accept", "application/openmetrics-text; version=1.0.0")
+	if ct := om.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Errorf("Content-Type %q, want OpenMetrics", ct)
+	}
+}
+
 // TestSSE_HeartbeatAndShutdownFrame: an idle stream gets ": ping" comments;
 // at shutdown it gets the final stream_closed frame.
 func TestSSE_HeartbeatAndShutdownFrame(t *testing.T) {

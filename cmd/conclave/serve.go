@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/internal/redact"
+	"github.com/conclave-ai/conclave/internal/runmetrics"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
@@ -233,6 +234,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 	}
 	ecfg.Audit = auditLog
+	// Metrics of runs come from their events (internal/runmetrics).
+	runMetrics := runmetrics.New(runmetrics.Config{})
+	ecfg.Observers = append(ecfg.Observers, runMetrics)
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
@@ -268,7 +272,8 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 		return not
 	}
-	reg := prometheus.NewRegistry() // the server's metrics, the model's and the cluster's, on one /metrics
+	reg := prometheus.NewRegistry() // the server's metrics, the runs', the model's and the cluster's, on one /metrics
+	reg.MustRegister(runMetrics)
 	if m := c.model.openaiModel; m != nil {
 		reg.MustRegister(newModelCollector(m))
 	}

@@ -108,6 +108,10 @@ func TestServe_LogFormatJSON(t *testing.T) {
 			t.Errorf("run ended %s = %v, want > 0", k, ended[k])
 		}
 	}
+	// An agent that panics is restarted by its supervisor: protoactor's
+	// "[ACTOR] Recovering" is a JSON line of the server's handler too.
+	a.mustStartRun(t, `{"question":"q","scenario":{"nodes":2,"waves":1,"panic_nodes":1}}`)
+	waitLogLine(t, srv, "[ACTOR] Recovering", map[string]any{"component": "protoactor", "level": "INFO"})
 }
 
 // TestRun_LogFormatJSON: `conclave run --log-format json` logs JSON lines,

@@ -75,16 +75,13 @@ func samples(mf *dto.MetricFamily) map[string]sample {
 	return out
 }
 
-// TestServe_MetricsMatchTheRun: after a council run through a real
-// `conclave serve` (OpenAI backend on openaitest, an MCP server's tool,
-// sub-agents, a plan approval answered by a human), every run metric on
-// /metrics holds exactly what the run's events report: tokens by model,
-// role and type, model turn durations and times to first token, tool
-// calls, errors and durations, the human's decision time, the run's
-// outcome and duration; nothing is left pending. Before internal/runmetrics
-// none of these series existed.
-func TestServe_MetricsMatchTheRun(t *testing.T) {
-	t.Parallel()
+// observedCouncil runs a council through a real `conclave serve` with
+// the OpenAI backend on openaitest, the kid MCP server's tool, sub-agents
+// and a plan approval answered over the API, and returns the server's API
+// and the run's events, up to its run_finished. The session's stream is
+// closed when it returns.
+func observedCouncil(t *testing.T) (*hardenAPI, []*messages.Envelope) {
+	t.Helper()
 	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, ReasoningTokens: 2, SynthesisTokens: 4,
 		Calls: []string{"kid.shout"}, SubagentsPerNode: 1}
 	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
@@ -94,6 +91,7 @@ func TestServe_MetricsMatchTheRun(t *testing.T) {
 	a := newHardenAPI(t, srv, "")
 	rc := a.mustStartRun(t, `{"question":"why is the sky blue","hitl":"plan","scenario":{"nodes":3,"waves":2,"tokens":6,"reasoning_tokens":2,"synthesis_tokens":4,"calls":["kid.shout"],"subagents_per_node":1}}`)
 	s := a.mustStream(t, rc.SessionID, 0)
+	defer s.close()
 	var events []*messages.Envelope
 	for {
 		env := s.mustEnv(t)
@@ -110,6 +108,20 @@ func TestServe_MetricsMatchTheRun(t *testing.T) {
 	if events[len(events)-1].Type != messages.RunFinished {
 		t.Fatalf("the run ended with %s", describe(events[len(events)-1]))
 	}
+	return a, events
+}
+
+// TestServe_MetricsMatchTheRun: after a council run through a real
+// `conclave serve` (OpenAI backend on openaitest, an MCP server's tool,
+// sub-agents, a plan approval answered by a human), every run metric on
+// /metrics holds exactly what the run's events report: tokens by model,
+// role and type, model turn durations and times to first token, tool
+// calls, errors and durations, the human's decision time, the run's
+// outcome and duration; nothing is left pending. Before internal/runmetrics
+// none of these series existed.
+func TestServe_MetricsMatchTheRun(t *testing.T) {
+	t.Parallel()
+	a, events := observedCouncil(t)
 
 	// What the events say, summed as an operator would.
 	want := map[string]map[string]sample{}

@@ -210,3 +210,22 @@ func TestMetrics_Exemplars(t *testing.T) {
 		t.Error("the run's end has no exemplar")
 	}
 }
+
+// BenchmarkMetrics_Observe is the hub's cost per event of the metrics
+// observer on a typical batch: 64 events, of which one token_usage and
+// one tool_call_finished, the rest deltas it skips.
+func BenchmarkMetrics_Observe(b *testing.B) {
+	m := runmetrics.New(runmetrics.Config{})
+	batch := make([]*messages.Envelope, 0, 64)
+	batch = append(batch,
+		env("r1", messages.NodeStream("n1"), 0, &messages.TokenUsagePayload{Model: "m", Usage: messages.Usage{InputTokens: 10, OutputTokens: 5}, DurationMS: 900, FirstTokenMS: 100}),
+		env("r1", messages.NodeStream("n1"), 0, &messages.ToolCallFinishedPayload{Tool: "search", DurationMS: 20}))
+	for len(batch) < cap(batch) {
+		batch = append(batch, env("r1", messages.NodeStream("n1"), 0, &messages.TextDeltaPayload{Delta: "x"}))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Observe("t", batch)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/event")
+}

@@ -203,7 +203,10 @@ func TestServe_MetricsMatchTheRun(t *testing.T) {
 			}
 		}
 	}
-	if mf := got["conclave_model_failures_total"]; mf != nil && len(mf.GetMetric()) > 0 {
+	// Every failure class is listed, at 0 in a run without failures.
+	if mf := got["conclave_model_failures_total"]; mf == nil || len(mf.GetMetric()) != len(modelFailureClasses) {
+		t.Errorf("conclave_model_failures_total: %v, want a series per class (%d)", mf, len(modelFailureClasses))
+	} else {
 		for k, s := range samples(mf) {
 			if s.value != 0 {
 				t.Errorf("conclave_model_failures_total{%s} = %v in a run without failures", k, s.value)

@@ -232,7 +232,11 @@ func (m *Metrics) ended(env *messages.Envelope, outcome string, durationMS int64
 	observe(m.runDuration.WithLabelValues(outcome), seconds(durationMS), ex)
 	m.mu.Lock()
 	delete(m.traces, env.RunID)
-	for id, r := range m.interrupts { // a run ends with none pending: this finds none or few
+	// A run ends with its interrupts closed (resolved, expired or
+	// cancelled), so this finds none but a raised one whose close was not
+	// journaled; it walks every pending interrupt of every run, a few in
+	// practice (at most maxTracked).
+	for id, r := range m.interrupts {
 		if r.run == env.RunID {
 			delete(m.interrupts, id)
 		}

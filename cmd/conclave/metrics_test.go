@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -76,20 +78,25 @@ func samples(mf *dto.MetricFamily) map[string]sample {
 }
 
 // observedCouncil runs a council through a real `conclave serve` with
-// the OpenAI backend on openaitest, the kid MCP server's tool, sub-agents
-// and a plan approval answered over the API, and returns the server's API
+// the OpenAI backend on openaitest — a team, a debate with a judge, the
+// kid MCP server's tool, sub-agents — every approval (hitl tools: the
+// plan, each node, each tool call) answered over the API, and returns the server's API
 // and the run's events, up to its run_finished. The session's stream is
 // closed when it returns.
 func observedCouncil(t *testing.T) (*hardenAPI, []*messages.Envelope) {
 	t.Helper()
-	sc := messages.Scenario{Nodes: 3, Waves: 2, Tokens: 6, ReasoningTokens: 2, SynthesisTokens: 4,
-		Calls: []string{"kid.shout"}, SubagentsPerNode: 1}
+	sc := messages.Scenario{Nodes: 5, Waves: 3, Tokens: 6, ReasoningTokens: 2, SynthesisTokens: 4, Teams: 1, TeamSize: 2,
+		Calls: []string{"kid.shout"}, SubagentsPerNode: 1, Debate: &messages.DebateScenario{Nodes: 1, Agents: 2, Rounds: 1, Judge: true}}
 	llm := openaitest.NewServer(t, openaitest.Config{Council: &sc})
 	srv := startServe(t, 0, nil, "--model", "openai", "--model-url", llm.URL, "--model-name", "council-model",
 		"--role-model", "director=strong-model", "--model-context-tokens", "100000", "--runs-per-second", "-1",
 		"--mcp", mcpChildFlag(t, "kid"))
 	a := newHardenAPI(t, srv, "")
-	rc := a.mustStartRun(t, `{"question":"why is the sky blue","hitl":"plan","scenario":{"nodes":3,"waves":2,"tokens":6,"reasoning_tokens":2,"synthesis_tokens":4,"calls":["kid.shout"],"subagents_per_node":1}}`)
+	body, err := json.Marshal(messages.StartRun{Question: "why is the sky blue", HITL: messages.HITLTools, Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := a.mustStartRun(t, string(body))
 	s := a.mustStream(t, rc.SessionID, 0)
 	defer s.close()
 	var events []*messages.Envelope
@@ -175,6 +182,18 @@ func TestServe_MetricsMatchTheRun(t *testing.T) {
 		"conclave_tool_calls_total", "conclave_interrupt_decision_seconds"} {
 		if len(want[m]) == 0 {
 			t.Fatalf("the run's events have nothing for %s: the scenario does not exercise it", m)
+		}
+	}
+	for _, part := range []string{`kind="plan_approval"`, `kind="node_approval"`, `kind="tool_approval"`} {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(want["conclave_interrupt_decision_seconds"])), func(k string) bool { return strings.Contains(k, part) }) {
+			t.Fatalf("no decision of %s in the run: %v", part, want["conclave_interrupt_decision_seconds"])
+		}
+	}
+	for model, roles := range map[string][]string{"strong-model": {"director"}, "council-model": {"worker", "subagent", "synthesizer", "debater", "judge"}} {
+		for _, role := range roles {
+			if _, ok := want["conclave_model_tokens_total"][labels("model", model, "role", role, "type", "input")]; !ok {
+				t.Fatalf("no turn of a %s on %s in the run", role, model)
+			}
 		}
 	}
 	if len(want["conclave_tool_calls_total"]) < 2 {

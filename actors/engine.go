@@ -123,6 +123,10 @@ type Config struct {
 	// journaled, before anyone is told of them. The caller closes it
 	// after Shutdown.
 	Audit Auditor
+	// Observers are told of every journaled event (metrics, logs): each
+	// session's hub hands them the events of a batch once journaled, in
+	// seq order, after the audit log and before subscribers get them.
+	Observers []Observer
 	// Secrets are values that must never be recorded or shown (the
 	// model's API key, bearer tokens, variables passed to tool servers):
 	// every event is journaled and streamed with them masked, tool
@@ -212,6 +216,17 @@ type Tracer interface {
 // in seq order; it must be durable when it returns nil.
 type Auditor interface {
 	Record(ctx context.Context, tenant messages.TenantID, key messages.SessionID, events []*messages.Envelope) error
+}
+
+// Observer watches journaled events (Config.Observers): package
+// internal/runmetrics turns them into Prometheus metrics, internal/runlog
+// into log lines. Observe is called by every session's hub, concurrently,
+// with each batch of the tenant's session once journaled, in seq order.
+// It runs on the hub's mailbox, so it must not block; it must neither keep
+// nor change the envelopes. Events a process rebuilds from the journal at
+// startup are not observed again.
+type Observer interface {
+	Observe(tenant messages.TenantID, events []*messages.Envelope)
 }
 
 // MaxConcurrency caps StartRun.Concurrency.
@@ -825,6 +840,12 @@ type Stats struct {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	return Stats{EventsPublished: e.published.Load(), Hubs: e.hubCount.Load(), LiveRuns: e.runCount.Load(), AsleepRuns: e.asleepCount.Load(), IndexedRuns: e.index.Len()}
+}
+
+// PendingInterruptsByKind counts the interrupts waiting for a human, by kind
+// (those of sleeping runs included).
+func (e *Engine) PendingInterruptsByKind() map[messages.InterruptKind]int {
+	return e.interrupts.PendingByKind()
 }
 
 // Done is closed when Shutdown has finished.

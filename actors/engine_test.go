@@ -260,6 +260,8 @@ func canonical(events []*messages.Envelope) []string {
 			p.DurationMS, p.ConversationID = 0, ""
 		case *messages.ToolCallFinishedPayload: // wall-clock time of the call
 			p.DurationMS, p.DurationDisplay = 0, ""
+		case *messages.TokenUsagePayload: // wall-clock timing of the turn
+			p.DurationMS, p.FirstTokenMS = 0, 0
 		}
 		payload, _ := json.Marshal(env.Payload)
 		out = append(out, fmt.Sprintf("%d %s %s %+v %s", env.Seq, env.Type, env.AgentID, env.Lane, payload))

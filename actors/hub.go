@@ -345,6 +345,9 @@ func (h *hubActor) flush() {
 	if t := h.e.cfg.Tracer; t != nil {
 		t.Observe(h.s.tenant, envs)
 	}
+	for _, o := range h.e.cfg.Observers {
+		o.Observe(h.s.tenant, envs)
+	}
 	h.e.interrupts.Journaled(envs) // listed from now on: a crash no longer loses them
 	h.s.head.Store(batch[len(batch)-1].Seq)
 	h.s.touch()

@@ -215,9 +215,14 @@ func (a *engineActor) restoreSession(ctx actor.Context, f *foldedSession) error 
 		if r.Ended || r.Started == nil {
 			continue
 		}
-		if err := a.resumeRun(ctx, s, k, &restoredRun{Run: r}); err != nil {
+		rr := &restoredRun{Run: r}
+		if err := a.resumeRun(ctx, s, k, rr); err != nil {
 			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.ID, "err", err)
+			continue
 		}
+		// ending: it resumes only to end (aborted, failing, or its model
+		// cannot be rebuilt).
+		a.e.cfg.Logger.Info("run resumed", "run", r.ID, "session", k.id, "tenant", k.tenant, "ending", rr.ending())
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
@@ -81,6 +82,7 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 		req:   req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
 		emit:   messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
 		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
+		now:    e.cfg.Now,
 	}
 	if sc := turnSpan(e, run, lane, req, quiet); sc.IsValid() {
 		tctx = trace.ContextWithRemoteSpanContext(tctx, sc)
@@ -121,6 +123,9 @@ type turnRunner struct {
 	// output bounds the turn's deltas and its text (Config.MaxDeltaBytes,
 	// Config.MaxTurnOutputBytes).
 	output *turnOutput
+	// now is the engine's clock (Config.Now): it times the turn for its
+	// token_usage (duration and time to first token).
+	now func() time.Time
 }
 
 // publish sends a streamed event once the run's outbox has room for it
@@ -163,6 +168,8 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 		}
 	}()
 	res := &turnDone{}
+	started := t.now()
+	var firstToken time.Duration // 0 until the first chunk of output
 	stream, err := t.model.Stream(ctx, t.req)
 	if err != nil {
 		res.err = err
@@ -177,6 +184,12 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 			if err != nil {
 				res.err = err
 				break
+			}
+			switch c.(type) {
+			case *model.Text, *model.Reasoning, *model.Call:
+				if firstToken == 0 {
+					firstToken = max(t.now().Sub(started), time.Nanosecond)
+				}
 			}
 			switch c := c.(type) {
 			case *model.Text:
@@ -195,7 +208,8 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 				}
 			case *model.Usage:
 				res.usage = c.Usage
-				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Attempt: t.req.Attempt, Usage: c.Usage})
+				err = t.publish(ctx, &messages.TokenUsagePayload{Model: c.Model, Turn: t.req.Turn, Attempt: t.req.Attempt, Usage: c.Usage,
+					DurationMS: t.now().Sub(started).Milliseconds(), FirstTokenMS: firstToken.Milliseconds()})
 			}
 			if err != nil { // cancelled while waiting for the outbox
 				res.err = err

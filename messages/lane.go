@@ -106,6 +106,31 @@ const (
 	LaneSteering               // SteeringStream
 )
 
+// AgentRole is the role of the agent whose model turns a lane of kind k
+// carries (the names of model.Role): "director", "worker", "subagent",
+// "synthesizer", "debater", "judge" or "steerer"; "" for the run and
+// session lanes and unknown ids, where no agent turns. An advisor's turns
+// are reported on the lane it checks, with TokenUsagePayload.Role set.
+func (k LaneKind) AgentRole() string {
+	switch k {
+	case LaneDirector:
+		return "director"
+	case LaneNode:
+		return "worker"
+	case LaneSubagent:
+		return "subagent"
+	case LaneSynthesis, LaneNodeSynthesis:
+		return "synthesizer"
+	case LaneDebateTurn:
+		return "debater"
+	case LaneJudge:
+		return "judge"
+	case LaneSteering:
+		return "steerer"
+	}
+	return ""
+}
+
 // ParsedStream is a stream id taken apart: the inverse of the lane
 // builders above.
 type ParsedStream struct {

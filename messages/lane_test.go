@@ -43,3 +43,26 @@ func TestParseStreamID(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneKind_AgentRole: the role whose turns each builder's lane
+// carries; none on the run lane or an unknown id.
+func TestLaneKind_AgentRole(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[StreamID]string{
+		RunStream:                              "",
+		DirectorStream:                         "director",
+		DirectorStreamOf(2):                    "director",
+		NodeStream("T/n1"):                     "worker",
+		SubagentStream(NodeStream("n1"), "s1"): "subagent",
+		SynthesisStream:                        "synthesizer",
+		SynthesisStreamOf("d1"):                "synthesizer",
+		DebateTurnStream("d1", 2, "a1"):        "debater",
+		JudgeStream("d1", 1):                   "judge",
+		SteeringStream("st1"):                  "steerer",
+		"nonsense":                             "",
+	} {
+		if got := ParseStreamID(id).Kind.AgentRole(); got != want {
+			t.Errorf("%s: role %q, want %q", id, got, want)
+		}
+	}
+}

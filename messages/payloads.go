@@ -423,6 +423,14 @@ type TokenUsagePayload struct {
 	// grows when the agent is restarted); Turn counts within it.
 	Attempt int `json:"attempt,omitempty"`
 	Usage
+	// DurationMS is how long the turn took, from its model request to
+	// the model's usage report (the end of its stream); FirstTokenMS,
+	// from its request to the first chunk of output (text, reasoning or
+	// a tool call): the time to first token. Measured by the engine on
+	// its clock; omitted when zero (a clock that did not move, or a
+	// model that reported usage before any output).
+	DurationMS   int64 `json:"duration_ms,omitempty"`
+	FirstTokenMS int64 `json:"first_token_ms,omitempty"`
 }
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.
@@ -557,6 +565,11 @@ const (
 	InterruptNodeApproval  InterruptKind = "node_approval"
 	InterruptSpawnApproval InterruptKind = "spawn_approval"
 )
+
+// InterruptKinds lists every interrupt kind.
+func InterruptKinds() []InterruptKind {
+	return []InterruptKind{InterruptToolApproval, InterruptInfoRequest, InterruptPlanApproval, InterruptNodeApproval, InterruptSpawnApproval}
+}
 
 // Decision is a human's answer to an approval interrupt.
 type Decision string

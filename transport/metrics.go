@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/conclave-ai/conclave/actors/runindex"
+	"github.com/conclave-ai/conclave/messages"
 )
 
 // metrics are the server's Prometheus metrics.
@@ -77,7 +78,9 @@ func newMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, s *Serv
 		Name: "conclave_runs_asleep", Help: "Runs asleep: parked on humans for --sleep-after, their actors out of memory until an answer, timeout, abort or steering note wakes them.",
 	}, func() float64 { return float64(s.engine.Stats().AsleepRuns) })
 	runs := &runsCollector{s: s, desc: prometheus.NewDesc("conclave_runs", "Runs by status.", []string{"status"}, nil)}
-	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs, hubs, liveRuns, asleep,
+	pending := &pendingCollector{s: s, desc: prometheus.NewDesc("conclave_interrupts_pending",
+		"Interrupts waiting for a human (approvals, questions), by kind; those of sleeping runs included.", []string{"kind"}, nil)}
+	for _, c := range []prometheus.Collector{m.connections, m.delivered, m.writes, m.catchup, m.streamEnds, published, lag, lagBytes, runs, pending, hubs, liveRuns, asleep,
 		m.connsOpen, m.connEvicted, m.connRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -95,7 +98,9 @@ func (m *metrics) handler() http.Handler {
 			writeError(w, errorf(http.StatusNotFound, codeNotFound, "this server's metrics are served by its embedder"))
 		})
 	}
-	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+	// OpenMetrics when the scraper asks for it (Accept): the only format
+	// that carries exemplars (the trace ids of runs' observations).
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 type runsCollector struct {
@@ -109,5 +114,19 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.s.engine.RunsByStatus()
 	for _, st := range runindex.Statuses() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
+	}
+}
+
+type pendingCollector struct {
+	s    *Server
+	desc *prometheus.Desc
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.s.engine.PendingInterruptsByKind()
+	for _, k := range messages.InterruptKinds() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[k]), string(k))
 	}
 }

@@ -202,13 +202,15 @@ type Server struct {
 	mux     *http.ServeMux
 	http    *http.Server
 	metrics *metrics
-	idem    *idempotency
-	streams *streamSet
-	conns   *connTracker
-	caps    *streamCaps
-	a2a     *a2a.Handler  // A2A agent card and JSON-RPC (transport/a2a)
-	agui    *agui.Handler // AG-UI runs (transport/agui)
-	writers routine.Group // stream writer goroutines and the heartbeat loop
+	// refusals logs the requests refused for the client's fault (WARN).
+	refusals *refusalLog
+	idem     *idempotency
+	streams  *streamSet
+	conns    *connTracker
+	caps     *streamCaps
+	a2a      *a2a.Handler  // A2A agent card and JSON-RPC (transport/a2a)
+	agui     *agui.Handler // AG-UI runs (transport/agui)
+	writers  routine.Group // stream writer goroutines and the heartbeat loop
 
 	closing  atomic.Bool
 	shutOnce sync.Once
@@ -226,6 +228,7 @@ func New(cfg Config) (*Server, error) {
 		idem:     newIdempotency(cfg.IdempotencyTTL, cfg.Now),
 		streams:  newStreamSet(),
 		stopBeat: make(chan struct{}),
+		refusals: &refusalLog{logger: cfg.Logger, now: cfg.Now},
 	}
 	m, err := newMetrics(cfg.Registry, cfg.Gatherer, s)
 	if err != nil {
@@ -274,7 +277,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Wrap != nil {
 		h = s.cfg.Wrap(h)
 	}
-	return s.cors(readDeadlineDone(h))
+	return s.cors(s.refusals.wrap(readDeadlineDone(h)))
 }
 
 // Inner is the server's handler without Config.Wrap and CORS: what a

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/internal/runmetrics"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport"
@@ -567,6 +570,63 @@ func TestServer_HealthzAndMetrics(t *testing.T) {
 		}
 	}
 	resp.Body.Close()
+}
+
+// TestServer_MetricsInterruptsPending: /metrics counts the interrupts
+// waiting for a human by kind, every kind listed (0 when none), and
+// serves OpenMetrics (the format of exemplars) to a scraper asking for it.
+func TestServer_MetricsInterruptsPending(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{})
+	rc := h.startRun(messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: scenario(2, 2)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.InterruptRaised })
+	var body []byte
+	testkit.Eventually(t, func() bool { // listed once journaled
+		_, body = h.do("GET", "/metrics", nil)
+		return strings.Contains(string(body), `conclave_interrupts_pending{kind="plan_approval"} 1`)
+	})
+	if !strings.Contains(string(body), `conclave_interrupts_pending{kind="tool_approval"} 0`) {
+		t.Errorf("metrics lack tool_approval's 0:\n%s", body)
+	}
+	om, _ := h.do("GET", "/metrics", nil, "Accept", "application/openmetrics-text; version=1.0.0")
+	if ct := om.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Errorf("Content-Type %q, want OpenMetrics", ct)
+	}
+}
+
+// TestServer_MetricsExemplars: run metrics observed with a trace id
+// (internal/runmetrics with a TraceID hook) reach a scraper asking for
+// OpenMetrics as exemplars carrying that trace id; the classic text
+// format carries none.
+func TestServer_MetricsExemplars(t *testing.T) {
+	t.Parallel()
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	m := runmetrics.New(runmetrics.Config{TraceID: func(*messages.RunStartedPayload) string { return trace }})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	h := newHarnessWith(t, actors.Config{Observers: []actors.Observer{m}}, transport.Config{Registry: reg})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 2)})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	readUntil(t, r, terminalOf(rc.RunID))
+	om, body := h.do("GET", "/metrics", nil, "Accept", "application/openmetrics-text; version=1.0.0")
+	if !strings.HasPrefix(om.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("Content-Type %q", om.Header.Get("Content-Type"))
+	}
+	var found bool
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "conclave_runs_ended_total{") && strings.Contains(line, `# {trace_id="`+trace+`"}`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no exemplar with the run's trace id on conclave_runs_ended_total:\n%s", body)
+	}
+	if _, text := h.do("GET", "/metrics", nil); strings.Contains(string(text), "trace_id") {
+		t.Error("the text format carries exemplars")
+	}
 }
 
 // TestSSE_HeartbeatAndShutdownFrame: an idle stream gets ": ping" comments;

@@ -768,6 +768,20 @@ func (r *Registry) wakeUp(id string, deliver Deliver) bool {
 	return true
 }
 
+// PendingByKind counts the pending interrupts (waiting for an answer,
+// asleep ones included), by kind.
+func (r *Registry) PendingByKind() map[messages.InterruptKind]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := map[messages.InterruptKind]int{}
+	for _, e := range r.byID {
+		if e.info.Status == messages.InterruptPending {
+			n[e.info.Kind]++
+		}
+	}
+	return n
+}
+
 // Asleep is how many interrupts are asleep (Sleep) and not parked on
 // again.
 func (r *Registry) Asleep() int {

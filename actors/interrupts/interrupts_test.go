@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -607,5 +608,27 @@ func TestTimeoutDecision(t *testing.T) {
 		if got := interrupts.TimeoutDecision(tc.kind, tc.signed, tc.action); got != tc.want {
 			t.Errorf("TimeoutDecision(%s, signed %v, %q) = %s, want %s", tc.kind, tc.signed, tc.action, got, tc.want)
 		}
+	}
+}
+
+// TestRegistry_PendingByKind counts only the interrupts still waiting for
+// an answer: one being resolved or cancelled no longer counts.
+func TestRegistry_PendingByKind(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	defer reg.Close()
+	var rec recorder
+	reg.Raise("t1", raised("a", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	reg.Raise("t1", raised("b", messages.InterruptToolApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	reg.Raise("t2", raised("c", messages.InterruptPlanApproval), time.Hour, messages.DecisionReject, rec.deliver)
+	reg.Raise("t2", raised("d", messages.InterruptInfoRequest), time.Hour, messages.DecisionReject, rec.deliver)
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t1", InterruptID: "a", Decision: messages.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	reg.Cancel("d")
+	got := reg.PendingByKind()
+	want := map[messages.InterruptKind]int{messages.InterruptToolApproval: 1, messages.InterruptPlanApproval: 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("PendingByKind %v, want %v", got, want)
 	}
 }

@@ -397,7 +397,7 @@ func (l *crashLog) add(line string) {
 		l.lines = slices.Delete(l.lines, 0, crashLogLines/2)
 	}
 	l.lines = append(l.lines, line)
-	if strings.Contains(line, "level=ERROR") || strings.Contains(line, "DATA RACE") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
+	if strings.Contains(line, "level=ERROR") || strings.HasPrefix(line, `{"time":`) && strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, "DATA RACE") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
 		l.bad = append(l.bad, line)
 	}
 }
@@ -460,7 +460,7 @@ func startChild(t *testing.T, cmd *exec.Cmd, what string) *crashChild {
 		for sc.Scan() {
 			line := sc.Text()
 			c.log.add(line)
-			if !found && strings.Contains(line, `msg="conclave listening"`) {
+			if !found && (strings.Contains(line, `msg="conclave listening"`) || strings.Contains(line, `"msg":"conclave listening"`)) {
 				if a := logField(line, "addr"); a != "" {
 					addr <- a
 					found = true
@@ -541,6 +541,16 @@ func (h *crashTest) checkLog() {
 
 // logField returns key's value in a log/slog text line.
 func logField(line, key string) string {
+	if strings.HasPrefix(line, "{") { // --log-format json
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			return ""
+		}
+		if v, ok := m[key]; ok {
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
 	_, v, ok := strings.Cut(line, " "+key+"=")
 	if !ok {
 		return ""

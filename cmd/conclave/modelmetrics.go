@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/openai"
 )
 
@@ -27,10 +30,21 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.open
 }
 
+// modelFailureClasses are the classes conclave_model_failures_total
+// always lists (0 until one happens), so that a dashboard's queries find
+// the series before the first failure.
+var modelFailureClasses = []model.Code{model.CodeUnreachable, model.CodeAuth, model.CodeRateLimited, model.CodeBadRequest,
+	model.CodeContextTooLong, model.CodeContentFiltered, model.CodeServerError, model.CodeTimeout, model.CodeMalformedStream, model.CodeUnavailable}
+
 func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.m.Stats()
+	for _, class := range modelFailureClasses {
+		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.Failures[class]), string(class))
+	}
 	for class, n := range st.Failures {
-		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(n), string(class))
+		if !slices.Contains(modelFailureClasses, class) {
+			ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(n), string(class))
+		}
 	}
 	open := 0.0
 	if st.Unavailable {

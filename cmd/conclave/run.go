@@ -21,6 +21,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/redact"
+	"github.com/conclave-ai/conclave/internal/runlog"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
 )
@@ -195,6 +196,7 @@ type runCmd struct {
 	jsonOut         bool
 	session         string
 	logLevel        string
+	logFormat       string // --log-format: text (default) or json
 	council         councilFlags
 	model           modelFlags
 	tools           toolFlags
@@ -263,6 +265,7 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.BoolVar(&c.jsonOut, "json", false, "print each event's JSON envelope, one per line (JSONL), and nothing else")
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
+	registerLogFormat(fs, &c.logFormat)
 	c.council.register(fs)
 	c.model.register(fs)
 	c.tools.register(fs)
@@ -405,7 +408,7 @@ func flagError(err error) error {
 // outcome to an exit status. Interrupts are answered with what stdin
 // says. The engine is always shut down before it returns.
 func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, question string) (err error) {
-	level, err := parseLevel(c.logLevel)
+	logH, err := logHandler(c.app.stderr, c.logLevel, c.logFormat)
 	if err != nil {
 		return usageError(err)
 	}
@@ -418,7 +421,7 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 		return err
 	}
 	secretValues := secrets(c.app.env, transport.Tokens{}, &c.tools) // masked in logs, events and tool results
-	logger := slog.New(redact.New(secretValues...).Handler(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level})))
+	logger := slog.New(redact.New(secretValues...).Handler(logH))
 	// The engine stamps events and interrupt expiries with the app's
 	// clock, which the prompts compare deadlines with.
 	models, closeModel, err := c.model.factory(c.app.env, logger)
@@ -436,7 +439,8 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 			err = failure(serr)
 		}
 	}()
-	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools, Secrets: secretValues}
+	ecfg := actors.Config{Logger: logger, Now: c.app.now, Models: models, Tools: tools, Secrets: secretValues,
+		Observers: []actors.Observer{runlog.New(runlog.Config{Logger: logger})}}
 	tracer, err := c.tracing.start(ctx, c.app.env, logger, tools)
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ import (
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/internal/redact"
+	"github.com/conclave-ai/conclave/internal/runlog"
+	"github.com/conclave-ai/conclave/internal/runmetrics"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport"
@@ -36,6 +38,7 @@ type serveCmd struct {
 	heartbeat  time.Duration
 	flushDelay time.Duration
 	logLevel   string
+	logFormat  string // --log-format: text (default) or json
 	dataDir    string
 	governance string // --governance: the approvers and policy file
 	serverKey  string // --server-key: the key that signs the audit log
@@ -86,6 +89,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "interval of SSE heartbeats and WebSocket pings on idle streams")
 	fs.DurationVar(&c.flushDelay, "flush-delay", transport.DefaultFlushDelay, "how long a woken stream waits so more events share one write")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level on stderr: debug|info|warn|error")
+	registerLogFormat(fs, &c.logFormat)
 	fs.StringVar(&c.dataDir, "data", "./data", "data directory of the durable journal (created if missing)")
 	fs.StringVar(&c.governance, "governance", "", "JSON `file` of approvers' public keys and the m-of-n signature policy per tenant (docs/governance.md)")
 	fs.StringVar(&c.serverKey, "server-key", "", "the server's ML-DSA-65 private key `file` that signs the audit log (created with its .pub beside it if missing; default DATA/server.key, or a key that lives only in memory with --memory)")
@@ -107,7 +111,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 }
 
 func (c *serveCmd) run(ctx context.Context) (err error) {
-	level, err := parseLevel(c.logLevel)
+	logH, err := logHandler(c.app.stderr, c.logLevel, c.logFormat)
 	if err != nil {
 		return usageError(err)
 	}
@@ -127,7 +131,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if err != nil {
 		return usageError(err)
 	}
-	logger := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(logH)
 	tokens, err := transport.LoadTokens(c.tokensFile, os.Getenv("CONCLAVE_TOKENS"))
 	if err != nil {
 		return usageError(err)
@@ -243,6 +247,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 	}
 	ecfg.Audit = auditLog
+	// Metrics of runs come from their events (internal/runmetrics).
+	runMetrics := runmetrics.New(runmetrics.Config{})
+	ecfg.Observers = append(ecfg.Observers, runMetrics, runlog.New(runlog.Config{Logger: logger}))
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)
@@ -278,7 +285,8 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 		return not
 	}
-	reg := prometheus.NewRegistry() // the server's metrics, the model's and the cluster's, on one /metrics
+	reg := prometheus.NewRegistry() // the server's metrics, the runs', the model's and the cluster's, on one /metrics
+	reg.MustRegister(runMetrics)
 	if m := c.model.openaiModel; m != nil {
 		reg.MustRegister(newModelCollector(m))
 	}

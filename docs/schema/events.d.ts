@@ -380,6 +380,8 @@ export interface TokenUsagePayload {
   output_tokens: number;
   cache_read_tokens?: number;
   cache_create_tokens?: number;
+  duration_ms?: number;
+  first_token_ms?: number;
 }
 
 /** The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded. */

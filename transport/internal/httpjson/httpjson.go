@@ -75,8 +75,32 @@ func NewError(status int, code, message string) *Error {
 	return &Error{Status: status, Code: code, Message: message}
 }
 
+// ErrorRecorder is a ResponseWriter (or one it unwraps to) that wants to
+// know the errors answered through it: WriteError, WriteErrorAndClose and
+// WriteAndClose tell it before writing (the server's log of refused
+// requests).
+type ErrorRecorder interface {
+	RecordError(*Error)
+}
+
+// record tells the first ErrorRecorder along w's Unwrap chain about e.
+func record(w http.ResponseWriter, e *Error) {
+	for w != nil && e != nil {
+		if r, ok := w.(ErrorRecorder); ok {
+			r.RecordError(e)
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}
+
 // WriteError answers e as JSON.
 func WriteError(w http.ResponseWriter, e *Error) {
+	record(w, e)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
 	}
@@ -251,6 +275,7 @@ func WriteErrorAndClose(w http.ResponseWriter, e *Error) {
 // WriteAndClose is WriteErrorAndClose with any body; e (may be nil) adds
 // its WWW-Authenticate and Retry-After headers.
 func WriteAndClose(w http.ResponseWriter, status int, contentType string, body []byte, e *Error) {
+	record(w, e)
 	h := w.Header()
 	if e != nil && e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="conclave"`)

@@ -596,18 +596,18 @@ func TestServer_MetricsInterruptsPending(t *testing.T) {
 	}
 }
 
-// TestServer_MetricsExemplars: run metrics observed with a trace id
-// (internal/runmetrics with a TraceID hook) reach a scraper asking for
+// TestServer_MetricsExemplars: run metrics of a run with a trace id (its
+// run_started.trace_id, from the traceparent that started it) reach a scraper asking for
 // OpenMetrics as exemplars carrying that trace id; the classic text
 // format carries none.
 func TestServer_MetricsExemplars(t *testing.T) {
 	t.Parallel()
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	m := runmetrics.New(runmetrics.Config{TraceID: func(*messages.RunStartedPayload) string { return trace }})
+	m := runmetrics.New(runmetrics.Config{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	h := newHarnessWith(t, actors.Config{Observers: []actors.Observer{m}}, transport.Config{Registry: reg})
-	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 2)})
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: scenario(2, 2)}, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
 	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
 	defer resp.Body.Close()
 	readUntil(t, r, terminalOf(rc.RunID))

@@ -144,7 +144,7 @@ func TestLedger_RestoreKeepsOnlyToday(t *testing.T) {
 	now := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	l := budget.NewLedger(func() time.Time { return now })
 	l.Restore("acme", now.Add(-11*time.Hour), budget.Spend{Tokens: 1000}) // yesterday 23:00
-	l.Restore("acme", now.Add(-9*time.Hour), budget.Spend{Tokens: 30})   // today 01:00
+	l.Restore("acme", now.Add(-9*time.Hour), budget.Spend{Tokens: 30})    // today 01:00
 	if got := l.Spent("acme").Tokens; got != 30 {
 		t.Fatalf("restored %d tokens, want today's 30", got)
 	}

@@ -158,6 +158,7 @@ export interface RunStartedPayload {
   max_delegation_rounds?: number;
   max_replans?: number;
   request_id?: string;
+  budget?: RunBudget;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -682,6 +683,11 @@ export interface RewindOf {
 export interface AdvisorOptions {
   max_redirects?: number;
   malformed_continues?: boolean;
+}
+
+export interface RunBudget {
+  tokens?: number;
+  cost_usd?: number;
 }
 
 export interface Citation {

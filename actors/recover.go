@@ -226,6 +226,9 @@ func (a *engineActor) restoreSession(ctx actor.Context, f *foldedSession) error 
 func (e *Engine) specOf(k sessKey, id messages.RunID, st *messages.RunStartedPayload, m model.Model) *runSpec {
 	o := st.Options(e.runDefaults())
 	o.Tenant, o.SessionID = k.tenant, k.id
+	if o.Budget == nil { // a run of a version that did not record it: its tenant's quotas
+		o.Budget, _ = runBudget(o.Tenant, e.limits(o.Tenant), nil) // nothing asked: no error
+	}
 	return newRunSpec(id, o, m)
 }
 
@@ -247,7 +250,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 		r.unresumable = "cannot resume after a restart: " + err.Error()
 	}
 	spec := a.e.specOf(k, r.ID, r.Started, m)
-	spec.out = a.newOutbox(spec, s.pid, r.Events, r.Usage)
+	spec.out = a.newOutbox(spec, s.pid, r.Events, r.UsageByModel)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"
 

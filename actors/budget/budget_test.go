@@ -66,7 +66,7 @@ func TestMeter_AddWarnsOnceThenStopsOnce(t *testing.T) {
 			t.Errorf("turn %d: over %q", i, v.Over)
 		}
 	}
-	if v := m.Add("m", use(20)); v != (budget.Verdict{}) {
+	if v := m.Add("m", use(20)); v.Near != "" || v.Over != "" || v.Spend.Tokens != 20 {
 		t.Fatalf("after over: %+v, want nothing more", v)
 	}
 	if s := m.Spent(); s.Tokens != 140 || s.Cost != 140*1000 {

@@ -48,10 +48,11 @@ func (m *Meter) Restore(byModel map[string]messages.Usage) {
 	}
 }
 
-// Verdict is what one Add decided: Near is the warning to give (once per
-// run), Over the reason the run must end (once per run); both are empty
-// most of the time.
+// Verdict is what one Add counted and decided: Spend is the turn's spend,
+// Near the warning to give (once per run), Over the reason the run must
+// end (once per run); both are empty most of the time.
 type Verdict struct {
+	Spend      Spend
 	Near, Over string
 }
 
@@ -67,7 +68,7 @@ func (m *Meter) Add(model string, u messages.Usage) Verdict {
 	defer m.mu.Unlock()
 	m.spent = m.spent.Add(s)
 	if m.over {
-		return Verdict{}
+		return Verdict{Spend: s}
 	}
 	state, why := m.run.Check("the run", m.spent)
 	if state != Over && m.ledger != nil {
@@ -78,12 +79,12 @@ func (m *Meter) Add(model string, u messages.Usage) Verdict {
 	switch {
 	case state == Over:
 		m.over = true
-		return Verdict{Over: why}
+		return Verdict{Spend: s, Over: why}
 	case state == Near && !m.warned:
 		m.warned = true
-		return Verdict{Near: why}
+		return Verdict{Spend: s, Near: why}
 	}
-	return Verdict{}
+	return Verdict{Spend: s}
 }
 
 // Spent is the run's spend so far.

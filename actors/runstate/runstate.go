@@ -342,11 +342,14 @@ type Run struct {
 	// LaneFailed is set once the director or the run's synthesiser failed.
 	LaneFailed string
 
-	Usage      messages.Usage
-	Citations  []messages.Citation // citation_added, in order
-	Lanes      map[messages.StreamID]*Lane
-	Interrupts map[string]*Interrupt
-	Steering   map[string]*Note
+	Usage messages.Usage
+	// UsageByModel is Usage per model (token_usage's model): what the
+	// run's spend is priced from (package budget).
+	UsageByModel map[string]messages.Usage
+	Citations    []messages.Citation // citation_added, in order
+	Lanes        map[messages.StreamID]*Lane
+	Interrupts   map[string]*Interrupt
+	Steering     map[string]*Note
 
 	graphs  map[messages.StreamID]*Graph  // by graph lane: "run", "node:T", …
 	debates map[messages.StreamID]*Debate // by the debate node's lane
@@ -506,6 +509,7 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.TokenUsagePayload:
 		r.Usage = r.Usage.Add(p.Usage)
+		put(&r.UsageByModel, p.Model, r.UsageByModel[p.Model].Add(p.Usage))
 		if lane != nil && p.Role == "" { // an advisor's usage is not a turn of the lane's agent
 			lane.Usage = lane.Usage.Add(p.Usage)
 			lane.Turn = p.Turn

@@ -27,8 +27,8 @@ type costKey struct{ model, role string }
 // new model name on every answer must not grow the metrics without end.
 const maxCostKeys = 256
 
-// add counts n for a turn of model by role (an unpriced turn counts 0:
-// it is in the metric with no cost, never with a guessed one).
+// add counts n for a turn of model by role (the outbox adds only priced
+// turns: an unknown cost is left out, never counted as 0).
 func (c *costCounter) add(model, role string, n pricing.NanoUSD) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

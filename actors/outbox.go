@@ -134,7 +134,9 @@ func (o *outbox) count(em *messages.Emit) {
 	}
 	if u, ok := p.(*messages.TokenUsagePayload); ok && o.meter != nil {
 		v := o.meter.Add(u.Model, u.Usage)
-		o.e.costs.add(u.Model, roleOfUsage(u, em.Lane), v.Spend.Cost)
+		if v.Spend.Unpriced == "" { // an unknown cost is not a cost of 0
+			o.e.costs.add(u.Model, roleOfUsage(u, em.Lane), v.Spend.Cost)
+		}
 		if v.Near != "" {
 			if warn := o.near.Load(); warn != nil {
 				(*warn)(v.Near)

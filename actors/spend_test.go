@@ -255,3 +255,35 @@ func TestEngine_CostBudgetSurvivesARestart(t *testing.T) {
 		t.Fatalf("the turns after the restart used %d tokens, more than the %d before: the test cannot tell a reset", after, used)
 	}
 }
+
+// TestEngine_ModelCosts: the estimated cost of every model turn, by
+// model and role (the metric conclave_model_cost_usd_total), adds up to
+// the priced usage of the runs; an unpriced model has no entry.
+func TestEngine_ModelCosts(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{Prices: scriptedPrices(t)})
+	_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &budgetSc})
+	var sum float64
+	roles := map[string]bool{}
+	for _, mc := range e.ModelCosts() {
+		if mc.Model != "scripted" {
+			t.Errorf("cost of model %q", mc.Model)
+		}
+		sum += mc.USD
+		roles[mc.Role] = true
+	}
+	if want := usd(usageOf(events)); sum < want-1e-9 || sum > want+1e-9 {
+		t.Fatalf("costs add up to $%g, want $%g", sum, want)
+	}
+	for _, r := range []string{"director", "worker", "synthesizer"} {
+		if !roles[r] {
+			t.Errorf("no cost for role %s (roles: %v)", r, roles)
+		}
+	}
+	none, _ := pricing.New(nil)
+	e = testkit.NewEngine(t, actors.Config{Prices: none})
+	testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 5}})
+	if got := e.ModelCosts(); len(got) != 0 {
+		t.Fatalf("an unpriced model's costs: %+v, want none", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/openai"
+	"github.com/conclave-ai/conclave/model/scripted"
 )
 
 // Model backends of --model.
@@ -195,6 +196,21 @@ func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (m
 	logger.Info("model: openai-compatible", attrs...)
 	f.openaiModel = m
 	return m.Factory(), m.Close, nil
+}
+
+// modelNames are the names of the models runs are configured to use: the
+// scripted model's, or --model-name and each --role-model's.
+func (f *modelFlags) modelNames() []string {
+	if f.backend != backendOpenAI {
+		return []string{scripted.Name}
+	}
+	names := []string{f.name}
+	for _, rm := range f.roleModels {
+		if _, name, ok := strings.Cut(rm, "="); ok {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	return names
 }
 
 // notReady says the model is not ready while its endpoint's circuit

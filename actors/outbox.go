@@ -136,6 +136,10 @@ func (o *outbox) count(em *messages.Emit) {
 		v := o.meter.Add(u.Model, u.Usage)
 		if v.Spend.Unpriced == "" { // an unknown cost is not a cost of 0
 			o.e.costs.add(u.Model, roleOfUsage(u, em.Lane), v.Spend.Cost)
+			// Published with its estimate; the event is not on its way to
+			// the hub yet (count runs before the send).
+			cost := v.Spend.Cost.Dollars()
+			u.CostUSD = &cost
 		}
 		if v.Near != "" {
 			if warn := o.near.Load(); warn != nil {

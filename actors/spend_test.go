@@ -78,6 +78,9 @@ func TestEngine_CostBudgetEndsTheRun(t *testing.T) {
 	if runErr.Code != messages.ErrCodeBudgetExceeded || !strings.Contains(runErr.Message, "cost_per_run") {
 		t.Fatalf("run_error = %+v, want budget_exceeded for cost_per_run", runErr)
 	}
+	if spent := spentOf(events); spent != usd(usageOf(events)) && (spent-usd(usageOf(events)) > 1e-9 || usd(usageOf(events))-spent > 1e-9) {
+		t.Fatalf("the token_usage events say $%g, their tokens cost $%g", spent, usd(usageOf(events)))
+	}
 	if spent := usd(usageOf(events)); spent <= limit || spent >= usd(whole) {
 		t.Fatalf("the run spent $%g with a budget of $%g (the whole council: $%g)", spent, limit, usd(whole))
 	}
@@ -87,6 +90,29 @@ func TestEngine_CostBudgetEndsTheRun(t *testing.T) {
 	if st := firstOf[*messages.RunStartedPayload](t, events); st.Budget == nil || st.Budget.CostUSD != limit {
 		t.Fatalf("run_started budget = %+v, want cost_usd %g", st.Budget, limit)
 	}
+	// The runs API shows the spend and the budget; each token_usage its cost.
+	sum, err := e.Run("", ref.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.CostUSD == nil || *sum.CostUSD < spentOf(events)-1e-9 || *sum.CostUSD > spentOf(events)+1e-9 || sum.Budget == nil || sum.Budget.CostUSD != limit {
+		t.Fatalf("run summary: cost %v budget %+v, want $%g of $%g", sum.CostUSD, sum.Budget, spentOf(events), limit)
+	}
+}
+
+// spentOf adds up the cost_usd of the token_usage events; every one must
+// have it (the model is priced).
+func spentOf(events []*messages.Envelope) float64 {
+	var usd float64
+	for _, env := range events {
+		if u, ok := env.Payload.(*messages.TokenUsagePayload); ok {
+			if u.CostUSD == nil {
+				return -1
+			}
+			usd += *u.CostUSD
+		}
+	}
+	return usd
 }
 
 // TestEngine_CostBudgetWithAnUnpricedModel: a cost budget cannot be held

@@ -418,6 +418,10 @@ type TokenUsagePayload struct {
 	// its own checks, not the lane agent's turns.
 	Role string `json:"role,omitempty"`
 	Usage
+	// CostUSD is the turn's estimated cost in US dollars at the server's
+	// model prices (serve --prices); absent when the model has no price:
+	// its cost is unknown, not 0.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.

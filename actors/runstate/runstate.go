@@ -346,10 +346,14 @@ type Run struct {
 	// UsageByModel is Usage per model (token_usage's model): what the
 	// run's spend is priced from (package budget).
 	UsageByModel map[string]messages.Usage
-	Citations    []messages.Citation // citation_added, in order
-	Lanes        map[messages.StreamID]*Lane
-	Interrupts   map[string]*Interrupt
-	Steering     map[string]*Note
+	// CostUSD adds up token_usage's cost_usd; Unpriced names the first
+	// model whose turns had none (CostUSD then leaves them out).
+	CostUSD    float64
+	Unpriced   string
+	Citations  []messages.Citation // citation_added, in order
+	Lanes      map[messages.StreamID]*Lane
+	Interrupts map[string]*Interrupt
+	Steering   map[string]*Note
 
 	graphs  map[messages.StreamID]*Graph  // by graph lane: "run", "node:T", …
 	debates map[messages.StreamID]*Debate // by the debate node's lane
@@ -510,6 +514,11 @@ func (r *Run) Apply(env *messages.Envelope) {
 	case *messages.TokenUsagePayload:
 		r.Usage = r.Usage.Add(p.Usage)
 		put(&r.UsageByModel, p.Model, r.UsageByModel[p.Model].Add(p.Usage))
+		if p.CostUSD != nil {
+			r.CostUSD += *p.CostUSD
+		} else if r.Unpriced == "" {
+			r.Unpriced = p.Model
+		}
 		if lane != nil && p.Role == "" { // an advisor's usage is not a turn of the lane's agent
 			lane.Usage = lane.Usage.Add(p.Usage)
 			lane.Turn = p.Turn

@@ -378,6 +378,7 @@ export interface TokenUsagePayload {
   output_tokens: number;
   cache_read_tokens?: number;
   cache_create_tokens?: number;
+  cost_usd?: number;
 }
 
 /** The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded. */

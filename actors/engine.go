@@ -368,9 +368,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.catalog = cat
 	e.ledger = budget.NewLedger(cfg.Now)
-	{
+	if cfg.Placement == nil {
 		// Before recovery resumes any run: what they spend from now on is
-		// counted live, on top of what the journal holds.
+		// counted live, on top of what the journal holds. A cluster node
+		// recovers nothing at start (its sessions come by Adopt, the
+		// journal is every node's): its day counts the runs it served
+		// since it started (docs/cluster.md).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		err := e.restoreDay(ctx)
 		cancel()

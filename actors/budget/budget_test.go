@@ -84,6 +84,12 @@ func TestMeter_RestoreCountsThePastSpend(t *testing.T) {
 	if v := m.Add("m", use(10)); v.Over == "" {
 		t.Fatalf("95 + 10 of 100: %+v, want over", v)
 	}
+	// Restored past 80 %: it was warned before; not again.
+	m = budget.NewMeter(budget.MeterConfig{Prices: prices(t), Run: budget.Limit{Tokens: 100}})
+	m.Restore(map[string]messages.Usage{"m": use(85)})
+	if v := m.Add("m", use(5)); v.Near != "" || v.Over != "" {
+		t.Fatalf("85 + 5 of 100 after a restore: %+v, want nothing (warned before)", v)
+	}
 }
 
 // TestMeter_TenantDayAcrossRuns: two runs of a tenant share its day; the

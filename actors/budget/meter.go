@@ -38,7 +38,7 @@ func NewMeter(c MeterConfig) *Meter {
 }
 
 // Restore sets the run's spend so far from its usage per model (a run
-// resumed after a restart). The tenant's day is rebuilt separately
+// resumed after a restart or woken). The tenant's day is rebuilt separately
 // (Ledger.Restore): it is not added to here.
 func (m *Meter) Restore(byModel map[string]messages.Usage) {
 	m.mu.Lock()
@@ -46,6 +46,10 @@ func (m *Meter) Restore(byModel map[string]messages.Usage) {
 	for model, u := range byModel {
 		m.spent = m.spent.Add(Of(m.prices, model, u))
 	}
+	// A run past NearPercent was warned before the restart (the warning
+	// is in its journal): not twice.
+	state, _ := m.run.Check("the run", m.spent)
+	m.warned = state >= Near
 }
 
 // Verdict is what one Add counted and decided: Spend is the turn's spend,

@@ -189,19 +189,23 @@ func (q tenantQuota) check(who string) error {
 
 func validUSD(v float64) bool { return v >= 0 && v <= messages.MaxBudgetCostUSD } // false for NaN
 
-// prices loads --prices: the built-in model prices, overridden and
-// extended by the file's.
-func (q *serveQuotas) prices() (*pricing.Table, error) {
-	if q.pricesFile == "" {
+// prices loads --prices (loadPrices).
+func (q *serveQuotas) prices() (*pricing.Table, error) { return loadPrices(q.pricesFile) }
+
+// loadPrices is the model price table of --prices FILE (serve and run):
+// the built-in prices, overridden and extended by the file's ("": the
+// built-in ones).
+func loadPrices(file string) (*pricing.Table, error) {
+	if file == "" {
 		return pricing.Default(), nil
 	}
-	data, err := os.ReadFile(q.pricesFile)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("--prices: %w", err)
 	}
 	t, err := pricing.Load(data)
 	if err != nil {
-		return nil, fmt.Errorf("--prices %s: %w", q.pricesFile, err)
+		return nil, fmt.Errorf("--prices %s: %w", file, err)
 	}
 	return t, nil
 }

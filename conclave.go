@@ -47,6 +47,7 @@ import (
 	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/fetch"
@@ -126,6 +127,12 @@ type Options struct {
 	// Limits returns a tenant's quotas (zero fields take the defaults of
 	// Limits). Default: the defaults for every tenant.
 	Limits func(Tenant) Limits
+	// Prices are the model prices a run's cost is estimated at, for the
+	// cost budgets of Limits (CostPerRun, CostPerDay) and of a run's
+	// StartRun.Budget. Default pricing.Default(); a model without a price
+	// has an unknown cost, which a cost budget refuses (never counted as
+	// free).
+	Prices *pricing.Table
 	// Audit, when set, records every decision in this audit log (package
 	// audit, docs/audit.md), and the API handler serves it at GET
 	// /api/v1/audit. The engine never closes it: close it after Shutdown
@@ -186,6 +193,7 @@ func New(opts Options) (*Engine, error) {
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
+		Prices: opts.Prices,
 	}
 	tools := slices.Clone(opts.Tools)
 	builtin, err := builtinTools(opts.Fetch, opts.Workspace)

@@ -22,6 +22,7 @@ import (
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/fetch"
@@ -610,5 +611,31 @@ func TestNew_BuiltinTools(t *testing.T) {
 		if _, err := conclave.New(opts); !errors.Is(err, conclave.ErrInvalidOptions) {
 			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
 		}
+	}
+}
+
+// TestNew_PricesAndCostBudget: Options.Prices prices the runs' model
+// turns, so that a cost budget (here a run's own, under the tenant's
+// cost_per_run) ends the run with budget_exceeded; the run's summary
+// shows its cost and budget.
+func TestNew_PricesAndCostBudget(t *testing.T) {
+	t.Parallel()
+	prices, err := pricing.New(map[string]pricing.Price{"scripted": {Input: 1000, Output: 1000}}) // a tenth of a cent a token
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, conclave.Options{Prices: prices, Limits: func(conclave.Tenant) conclave.Limits { return conclave.Limits{CostPerRun: 10} }})
+	ref := start(t, e, conclave.RunRequest{Question: "q", Scenario: small(3), Budget: &conclave.RunBudget{CostUSD: 0.001}})
+	events := follow(t, e, ref)
+	end, ok := terminal(t, events).Payload.(*messages.RunErrorPayload)
+	if !ok || end.Code != messages.ErrCodeBudgetExceeded || !strings.Contains(end.Message, "budget.cost_usd") {
+		t.Fatalf("terminal %+v, want run_error budget_exceeded for the run's budget.cost_usd", terminal(t, events).Payload)
+	}
+	sum, err := e.Run(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.CostUSD == nil || *sum.CostUSD <= 0.001 || sum.Budget == nil || sum.Budget.CostUSD != 0.001 {
+		t.Fatalf("summary cost %v budget %+v", sum.CostUSD, sum.Budget)
 	}
 }

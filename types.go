@@ -69,6 +69,8 @@ type (
 
 	// Limits are one tenant's quotas (Options.Limits).
 	Limits = actors.Limits
+	// RunBudget is a run's own spend budget (StartRun.Budget).
+	RunBudget = messages.RunBudget
 	// QuotaError is a run refused by a tenant's quotas.
 	QuotaError = actors.QuotaError
 

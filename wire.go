@@ -343,6 +343,7 @@ const (
 	WarnSignatureRefused    = messages.WarnSignatureRefused
 	WarnOutputTruncated     = messages.WarnOutputTruncated
 	WarnTurnLimitNear       = messages.WarnTurnLimitNear
+	WarnBudgetNear          = messages.WarnBudgetNear
 	OutcomeOK               = messages.OutcomeOK
 	OutcomeFailed           = messages.OutcomeFailed
 	OutcomeCancelled        = messages.OutcomeCancelled

@@ -30,6 +30,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"github.com/conclave-ai/conclave/actors/budget"
 	"github.com/conclave-ai/conclave/actors/feed"
 	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runindex"
@@ -40,6 +41,7 @@ import (
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/model/scripted"
 	"github.com/conclave-ai/conclave/tool"
 )
@@ -169,6 +171,11 @@ type Config struct {
 	// Limits returns a tenant's quotas (Limits.WithDefaults fills the zero
 	// fields). Default: the defaults for every tenant.
 	Limits func(messages.TenantID) Limits
+	// Prices are the model prices a run's cost is estimated at (its
+	// token_usage events), for the cost budgets of Limits and of a run's
+	// request. Default: pricing.Default(). A model it has no price for
+	// has an unknown cost, never 0 (package budget).
+	Prices *pricing.Table
 	// KeepRunsOnShutdown makes Shutdown freeze live runs instead of ending
 	// them with run_error{code:"interrupted"}: nothing more is published,
 	// and the next engine on the same (durable) journal resumes them, parked
@@ -311,16 +318,23 @@ func (c Config) withDefaults() Config {
 	if c.SleepAfter == 0 {
 		c.SleepAfter = DefaultSleepAfter
 	}
+	if c.Prices == nil {
+		c.Prices = pricing.Default()
+	}
 	return c
 }
 
 // Engine runs councils. Create it with New and stop it with Shutdown.
 type Engine struct {
-	cfg        Config
-	system     *actor.ActorSystem
-	root       *actor.PID // the engine actor
-	index      *runindex.Index
-	catalog    journal.Catalog // Config.Journal's run catalogue
+	cfg     Config
+	system  *actor.ActorSystem
+	root    *actor.PID // the engine actor
+	index   *runindex.Index
+	catalog journal.Catalog // Config.Journal's run catalogue
+	// ledger is every tenant's model spend of the current UTC day
+	// (spend.go), rebuilt from the journal by New.
+	ledger     *budget.Ledger
+	costs      costCounter // estimated cost by model and role (costs.go)
 	summaries  *summaryWriter
 	store      routine.Group // the summary writer
 	interrupts *interrupts.Registry
@@ -385,6 +399,20 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: the journal (%T) keeps no run catalogue (journal.Catalog)", ErrInvalidRequest, e.cfg.Journal)
 	}
 	e.catalog = cat
+	e.ledger = budget.NewLedger(cfg.Now)
+	if cfg.Placement == nil {
+		// Before recovery resumes any run: what they spend from now on is
+		// counted live, on top of what the journal holds. A cluster node
+		// recovers nothing at start (its sessions come by Adopt, the
+		// journal is every node's): its day counts the runs it served
+		// since it started (docs/cluster.md).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		err := e.restoreDay(ctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("actors: rebuild today's spend from the journal: %w", err)
+		}
+	}
 	e.summaries = newSummaryWriter(e, cat, e.index)
 	e.store.Go(e.summaries.run)
 	logger := cfg.Logger.With("component", "protoactor")
@@ -563,6 +591,11 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 				Message: fmt.Sprintf("the scenario needs at least %d events, over the run's budget of %d (events_per_run quota)", n, budget)}
 		}
 	}
+	b, err := runBudget(o.Tenant, e.limits(o.Tenant), o.Budget)
+	if err != nil {
+		return nil, err
+	}
+	o.Budget = b
 	m, err := e.cfg.Models(o.Scenario)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)

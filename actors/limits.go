@@ -29,6 +29,22 @@ type Limits struct {
 	// the run with run_error{code:"budget_exceeded"}: its agents stop
 	// cleanly, within the turn that crossed it. 0 (the default): none.
 	TokensPerRun int64 `json:"tokens_per_run,omitempty"`
+	// CostPerRun is a run's cost budget in US dollars: its token_usage
+	// priced at Config.Prices. Past it the run ends likewise; at 80 % of
+	// this or TokensPerRun its run lane gets a warning budget_near. A
+	// model without a price makes its cost unknown, which a cost budget
+	// refuses (the run ends budget_exceeded saying so; conclave serve
+	// refuses to start instead when a configured model has no price).
+	// 0: none.
+	CostPerRun float64 `json:"cost_per_run,omitempty"`
+	// TokensPerDay and CostPerDay are the tenant's budgets per UTC day,
+	// over all its runs (token_usage events counted as they are
+	// published, rebuilt from the journal after a restart). A run started
+	// when either is spent is refused (QuotaInsufficientBudget); a
+	// running run whose turn crosses one ends with budget_exceeded. 0:
+	// none.
+	TokensPerDay int64   `json:"tokens_per_day,omitempty"`
+	CostPerDay   float64 `json:"cost_per_day,omitempty"`
 }
 
 // Default limits: generous for one person's councils, small enough that
@@ -71,6 +87,12 @@ const (
 	// QuotaScenarioTooLarge: the run can never fit its event budget
 	// (HTTP 422); retrying does not help.
 	QuotaScenarioTooLarge QuotaCode = "scenario_too_large"
+	// QuotaInsufficientBudget: the tenant has spent its tokens_per_day or
+	// cost_per_day today (HTTP 429, Retry-After: until UTC midnight).
+	QuotaInsufficientBudget QuotaCode = "insufficient_budget"
+	// QuotaBudgetTooLarge: the run asks for a budget larger than the
+	// tenant's tokens_per_run or cost_per_run (HTTP 422).
+	QuotaBudgetTooLarge QuotaCode = "budget_too_large"
 )
 
 // ErrQuota matches every *QuotaError (errors.Is).
@@ -87,6 +109,12 @@ type QuotaError struct {
 
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("actors: %s: %s", e.Code, e.Message)
+}
+
+// Permanent reports whether retrying the same request can never succeed
+// (HTTP 422 rather than 429): the request itself asks too much.
+func (e *QuotaError) Permanent() bool {
+	return e.Code == QuotaScenarioTooLarge || e.Code == QuotaBudgetTooLarge
 }
 
 // Is makes errors.Is(err, ErrQuota) true.

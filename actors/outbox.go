@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/conclave-ai/conclave/actors/budget"
 	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -49,17 +50,18 @@ type outbox struct {
 	credits chan struct{}             // one token per streamed event in flight
 	sent    atomic.Int64
 	budget  int64 // <= 0: none
-	// tokens are the run's model tokens (token_usage), tokenBudget their
-	// budget (<= 0: none).
-	tokens      atomic.Int64
-	tokenBudget int64
-	over        atomic.Bool
+	// meter counts the run's model spend (token_usage) against its
+	// budget and its tenant's day (package budget).
+	meter *budget.Meter
+	over  atomic.Bool
 	// stop ends the run once a budget is exceeded, with the StopRun that
 	// says which. Set before the run supervisor starts, read by any
 	// goroutine that posts.
 	stop atomic.Pointer[func(*messages.StopRun)]
 	// overBy is the StopRun of the budget that was exceeded first.
 	overBy atomic.Pointer[messages.StopRun]
+	// near warns that a budget is near (once per run); set like stop.
+	near atomic.Pointer[func(why string)]
 	// silenced: the run is falling asleep (asleep.go); its actors stop
 	// without a word, and nothing more of this outbox is published.
 	silenced atomic.Bool
@@ -73,8 +75,8 @@ func (o *outbox) silent() bool { return o.silenced.Load() }
 // (Shutdown) or the run is falling asleep.
 func (o *outbox) quiet() bool { return o.e.frozen.Load() || o.silenced.Load() }
 
-func newOutbox(e *Engine, hub *actor.PID, limits Limits) *outbox {
-	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: limits.EventsPerRun, tokenBudget: limits.TokensPerRun}
+func newOutbox(e *Engine, hub *actor.PID, limits Limits, meter *budget.Meter) *outbox {
+	o := &outbox{e: e, credits: make(chan struct{}, outboxWindow), budget: limits.EventsPerRun, meter: meter}
 	o.hub.Store(hub)
 	return o
 }
@@ -88,12 +90,15 @@ func (o *outbox) onOver(stop func(*messages.StopRun)) {
 	}
 }
 
+// onNear sets how the run is warned that a budget is near.
+func (o *outbox) onNear(warn func(why string)) { o.near.Store(&warn) }
+
 // post sends an actor's event to the hub without waiting.
 func (o *outbox) post(ctx actor.SenderContext, em *messages.Emit) {
 	if o.quiet() { // a frozen engine, or a run falling asleep, publishes nothing more
 		return
 	}
-	o.count(em.Payload)
+	o.count(em)
 	ctx.Send(o.hub.Load(), em)
 }
 
@@ -105,7 +110,7 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 		return nil
 	}
 	if regress.UnboundedStreams.Load() {
-		o.count(em.Payload)
+		o.count(em)
 		root.Send(o.hub.Load(), em)
 		return nil
 	}
@@ -114,22 +119,35 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	o.count(em.Payload)
+	o.count(em)
 	root.Send(o.hub.Load(), &creditedEmit{Emit: *em, credit: o.credits})
 	return nil
 }
 
-// count adds one event (p) to the run's totals, its tokens too for a
-// token_usage, and stops the run the first time a total passes its
-// budget.
-func (o *outbox) count(p messages.Payload) {
+// count adds one event (p) to the run's totals, its spend too for a
+// token_usage, warns once when a spend budget is near, and stops the run
+// the first time a total passes its budget.
+func (o *outbox) count(em *messages.Emit) {
+	p := em.Payload
 	if n := o.sent.Add(1); o.budget > 0 && n > o.budget {
 		o.exceeded(budgetStop(o.budget))
 	}
-	if u, ok := p.(*messages.TokenUsagePayload); ok && o.tokenBudget > 0 {
-		if n := o.tokens.Add(u.Usage.InputTokens + u.Usage.OutputTokens); n > o.tokenBudget {
-			o.exceeded(&messages.StopRun{Code: messages.ErrCodeBudgetExceeded,
-				Reason: fmt.Sprintf("the run's model turns used %d tokens, more than its budget of %d (tokens_per_run)", n, o.tokenBudget)})
+	if u, ok := p.(*messages.TokenUsagePayload); ok && o.meter != nil {
+		v := o.meter.Add(u.Model, u.Usage)
+		if v.Spend.Unpriced == "" { // an unknown cost is not a cost of 0
+			o.e.costs.add(u.Model, roleOfUsage(u, em.Lane), v.Spend.Cost)
+			// Published with its estimate; the event is not on its way to
+			// the hub yet (count runs before the send).
+			cost := v.Spend.Cost.Dollars()
+			u.CostUSD = &cost
+		}
+		if v.Near != "" {
+			if warn := o.near.Load(); warn != nil {
+				(*warn)(v.Near)
+			}
+		}
+		if v.Over != "" {
+			o.exceeded(&messages.StopRun{Code: messages.ErrCodeBudgetExceeded, Reason: v.Over})
 		}
 	}
 }
@@ -178,7 +196,7 @@ func (o *outbox) postDurable(ctx context.Context, root actor.SenderContext, em *
 	if o.quiet() {
 		return ErrShuttingDown
 	}
-	o.count(em.Payload)
+	o.count(em)
 	done := make(chan error, 1)
 	root.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
 	select {
@@ -198,7 +216,7 @@ func (o *outbox) postAcked(ctx actor.SenderContext, em *messages.Emit, done chan
 		done <- ErrShuttingDown
 		return
 	}
-	o.count(em.Payload)
+	o.count(em)
 	ctx.Send(o.hub.Load(), &durableEmit{Emit: *em, done: done})
 }
 

@@ -180,6 +180,56 @@ func TestEngine_ConcurrentRunsQuota(t *testing.T) {
 	}
 }
 
+// parkOnToolApproval starts a run of four nodes in session "s" of r, one
+// of which asks for a tool approval, approves the plan and node gates,
+// and returns once the other three nodes have completed and the
+// approval is pending: the run is parked, its spend so far in the journal.
+func parkOnToolApproval(t *testing.T, r *restartable) actors.RunRef {
+	t.Helper()
+	ctx := context.Background()
+	sc := messages.Scenario{Nodes: 4, Waves: 1, Tokens: 30, Approvals: 1}
+	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", HITL: messages.HITLTools, Scenario: &sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	asked, completed := false, 0
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
+		switch in := env.Payload.(type) {
+		case *messages.InterruptRaisedPayload:
+			if in.Kind != messages.InterruptToolApproval { // the plan and node gates
+				_, _ = r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove})
+			}
+			asked = asked || in.Kind == messages.InterruptToolApproval
+		case *messages.NodeCompletedPayload:
+			completed++
+		}
+		return asked && completed == 3
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// approveAll approves every interrupt pending in session "s" (the tool
+// approval a run parked on before a restart).
+func approveAll(t *testing.T, e *actors.Engine) {
+	t.Helper()
+	pending, _, err := e.PendingInterrupts(context.Background(), "", "s", "", 10)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending after the restart: %+v, %v; want the tool approval", pending, err)
+	}
+	for _, in := range pending {
+		if _, err := e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // usageOf adds up the run's token_usage events.
 func usageOf(events []*messages.Envelope) int64 {
 	var n int64
@@ -222,41 +272,17 @@ func TestEngine_TokenBudgetEndsTheRun(t *testing.T) {
 func TestEngine_TokenBudgetSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	r := newRestartable(t)
-	sc := messages.Scenario{Nodes: 4, Waves: 1, Tokens: 30, Approvals: 1} // three nodes finish before the restart
 	ctx := context.Background()
-	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s", HITL: messages.HITLTools, Scenario: &sc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref := parkOnToolApproval(t, r)
+	used := usageOf(r.all("s"))
+	r.cfg.Limits = func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: used + 1} }
+	r.restart()
 	p, err := testkit.NewProbe(ctx, r.e, "", "s", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Until(ctx, func(env *messages.Envelope) bool {
-		in, ok := env.Payload.(*messages.InterruptRaisedPayload)
-		if ok && in.Kind != messages.InterruptToolApproval { // the plan and node gates
-			_, _ = r.e.Resume(messages.Resume{InterruptID: in.InterruptID, Decision: messages.DecisionApprove})
-		}
-		return ok && in.Kind == messages.InterruptToolApproval
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	used := usageOf(r.all("s"))
-	r.cfg.Limits = func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: used + 1} }
-	r.restart()
-	pending, _, _ := r.e.PendingInterrupts(ctx, "", "s", "", 10)
-	if len(pending) != 1 {
-		t.Fatalf("pending after the restart: %+v", pending)
-	}
-	p, err = testkit.NewProbe(ctx, r.e, "", "s", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer p.Close()
-	if _, err := r.e.Resume(messages.Resume{InterruptID: pending[0].InterruptID, Decision: messages.DecisionApprove}); err != nil {
-		t.Fatal(err)
-	}
+	approveAll(t, r.e)
 	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
 		t.Fatal(err)
 	}

@@ -231,6 +231,9 @@ func (a *engineActor) restoreSession(ctx actor.Context, f *foldedSession) error 
 func (e *Engine) specOf(k sessKey, id messages.RunID, st *messages.RunStartedPayload, m model.Model) *runSpec {
 	o := st.Options(e.runDefaults())
 	o.Tenant, o.SessionID = k.tenant, k.id
+	if o.Budget == nil { // a run of a version that did not record it: its tenant's quotas
+		o.Budget, _ = runBudget(o.Tenant, e.limits(o.Tenant), nil) // nothing asked: no error
+	}
 	return newRunSpec(id, o, m)
 }
 
@@ -255,7 +258,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 	if t := a.e.cfg.Tracer; t != nil {
 		t.Resumed(r.ID, r.Started) // before the events it publishes from here
 	}
-	spec.out = a.newOutbox(spec, s.pid, r.Events, r.Usage)
+		spec.out = a.newOutbox(spec, s.pid, r.Events, r.UsageByModel)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"
 

@@ -250,10 +250,13 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if limits.ConcurrentRuns > 0 {
 		live = a.liveRuns(spec.tenant)
 	}
+	if err := a.e.admitSpend(spec.tenant, limits); err != nil {
+		return err
+	}
 	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
 		return err
 	}
-	spec.out = a.newOutbox(spec, s.pid, 0, messages.Usage{})
+	spec.out = a.newOutbox(spec, s.pid, 0, nil)
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	acked := s.shared.ackOf(spec.runID)
@@ -277,12 +280,14 @@ func (a *engineActor) liveRuns(tenant messages.TenantID) int {
 }
 
 // newOutbox makes the outbox of a run whose session hub is hub; sent and
-// used count the events and the model tokens it already has (a run
-// resumed after a restart: its spend so far counts against its budgets).
-func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64, used messages.Usage) *outbox {
-	o := newOutbox(a.e, hub, a.e.limits(spec.tenant))
+// used count the events and the model usage (per model) it already has (a
+// run resumed after a restart: its spend so far counts against its
+// budgets).
+func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64, used map[string]messages.Usage) *outbox {
+	meter := a.e.newMeter(spec.tenant, spec.budget)
+	meter.Restore(used)
+	o := newOutbox(a.e, hub, a.e.limits(spec.tenant), meter)
 	o.sent.Store(sent)
-	o.tokens.Store(used.InputTokens + used.OutputTokens)
 	return o
 }
 

@@ -47,6 +47,9 @@ type runSpec struct {
 	// traceParent and traceID: the run's trace (RunStartedPayload).
 	traceParent string
 	traceID     string
+	// budget is the run's spend budget (nil: none): the one it asked for,
+	// else its tenant's per-run quotas (spend.go); run_started records it.
+	budget *messages.RunBudget
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -62,7 +65,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
-		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID,
+		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget,
 	}
 }
 
@@ -150,11 +153,16 @@ type runActor struct {
 }
 
 // watchBudget makes the run end with budget_exceeded once its outbox
-// counts more events, or tokens, than its budgets.
+// counts more events, tokens or cost than its budgets, and warns on its
+// lane (budget_near) when a spend budget is near.
 func (r *runActor) watchBudget(ctx actor.Context) {
 	self, root := ctx.Self(), r.e.system.Root
+	r.spec.out.onNear(func(why string) { root.Send(self, &budgetNear{why: why}) })
 	r.spec.out.onOver(func(stop *messages.StopRun) { root.Send(self, stop) })
 }
+
+// budgetNear: the run's spend is near a budget (watchBudget).
+type budgetNear struct{ why string }
 
 // maybeFreeze stops a freezing supervisor once its agents have stopped.
 func (r *runActor) maybeFreeze(ctx actor.Context) {
@@ -294,7 +302,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
 			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
-			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent}
+			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -310,6 +318,10 @@ func (r *runActor) Receive(ctx actor.Context) {
 		r.childTerminated(ctx, m.Who)
 	case *messages.StopRun:
 		r.fail(ctx, m.Code, m.Reason)
+	case *budgetNear:
+		if _, decided := r.spec.outcome.decided(); !decided && r.failCode == "" {
+			r.emit(ctx, messages.NewWarning(messages.WarnBudgetNear, m.why))
+		}
 	case *endingStep:
 		r.endingStepped(ctx)
 	case *freezeRun:

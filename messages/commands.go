@@ -38,6 +38,9 @@ type StartRun struct {
 	// rejects its plan, with the rejection's feedback (default 2; 0: a
 	// rejected plan ends the run with run_error plan_rejected).
 	MaxReplans *int `json:"max_replans,omitempty"`
+	// Budget caps the run's model tokens and estimated cost, below the
+	// tenant's per-run quotas (RunBudget).
+	Budget *RunBudget `json:"budget,omitempty"`
 	// RequestID names the request that started the run; set by the
 	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
 	RequestID string `json:"-"`

@@ -71,6 +71,9 @@ type RunStartedPayload struct {
 	// TraceParent is the W3C traceparent of the request that started the
 	// run, when it sent a valid one: the run's root span is its child.
 	TraceParent string `json:"trace_parent,omitempty"`
+	// Budget is the run's spend budget: the one asked for in the request,
+	// else the tenant's tokens_per_run and cost_per_run (absent: none).
+	Budget *RunBudget `json:"budget,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -138,7 +141,10 @@ const (
 	// ErrCodeDelegationLimit: delegation went past twice max_delegation_rounds.
 	ErrCodeDelegationLimit ErrorCode = "delegation_limit"
 	// ErrCodeBudgetExceeded: the run published more events than its
-	// tenant's events_per_run quota allows.
+	// tenant's events_per_run quota allows, or its model turns spent more
+	// tokens or estimated cost than its budget (tokens_per_run,
+	// cost_per_run, the request's budget) or its tenant's budget per day
+	// (tokens_per_day, cost_per_day).
 	ErrCodeBudgetExceeded ErrorCode = "budget_exceeded"
 	// ErrCodeNoNodesCompleted: no node of the plan completed (each was
 	// rejected, skipped, cancelled or failed), so there is nothing to
@@ -431,6 +437,10 @@ type TokenUsagePayload struct {
 	// model that reported usage before any output).
 	DurationMS   int64 `json:"duration_ms,omitempty"`
 	FirstTokenMS int64 `json:"first_token_ms,omitempty"`
+	// CostUSD is the turn's estimated cost in US dollars at the server's
+	// model prices (serve --prices); absent when the model has no price:
+	// its cost is unknown, not 0.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.
@@ -468,6 +478,10 @@ const (
 	// WarnTurnLimitNear: an agent has used 80 % of its model turns; at the
 	// limit it fails with code turn_limit.
 	WarnTurnLimitNear WarningCode = "turn_limit_near"
+	// WarnBudgetNear: the run has spent 80 % of its token or cost budget,
+	// or its tenant 80 % of a budget per day; past it the run ends with
+	// run_error budget_exceeded.
+	WarnBudgetNear WarningCode = "budget_near"
 )
 
 // SuggestedAction is what a user can do about a warning of code c ("" for
@@ -486,6 +500,8 @@ func (c WarningCode) SuggestedAction() string {
 		return "Ask for a shorter answer, or raise the engine's bound on a turn's output (--model-max-output)."
 	case WarnTurnLimitNear:
 		return "If the agent is looping on tool calls, abort the run or steer it; raise the engine's turn limit (--max-agent-turns) if long tool use is intended."
+	case WarnBudgetNear:
+		return "Abort or steer the run if it is looping; ask for a larger budget (budget in the request, or the tenant's quotas) if the work needs it."
 	case WarnSignatureRefused:
 		return "Check the approver's key and that the statement names this interrupt, its evidence digest and the same edited arguments."
 	}

@@ -38,6 +38,10 @@ type RunOptions struct {
 	// else empty; TraceID the run's trace (RunStartedPayload.TraceID).
 	TraceParent string
 	TraceID     string
+	// Budget is the run's budget as asked (StartRun.Budget), or, for a run
+	// resumed after a restart, as it got it (run_started); nil: the
+	// tenant's quotas.
+	Budget *RunBudget
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -58,9 +62,14 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	}
 	o := RunOptions{Tenant: s.Tenant, SessionID: s.SessionID, Question: s.Question, Advisor: s.Advisor,
 		Concurrency: s.Concurrency, ApprovalTimeout: d.ApprovalTimeout, ApprovalTimeoutAction: s.ApprovalTimeoutAction,
-		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID}
+		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID, Budget: s.Budget}
 	if ValidTraceparent(s.TraceParent) {
 		o.TraceParent, o.TraceID = s.TraceParent, s.TraceParent[3:35]
+	}
+	if s.Budget != nil {
+		if err := s.Budget.validate(); err != nil {
+			return RunOptions{}, err
+		}
 	}
 	if s.RequestID != "" && !ValidRequestID(s.RequestID) {
 		return bad("request_id", "must be 1..%d printable ASCII characters without spaces", MaxRequestIDBytes)
@@ -140,7 +149,7 @@ func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
 		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID,
-		TraceParent: p.TraceParent, TraceID: p.TraceID}
+		TraceParent: p.TraceParent, TraceID: p.TraceID, Budget: p.Budget}
 	if p.MaxReplans != nil { // runs of older versions did not re-plan
 		o.MaxReplans = *p.MaxReplans
 	}

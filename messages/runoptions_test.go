@@ -32,6 +32,14 @@ func TestStartRunOptions_Defaults(t *testing.T) {
 	if got := st.Options(RunDefaults{Concurrency: 9, ApprovalTimeout: time.Hour}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("run_started options\n got %+v\nwant %+v", got, want)
 	}
+	// A budget asked for is kept, and so is the one run_started recorded.
+	b := &RunBudget{Tokens: 1000, CostUSD: 0.5}
+	if o, err := (StartRun{Question: "q", Budget: b}).Options(d); err != nil || o.Budget != b {
+		t.Fatalf("budget: %+v, %v", o.Budget, err)
+	}
+	if o := (&RunStartedPayload{Question: "q", Budget: b}).Options(d); o.Budget != b {
+		t.Fatalf("run_started budget: %+v", o.Budget)
+	}
 	// An old run_started without the settings gets the server's defaults.
 	old := (&RunStartedPayload{Question: "q"}).Options(d)
 	if old.Concurrency != 5 || old.ApprovalTimeout != time.Minute || old.HITL != HITLNone || old.Tenant != LocalTenant || old.MaxReplans != 0 {
@@ -59,6 +67,9 @@ func TestStartRunOptions_Refused(t *testing.T) {
 		{StartRun{Question: "q", RequestID: strings.Repeat("x", MaxRequestIDBytes+1)}, "request_id", "printable ASCII"},
 		{StartRun{Question: "q", MaxReplans: ptr(11)}, "max_replans", "must be in 0..10, got 11"},
 		{StartRun{Question: "q", Advisor: &AdvisorOptions{MaxRedirects: 99}}, "advisor.max_redirects", "must be in 0..16"},
+		{StartRun{Question: "q", Budget: &RunBudget{Tokens: -1}}, "budget.tokens", "must be 0"},
+		{StartRun{Question: "q", Budget: &RunBudget{CostUSD: -0.5}}, "budget.cost_usd", "must be 0"},
+		{StartRun{Question: "q", Budget: &RunBudget{CostUSD: 2e9}}, "budget.cost_usd", "at most 1e9"},
 		{StartRun{Question: "q", Tenant: "no spaces"}, "", "tenant"},
 		{StartRun{Question: "q", SessionID: "a/b"}, "", "session_id"},
 		{StartRun{Question: "q", Scenario: &Scenario{Nodes: 2, Waves: 3}}, "", "waves must be in 1..nodes"},
@@ -89,7 +100,7 @@ func TestDurationDisplay(t *testing.T) {
 
 func TestWarningCodes_SuggestAnAction(t *testing.T) {
 	t.Parallel()
-	for _, c := range []WarningCode{WarnInvalidOutput, WarnDelegationSoftLimit, WarnSteeringRejected, WarnSpawnRejected, WarnSignatureRefused, WarnOutputTruncated} {
+	for _, c := range []WarningCode{WarnInvalidOutput, WarnDelegationSoftLimit, WarnSteeringRejected, WarnSpawnRejected, WarnSignatureRefused, WarnOutputTruncated, WarnTurnLimitNear, WarnBudgetNear} {
 		if w := NewWarning(c, "m"); w.SuggestedAction == "" || w.Code != c {
 			t.Errorf("%s: %+v", c, w)
 		}

@@ -65,6 +65,11 @@ type RunSummary struct {
 	// Running counts nodes started and not yet ended.
 	Running int   `json:"running"`
 	Usage   Usage `json:"usage"`
+	// CostUSD is the run's estimated cost so far (its token_usage events'
+	// cost_usd added up); absent when a model it used has no price.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Budget is the run's spend budget (run_started's); absent: none.
+	Budget *RunBudget `json:"budget,omitempty"`
 	// LastSeq is the seq of the run's latest event in its session.
 	LastSeq uint64 `json:"last_seq"`
 	// Outcome: the answer of a finished run, or the error of a failed one.

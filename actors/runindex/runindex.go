@@ -145,6 +145,13 @@ func Summarize(base messages.RunSummary, r *runstate.Run) messages.RunSummary {
 		}
 	}
 	s.Usage = r.Usage
+	if r.Unpriced == "" {
+		cost := r.CostUSD
+		s.CostUSD = &cost
+	}
+	if r.Started != nil {
+		s.Budget = r.Started.Budget
+	}
 	switch p := r.End.(type) {
 	case *messages.RunFinishedPayload:
 		s.Answer, s.Usage, s.Nodes = p.Answer, p.Usage, p.Nodes

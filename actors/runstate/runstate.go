@@ -342,7 +342,14 @@ type Run struct {
 	// LaneFailed is set once the director or the run's synthesiser failed.
 	LaneFailed string
 
-	Usage      messages.Usage
+	Usage messages.Usage
+	// UsageByModel is Usage per model (token_usage's model): what the
+	// run's spend is priced from (package budget).
+	UsageByModel map[string]messages.Usage
+	// CostUSD adds up token_usage's cost_usd; Unpriced names the first
+	// model whose turns had none (CostUSD then leaves them out).
+	CostUSD    float64
+	Unpriced   string
 	Citations  []messages.Citation // citation_added, in order
 	Lanes      map[messages.StreamID]*Lane
 	Interrupts map[string]*Interrupt
@@ -506,6 +513,12 @@ func (r *Run) Apply(env *messages.Envelope) {
 		}
 	case *messages.TokenUsagePayload:
 		r.Usage = r.Usage.Add(p.Usage)
+		put(&r.UsageByModel, p.Model, r.UsageByModel[p.Model].Add(p.Usage))
+		if p.CostUSD != nil {
+			r.CostUSD += *p.CostUSD
+		} else if r.Unpriced == "" {
+			r.Unpriced = p.Model
+		}
 		if lane != nil && p.Role == "" { // an advisor's usage is not a turn of the lane's agent
 			lane.Usage = lane.Usage.Add(p.Usage)
 			lane.Turn = p.Turn

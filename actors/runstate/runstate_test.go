@@ -322,3 +322,20 @@ func testParked(t *testing.T, newRun func(messages.RunID) *Run) {
 		t.Fatal("parked with an accepted abort")
 	}
 }
+
+// TestApply_Spend: token_usage adds up per model, and its cost_usd; a
+// turn without one (an unpriced model) is named, not counted as free.
+func TestApply_Spend(t *testing.T) {
+	cost := func(v float64) *float64 { return &v }
+	lane := run.Child(messages.DirectorStream)
+	f := newFold(t).
+		on("director", lane, &messages.TokenUsagePayload{Model: "a", Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 5}, CostUSD: cost(0.25)}).
+		on("director", lane, &messages.TokenUsagePayload{Model: "a", Turn: 2, Usage: messages.Usage{InputTokens: 1, OutputTokens: 1}, CostUSD: cost(0.5)})
+	if r := f.r; r.CostUSD != 0.75 || r.Unpriced != "" || r.UsageByModel["a"] != (messages.Usage{InputTokens: 11, OutputTokens: 6}) {
+		t.Fatalf("spend: cost %v, unpriced %q, by model %+v", r.CostUSD, r.Unpriced, r.UsageByModel)
+	}
+	f.on("director", lane, &messages.TokenUsagePayload{Model: "b", Turn: 3, Usage: messages.Usage{InputTokens: 7}})
+	if r := f.r; r.CostUSD != 0.75 || r.Unpriced != "b" || r.UsageByModel["b"].InputTokens != 7 {
+		t.Fatalf("after an unpriced turn: cost %v, unpriced %q", r.CostUSD, r.Unpriced)
+	}
+}

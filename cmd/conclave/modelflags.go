@@ -15,6 +15,13 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/openai"
+	"github.com/conclave-ai/conclave/model/scripted"
+)
+
+// Values of --model-unavailable.
+const (
+	unavailableFail = "fail"
+	unavailableWait = "wait"
 )
 
 // Model backends of --model.
@@ -33,6 +40,7 @@ type modelFlags struct {
 	roleModels       []string // ROLE=NAME
 	contextTokens    int
 	noResponseFormat bool
+	unavailable      string // --model-unavailable: fail or wait
 	// Bounds of every model turn, whatever the backend (actors.Config).
 	idleTimeout, turnTimeout time.Duration
 	maxDelta, maxOutput      int
@@ -48,6 +56,7 @@ func (f *modelFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.roleModels, "role-model", nil, "model name of one role, ROLE=NAME (repeatable); roles: "+strings.Join(roleNames(), ", "))
 	fs.IntVar(&f.contextTokens, "model-context-tokens", 0, "context budget of one request in estimated tokens (4 bytes a token); over it the oldest inputs and turns are left out (0: no budget)")
 	fs.BoolVar(&f.noResponseFormat, "model-no-response-format", false, "do not ask the director and steerer for response_format json_schema")
+	fs.StringVar(&f.unavailable, "model-unavailable", unavailableFail, "while the model endpoint's circuit breaker is open: fail (new turns fail at once with model_unavailable) or wait (they wait for it to answer again, at most --model-turn-timeout)")
 	f.registered = true
 	fs.DurationVar(&f.idleTimeout, "model-idle-timeout", actors.DefaultModelIdleTimeout, "fail a model turn that sends no chunk for this long, the first one included (node_failed code timeout); 0: no bound")
 	fs.DurationVar(&f.turnTimeout, "model-turn-timeout", actors.DefaultModelTurnTimeout, "fail a model turn that lasts longer than this (code timeout); 0: no bound")
@@ -121,8 +130,8 @@ var errNoAPIKey = errors.New("--model openai needs an API key: set " + openai.En
 func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, error) {
 	switch f.backend {
 	case backendScripted, "": // the zero modelFlags (a command built without flags) is the scripted model
-		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat {
-			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens and --model-no-response-format need --model openai")
+		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat || f.unavailable == unavailableWait {
+			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens, --model-no-response-format and --model-unavailable wait need --model openai")
 		}
 		return nil, nil
 	case backendOpenAI:
@@ -142,6 +151,11 @@ func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, e
 	if f.contextTokens < 0 {
 		return nil, fmt.Errorf("invalid --model-context-tokens %d: must be 0 (no budget) or more", f.contextTokens)
 	}
+	switch f.unavailable {
+	case "", unavailableFail, unavailableWait:
+	default:
+		return nil, fmt.Errorf("invalid --model-unavailable %q: must be %s or %s", f.unavailable, unavailableFail, unavailableWait)
+	}
 	roles := map[model.Role]string{}
 	for _, rm := range f.roleModels {
 		role, name, ok := strings.Cut(rm, "=")
@@ -159,6 +173,7 @@ func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, e
 	return &openai.Config{
 		BaseURL: f.url, APIKey: key, Model: f.name, RoleModels: roles,
 		ContextTokens: f.contextTokens, NoResponseFormat: f.noResponseFormat,
+		WaitWhenUnavailable: f.unavailable == unavailableWait,
 	}, nil
 }
 
@@ -195,6 +210,21 @@ func (f *modelFlags) factory(getenv func(string) string, logger *slog.Logger) (m
 	logger.Info("model: openai-compatible", attrs...)
 	f.openaiModel = m
 	return m.Factory(), m.Close, nil
+}
+
+// modelNames are the names of the models runs are configured to use: the
+// scripted model's, or --model-name and each --role-model's.
+func (f *modelFlags) modelNames() []string {
+	if f.backend != backendOpenAI {
+		return []string{scripted.Name}
+	}
+	names := []string{f.name}
+	for _, rm := range f.roleModels {
+		if _, name, ok := strings.Cut(rm, "="); ok {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	return names
 }
 
 // notReady says the model is not ready while its endpoint's circuit

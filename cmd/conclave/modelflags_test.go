@@ -68,6 +68,19 @@ func TestModelFlags_OpenAI(t *testing.T) {
 	if err != nil || cfg.APIKey != "sk-openai" {
 		t.Fatalf("key from OPENAI_API_KEY: %+v, %v", cfg, err)
 	}
+	if cfg.WaitWhenUnavailable {
+		t.Fatal("--model-unavailable defaults to fail")
+	}
+	f2 := parseModelFlags(t, "--model", "openai", "--model-url", "https://api.example.com/v1", "--model-name", "big", "--model-unavailable", "wait")
+	if cfg, err := f2.openaiConfig(env("OPENAI_API_KEY", "k")); err != nil || !cfg.WaitWhenUnavailable {
+		t.Fatalf("--model-unavailable wait: %+v, %v", cfg, err)
+	}
+	if names := f.modelNames(); strings.Join(names, ",") != "big,small,big-2" {
+		t.Fatalf("model names %v", names)
+	}
+	if names := parseModelFlags(t).modelNames(); strings.Join(names, ",") != "scripted" {
+		t.Fatalf("scripted model names %v", names)
+	}
 	// A server on loopback (Ollama, vLLM, llama.cpp) may go without a key.
 	f = parseModelFlags(t, "--model", "openai", "--model-url", "http://localhost:11434/v1", "--model-name", "llama3.2")
 	if cfg, err := f.openaiConfig(env()); err != nil || cfg.APIKey != "" {
@@ -95,6 +108,8 @@ func TestModelFlags_Errors(t *testing.T) {
 		{[]string{"--model", "openai", url, name, "--model-context-tokens", "-1"}, key, "invalid --model-context-tokens -1"},
 		{[]string{url}, key, "need --model openai"},
 		{[]string{"--role-model", "worker=x"}, key, "need --model openai"},
+		{[]string{"--model", "openai", url, name, "--model-unavailable", "retry"}, key, `invalid --model-unavailable "retry": must be fail or wait`},
+		{[]string{"--model-unavailable", "wait"}, key, "need --model openai"},
 	} {
 		_, err := parseModelFlags(t, tc.args...).openaiConfig(tc.env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -308,7 +308,11 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 		}
 		lines = append(lines, colorize(sgrYellow, "waiting for you: "+st.Waiting[0]+more, color))
 	}
+	used := usage(st.Usage)
+	if st.Spend != "" {
+		used += " · " + st.Spend
+	}
 	lines = append(lines, fmt.Sprintf("%s%s · %s · %s", window,
-		colorize(sgrBold, st.Phase, color), usage(st.Usage), elapsed.Round(100*time.Millisecond)))
+		colorize(sgrBold, st.Phase, color), used, elapsed.Round(100*time.Millisecond)))
 	return lines
 }

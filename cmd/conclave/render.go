@@ -27,7 +27,12 @@ type renderer struct {
 	// every lane), then the terminal event's totals: the one token count
 	// the status line and the summary show.
 	usage messages.Usage
-	term  *messages.Envelope
+	// cost adds up token_usage's cost_usd (costUnknown: a turn came
+	// without one), budget is run_started's: the spend line.
+	cost        float64
+	costUnknown bool
+	budget      *messages.RunBudget
+	term        *messages.Envelope
 	// interrupts labels the open interrupts; waiting lists their ids in
 	// the order they were raised.
 	interrupts map[string]string
@@ -90,6 +95,9 @@ type status struct {
 	// Usage is the tokens the run's model turns reported so far (the
 	// totals of the terminal event once it came), as the summary says.
 	Usage messages.Usage
+	// Spend is the run's spend against its budget ("" when it has no
+	// budget and no turn was priced): see spend.
+	Spend string
 	// Waiting describes the interrupts waiting for a human, oldest first.
 	Waiting []string
 }
@@ -132,6 +140,7 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
 		r.phase = "starting"
+		r.budget = p.Budget
 		add(noteInfo, "run %s: %q", env.RunID, p.Question)
 	case *messages.PlanningStartedPayload:
 		r.phase = "planning"
@@ -212,6 +221,11 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 	case *messages.TokenUsagePayload:
 		r.usage.InputTokens += p.InputTokens
 		r.usage.OutputTokens += p.OutputTokens
+		if p.CostUSD != nil {
+			r.cost += *p.CostUSD
+		} else {
+			r.costUnknown = true
+		}
 		if n, ok := r.lanes[env.Lane.StreamID]; ok {
 			n.tokens += p.OutputTokens
 		}
@@ -354,7 +368,7 @@ func interruptLabel(p *messages.InterruptRaisedPayload, agent string) string {
 
 // Status returns a snapshot for the live status block.
 func (r *renderer) Status() status {
-	st := status{Phase: r.phase, Usage: r.usage, Waves: make([]waveCounts, len(r.waves))}
+	st := status{Phase: r.phase, Usage: r.usage, Spend: spend(r.usage, r.cost, r.costUnknown, r.budget), Waves: make([]waveCounts, len(r.waves))}
 	for _, id := range r.waiting {
 		switch {
 		case r.answered[id]:
@@ -419,6 +433,39 @@ func (r *renderer) Summary() []note {
 			counts(n.Completed, n.Failed, n.Cancelled, n.Skipped), usage(p.Usage))})
 	}
 	return nil
+}
+
+// spend is the run's spend against its budget for the status line:
+// "budget 1234 of 5000 tokens, $0.0123 of $1.00", "$0.0123" without a
+// budget, "cost unknown" once a model without a price was used, "" when
+// there is nothing to say (no budget, no priced turn: the scripted model).
+func spend(u messages.Usage, cost float64, unknown bool, b *messages.RunBudget) string {
+	costText := fmt.Sprintf("$%.2f", cost)
+	if cost != 0 && cost < 0.01 {
+		costText = fmt.Sprintf("$%.4f", cost)
+	}
+	if unknown {
+		costText = "cost unknown"
+	}
+	if b == nil {
+		if unknown || cost == 0 {
+			return ""
+		}
+		return costText
+	}
+	var parts []string
+	if b.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tokens", u.InputTokens+u.OutputTokens, b.Tokens))
+	}
+	if b.CostUSD > 0 {
+		if !unknown {
+			costText += fmt.Sprintf(" of $%.2f", b.CostUSD)
+		}
+		parts = append(parts, costText)
+	} else if !unknown && cost > 0 {
+		parts = append(parts, costText)
+	}
+	return "budget " + strings.Join(parts, ", ")
 }
 
 // usage says what the run's model turns used, as the status line does.

@@ -424,3 +424,39 @@ func TestNodesInWaves(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderer_Spend: the status block shows the run's spend against its
+// budget (run_started's), the cost from token_usage's cost_usd, "cost
+// unknown" once a turn had none, and nothing for a run without a budget
+// or a price.
+func TestRenderer_Spend(t *testing.T) {
+	t.Parallel()
+	c := func(v float64) *float64 { return &v }
+	r, _ := feed(t,
+		&messages.RunStartedPayload{Question: "why", Budget: &messages.RunBudget{Tokens: 5000, CostUSD: 1}},
+		onNode("n001", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 1000, OutputTokens: 234}, CostUSD: c(0.0123)}),
+		onNode("n002", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{}, CostUSD: c(0.5)}),
+	)
+	if got := r.Status().Spend; got != "budget 1234 of 5000 tokens, $0.51 of $1.00" {
+		t.Fatalf("spend %q", got)
+	}
+	st := r.Status()
+	if lines := formatStatus(st, time.Second, false); !strings.Contains(strings.Join(lines, "\n"), "1000 tokens in, 234 out · budget 1234 of 5000 tokens, $0.51 of $1.00") {
+		t.Fatalf("status block:\n%s", strings.Join(lines, "\n"))
+	}
+	r.Event(nil, &messages.Envelope{Seq: 9, RunID: "r1", Lane: nodeLane("n001"), Type: messages.TokenUsage,
+		Payload: &messages.TokenUsagePayload{Turn: 2, Model: "llama", Usage: messages.Usage{InputTokens: 6}}})
+	if got := r.Status().Spend; got != "budget 1240 of 5000 tokens, cost unknown" {
+		t.Fatalf("spend after an unpriced turn %q", got)
+	}
+	plain, _ := feed(t, &messages.RunStartedPayload{Question: "why"},
+		onNode("n001", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10, OutputTokens: 1}}))
+	if got := plain.Status().Spend; got != "" {
+		t.Fatalf("a run without budget or price: spend %q", got)
+	}
+	priced, _ := feed(t, &messages.RunStartedPayload{Question: "why"},
+		onNode("n001", &messages.TokenUsagePayload{Turn: 1, Usage: messages.Usage{InputTokens: 10}, CostUSD: c(0.002)}))
+	if got := priced.Status().Spend; got != "$0.0020" {
+		t.Fatalf("a priced run without budget: spend %q", got)
+	}
+}

@@ -200,6 +200,11 @@ type runCmd struct {
 	council         councilFlags
 	model           modelFlags
 	tools           toolFlags
+	// budgetTokens and budgetUSD are the run's budget (--budget-tokens,
+	// --budget-usd), prices the --prices file its cost is estimated with.
+	budgetTokens int64
+	budgetUSD    float64
+	prices       string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -266,6 +271,9 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
 	registerLogFormat(fs, &c.logFormat)
+	fs.Int64Var(&c.budgetTokens, "budget-tokens", 0, "the run's token budget: past it the run ends with run_error budget_exceeded (0: none)")
+	fs.Float64Var(&c.budgetUSD, "budget-usd", 0, "the run's cost budget in USD at the model prices (--prices): past it, likewise (0: none)")
+	fs.StringVar(&c.prices, "prices", "", "JSON file of model prices in USD per million tokens overriding and extending the built-in ones (as serve --prices)")
 	c.council.register(fs)
 	c.model.register(fs)
 	c.tools.register(fs)
@@ -364,6 +372,9 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 		MaxDelegationRounds:   c.council.maxDelegation,
 		MaxReplans:            &c.council.maxReplans,
 	}
+	if c.budgetTokens != 0 || c.budgetUSD != 0 {
+		req.Budget = &messages.RunBudget{Tokens: c.budgetTokens, CostUSD: c.budgetUSD}
+	}
 	if fs.Changed("approval-timeout") {
 		d := c.approvalTimeout
 		if d < time.Second || d%time.Second != 0 {
@@ -385,6 +396,7 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 var flagNames = map[string]string{
 	"hitl": "--hitl", "approval_timeout_seconds": "--approval-timeout", "approval_timeout_action": "--approval-timeout-action",
 	"concurrency": "--concurrency", "max_delegation_rounds": "--max-delegation-rounds", "max_replans": "--max-replans", "question": "question",
+	"budget.tokens": "--budget-tokens", "budget.cost_usd": "--budget-usd",
 }
 
 // flagError renames the field a StartRun error is about to its flag.
@@ -452,6 +464,14 @@ func (c *runCmd) run(ctx context.Context, fs *pflag.FlagSet, stdin io.Reader, qu
 	req.TraceParent = c.app.env("TRACEPARENT") // a calling process's trace, as otel-cli and CI tools pass it
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
+	}
+	if ecfg.Prices, err = loadPrices(c.prices); err != nil {
+		return usageError(err)
+	}
+	if c.budgetUSD > 0 {
+		if unknown := ecfg.Prices.Unknown(c.model.modelNames()...); len(unknown) > 0 {
+			return usageError(fmt.Errorf("--budget-usd needs a price for every model, and %s has none: add it to a --prices file, or use --budget-tokens", strings.Join(unknown, ", ")))
+		}
 	}
 	eng, err := actors.New(ecfg)
 	if err != nil {

@@ -221,6 +221,9 @@ func TestRun_BadUsage(t *testing.T) {
 		{"negative info requests", []string{"run", "q", "--info-requests", "-1"}, "--info-requests"},
 		{"bad log level", []string{"run", "q", "--log-level", "loud"}, "--log-level"},
 		{"missing scenario file", []string{"run", "q", "--scenario", filepath.Join(t.TempDir(), "nope.json")}, "--scenario"},
+		{"negative budget", []string{"run", "q", "--budget-tokens", "-5"}, "invalid --budget-tokens: must be 0"},
+		{"cost budget without a price", []string{"run", "q", "--budget-usd", "1"}, "--budget-usd needs a price for every model, and scripted has none"},
+		{"bad prices file", []string{"run", "q", "--prices", filepath.Join(t.TempDir(), "nope.json")}, "--prices"},
 		{"no command", nil, "command"},
 		{"unknown command", []string{"walk"}, "walk"},
 	} {
@@ -283,6 +286,25 @@ func TestRun_HumanPanicRestart(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output does not contain %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestRun_Budget: --budget-tokens ends the run with budget_exceeded, and
+// --prices prices the scripted model for --budget-usd; the run's end says
+// which budget.
+func TestRun_Budget(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--budget-tokens", "100", "--token-delay-ms", "0")
+	if r.code != exitFailed || !strings.Contains(r.stdout, "run failed (budget_exceeded): ") || !strings.Contains(r.stdout, "budget.tokens") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"scripted": {"input": 100, "output": 100}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, t.Context(), nil, false, "run", "why is the sky blue", "--prices", prices, "--budget-usd", "0.01", "--token-delay-ms", "0")
+	if r.code != exitFailed || !strings.Contains(r.stdout, "budget.cost_usd") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -153,6 +153,12 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(err)
 	}
 	defer closeModel() // after the engine's shutdown (deferred later, run first)
+	if ecfg.Prices, err = c.quotas.prices(); err != nil {
+		return usageError(err)
+	}
+	if err := c.quotas.checkPrices(ecfg.Prices, c.model.modelNames()); err != nil {
+		return usageError(err)
+	}
 	// The MCP servers start before the journal opens (a server that
 	// cannot start leaves nothing behind) and stop after the engine.
 	if !c.memory {
@@ -290,6 +296,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if m := c.model.openaiModel; m != nil {
 		reg.MustRegister(newModelCollector(m))
 	}
+	reg.MustRegister(newCostCollector(engine))
 	if member != nil {
 		member.node.OnAdopt(engine.Adopt)
 		tcfg.Wrap = member.forwarder.Handler

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/transport"
 )
 
@@ -65,8 +67,12 @@ func (l *serveLimits) apply(cfg *transport.Config) {
 type serveQuotas struct {
 	flagsDefault tenantQuota
 	file         string
+	pricesFile   string
 	hubIdleAfter time.Duration
 	sleepAfter   time.Duration
+	// costBudgets: some tenant (or the default) has cost_per_run or
+	// cost_per_day (set by load): every model then needs a price.
+	costBudgets bool
 }
 
 // tenantQuota is one tenant's quotas in the --quotas file.
@@ -90,6 +96,10 @@ func (q *serveQuotas) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&d.RunBurst, "run-burst", actors.DefaultRunBurst, "runs a tenant may create at once above --runs-per-second")
 	fs.Int64Var(&d.EventsPerRun, "events-per-run", actors.DefaultEventsPerRun, "a run's event budget: a larger scenario is refused (422 scenario_too_large), a run that exceeds it ends with run_error budget_exceeded (-1: no limit)")
 	fs.Int64Var(&d.TokensPerRun, "tokens-per-run", 0, "a run's token budget (its model turns' input and output tokens): a run past it ends with run_error budget_exceeded (0: none)")
+	fs.Float64Var(&d.CostPerRun, "cost-per-run", 0, "a run's cost budget in USD, its token_usage priced at --prices: a run past it ends with run_error budget_exceeded (0: none)")
+	fs.Int64Var(&d.TokensPerDay, "tokens-per-day", 0, "a tenant's token budget per UTC day over all its runs: past it runs end with budget_exceeded and new ones are refused, 429 insufficient_budget, until midnight UTC (0: none)")
+	fs.Float64Var(&d.CostPerDay, "cost-per-day", 0, "a tenant's cost budget per UTC day in USD, likewise (0: none)")
+	fs.StringVar(&q.pricesFile, "prices", "", "JSON file of model prices in USD per million tokens overriding and extending the built-in ones: {\"my-model\":{\"input\":0.5,\"cached_input\":0.1,\"output\":1.5}}")
 	fs.StringVar(&q.file, "quotas", "", "JSON file of per-tenant quotas overriding these flags: {\"default\":{…},\"tenants\":{\"acme\":{…}}}")
 	fs.DurationVar(&q.hubIdleAfter, "hub-idle-after", actors.DefaultHubIdleAfter, "stop a session's hub after this long without runs, subscribers or events (it reloads from the journal on demand; -1s: never)")
 	fs.DurationVar(&q.sleepAfter, "sleep-after", actors.DefaultSleepAfter, "a run that waits only on humans and publishes nothing this long falls asleep: its actors leave memory, its interrupts stay pending, and it is rebuilt from the journal when an answer, a timeout, an abort or a steering note comes (-1s: never)")
@@ -112,13 +122,16 @@ func (q *serveQuotas) load() (limits func(messages.TenantID) actors.Limits, stre
 	if err := def.check("default"); err != nil {
 		return nil, nil, err
 	}
+	q.costBudgets = def.CostPerRun > 0 || def.CostPerDay > 0
 	for t, tq := range f.Tenants {
 		if _, err := messages.NewTenantID(string(t)); err != nil {
 			return nil, nil, fmt.Errorf("--quotas: %w", err)
 		}
-		if err := tq.or(def).check("tenant " + string(t)); err != nil {
+		full := tq.or(def)
+		if err := full.check("tenant " + string(t)); err != nil {
 			return nil, nil, err
 		}
+		q.costBudgets = q.costBudgets || full.CostPerRun > 0 || full.CostPerDay > 0
 	}
 	of := func(t messages.TenantID) tenantQuota {
 		if tq, ok := f.Tenants[t]; ok {
@@ -147,6 +160,15 @@ func (q tenantQuota) or(d tenantQuota) tenantQuota {
 	if q.TokensPerRun == 0 {
 		q.TokensPerRun = d.TokensPerRun
 	}
+	if q.CostPerRun == 0 {
+		q.CostPerRun = d.CostPerRun
+	}
+	if q.TokensPerDay == 0 {
+		q.TokensPerDay = d.TokensPerDay
+	}
+	if q.CostPerDay == 0 {
+		q.CostPerDay = d.CostPerDay
+	}
 	if q.MaxStreams == 0 {
 		q.MaxStreams = d.MaxStreams
 	}
@@ -159,6 +181,47 @@ func (q tenantQuota) check(who string) error {
 		return fmt.Errorf("quotas of %s: concurrent_runs, events_per_run and max_streams must be >= -1, run_burst and tokens_per_run >= 0", who)
 	case q.RunsPerSecond < 0 && q.RunsPerSecond != -1:
 		return fmt.Errorf("quotas of %s: runs_per_second must be positive, or -1 for no limit", who)
+	case q.TokensPerDay < 0 || !validUSD(q.CostPerRun) || !validUSD(q.CostPerDay):
+		return fmt.Errorf("quotas of %s: tokens_per_day must be >= 0, cost_per_run and cost_per_day in 0..%g USD", who, messages.MaxBudgetCostUSD)
+	}
+	return nil
+}
+
+func validUSD(v float64) bool { return v >= 0 && v <= messages.MaxBudgetCostUSD } // false for NaN
+
+// prices loads --prices (loadPrices).
+func (q *serveQuotas) prices() (*pricing.Table, error) { return loadPrices(q.pricesFile) }
+
+// loadPrices is the model price table of --prices FILE (serve and run):
+// the built-in prices, overridden and extended by the file's ("": the
+// built-in ones).
+func loadPrices(file string) (*pricing.Table, error) {
+	if file == "" {
+		return pricing.Default(), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	t, err := pricing.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("--prices %s: %w", file, err)
+	}
+	return t, nil
+}
+
+// checkPrices refuses a cost budget when a model the server is
+// configured with has no price: its cost would be unknown, and a run on
+// it would end at its first turn (budget_exceeded). Refusing at start
+// says so once, to the operator, instead of to every run. (A model the
+// server reports under another name than configured is still caught per
+// run: package budget.)
+func (q *serveQuotas) checkPrices(t *pricing.Table, models []string) error {
+	if !q.costBudgets {
+		return nil
+	}
+	if unknown := t.Unknown(models...); len(unknown) > 0 {
+		return fmt.Errorf("a cost budget (--cost-per-run, --cost-per-day, or cost_per_run / cost_per_day in --quotas) needs a price for every model, and %s has none: add it to a --prices file ({\"%s\":{\"input\":…,\"output\":…}} in USD per million tokens), or budget tokens instead (--tokens-per-run, tokens_per_day)", strings.Join(unknown, ", "), unknown[0])
 	}
 	return nil
 }

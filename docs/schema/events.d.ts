@@ -160,6 +160,7 @@ export interface RunStartedPayload {
   request_id?: string;
   trace_id?: string;
   trace_parent?: string;
+  budget?: RunBudget;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -382,6 +383,7 @@ export interface TokenUsagePayload {
   cache_create_tokens?: number;
   duration_ms?: number;
   first_token_ms?: number;
+  cost_usd?: number;
 }
 
 /** The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded. */
@@ -687,6 +689,11 @@ export interface RewindOf {
 export interface AdvisorOptions {
   max_redirects?: number;
   malformed_continues?: boolean;
+}
+
+export interface RunBudget {
+  tokens?: number;
+  cost_usd?: number;
 }
 
 export interface Citation {

@@ -101,3 +101,21 @@ test("lane text is capped", () => {
   assert.ok(l.text.length <= 16000, `text kept ${l.text.length}`);
   assert.equal(r.lanes.get("run").children.includes("node:n001"), true);
 });
+
+test("spend against the budget: cost_usd adds up, a turn without one makes the cost unknown", async () => {
+  const { spendText } = await import("../../web/static/js/state.js");
+  seq = 0;
+  const s = newSession();
+  apply(s, ev("run_started", { question: "q", hitl: "none", budget: { tokens: 5000, cost_usd: 1 } }));
+  const r = s.runs.get("r1");
+  assert.equal(spendText(r), "spent 0 of 5000 tokens · $0.00 of $1.00");
+  apply(s, ev("token_usage", { model: "m", turn: 1, input_tokens: 1000, output_tokens: 234, cost_usd: 0.0123 }, lane("director")));
+  apply(s, ev("token_usage", { model: "m", turn: 1, input_tokens: 0, output_tokens: 0, cost_usd: 0.5 }, lane("node:n001")));
+  assert.equal(spendText(r), "spent 1234 of 5000 tokens · $0.51 of $1.00");
+  apply(s, ev("token_usage", { model: "free?", turn: 1, input_tokens: 6, output_tokens: 0 }, lane("node:n001")));
+  assert.equal(spendText(r), "spent 1240 of 5000 tokens · cost unknown");
+  const plain = newSession();
+  seq = 0;
+  apply(plain, ev("run_started", { question: "q", hitl: "none" }));
+  assert.equal(spendText(plain.runs.get("r1")), "spent 0 tokens");
+});

@@ -84,6 +84,17 @@ test("rows nest sub-agents under their agent, in the order lanes opened", () => 
     ["0 run", "1 node:n001", "2 node:n001/sub:1", "3 node:n001/sub:1/sub:2", "1 node:n002"]);
 });
 
+test("cost adds up from token_usage.cost_usd, and is unknown once a turn has no price", () => {
+  const tl = fold([
+    ev(0, "node_started", { node_id: "n001" }),
+    ev(10, "token_usage", { model: "m", turn: 1, input_tokens: 1, output_tokens: 1, cost_usd: 0.25 }),
+    ev(20, "token_usage", { model: "m", turn: 2, input_tokens: 1, output_tokens: 1, cost_usd: 0.5 }),
+  ]);
+  assert.deepEqual(tl.tokens.map((p) => [p.cost, p.priced]), [[0.25, true], [0.75, true]]);
+  track(tl, ev(30, "token_usage", { model: "unpriced", turn: 3, input_tokens: 1, output_tokens: 1 }));
+  assert.equal(tl.tokens[2].priced, false);
+});
+
 test("a looping agent's bars stay bounded", () => {
   const events = [ev(0, "node_started", { node_id: "n001" })];
   for (let i = 1; i <= 1000; i++) events.push(ev(i * 10, "token_usage", { model: "m", turn: i, input_tokens: 1, output_tokens: 1 }));

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,6 +33,9 @@ type breaker struct {
 	since   time.Time
 	reason  string
 	stopped bool
+	// closed is closed when the breaker closes again (or stops): what
+	// turns waiting for the endpoint (wait) watch. Made when it opens.
+	closed chan struct{}
 
 	ctx    context.Context // ends at stop: the probe with it
 	cancel context.CancelFunc
@@ -83,6 +87,7 @@ func (b *breaker) failed(reason string, unreachable bool) {
 		return
 	}
 	b.open, b.since = true, b.now()
+	b.closed = make(chan struct{})
 	b.log.Warn("model endpoint unavailable: new turns fail at once until it answers again", "url", b.url, "failures", b.fails, "last", reason)
 	b.wg.Add(1)
 	go b.probeLoop() // owned by the breaker: stop ends and waits for it
@@ -120,6 +125,7 @@ func (b *breaker) probeLoop() {
 		if err == nil {
 			b.mu.Lock()
 			b.open, b.fails, b.reason = false, 0, ""
+			close(b.closed)
 			b.mu.Unlock()
 			b.log.Info("model endpoint answers again", "url", b.url)
 			return
@@ -131,10 +137,47 @@ func (b *breaker) probeLoop() {
 	}
 }
 
-// stop ends the probe, if any, and waits for it.
+// wait returns nil once the breaker is closed (at once if it is), or
+// the turn's error (model_unavailable) when ctx ends first or the breaker
+// stops: the "wait" mode of Config.WaitWhenUnavailable, where a turn
+// during an outage waits for the probe instead of failing, bounded by
+// its context (the engine's turn timeout).
+func (b *breaker) wait(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		if !b.open {
+			b.mu.Unlock()
+			return nil
+		}
+		closed, stopped := b.closed, b.stopped
+		b.mu.Unlock()
+		if stopped {
+			return b.allow()
+		}
+		select {
+		case <-closed:
+			// Closed by the probe, or by stop: look again.
+		case <-ctx.Done():
+			if err := b.allow(); err != nil {
+				var me *model.Error
+				if errors.As(err, &me) {
+					me.Message += fmt.Sprintf(" (the turn waited for it until its context ended: %v)", context.Cause(ctx))
+				}
+				return err
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// stop ends the probe, if any, and waits for it; turns waiting for the
+// endpoint fail.
 func (b *breaker) stop() {
 	b.mu.Lock()
 	b.stopped = true
+	if b.open {
+		close(b.closed) // the probe, which alone closes it otherwise, is ending
+	}
 	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()

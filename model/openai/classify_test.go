@@ -129,3 +129,68 @@ func TestModel_Breaker(t *testing.T) {
 		}
 	})
 }
+
+// TestModel_BreakerWaits: with WaitWhenUnavailable a turn that meets the
+// open breaker waits for the probe to see the endpoint answer and then
+// succeeds, instead of failing at once; a turn whose context ends first
+// (the engine's turn timeout) fails with model_unavailable, saying it
+// waited. Virtual time.
+func TestModel_BreakerWaits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := openaitest.New(openaitest.Config{Replies: []openaitest.Reply{okReply}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, stop := inMemory(t, srv, openai.Config{MaxAttempts: 1, BreakerThreshold: 2, WaitWhenUnavailable: true})
+		defer stop()
+		defer m.Close()
+		srv.SetDown(true)
+		for range 2 {
+			if _, err := m.Stream(t.Context(), workerReq()); model.CodeOf(err) != model.CodeServerError {
+				t.Fatalf("a failing turn: %v", err)
+			}
+		}
+		if m.Unavailable() == "" {
+			t.Fatal("the breaker did not open")
+		}
+		// A turn bounded at 500 ms while the endpoint is down.
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		start := time.Now()
+		_, err = m.Stream(ctx, workerReq())
+		cancel()
+		if model.CodeOf(err) != model.CodeUnavailable || !strings.Contains(err.Error(), "waited") || time.Since(start) != 500*time.Millisecond {
+			t.Fatalf("a bounded turn while down: %v after %v; want model_unavailable after 500ms", err, time.Since(start))
+		}
+		// A turn that waits while the endpoint comes back.
+		done := make(chan error, 1)
+		start = time.Now()
+		go func() {
+			st, err := m.Stream(t.Context(), workerReq())
+			if err == nil {
+				_, err = collect(t, st)
+			}
+			done <- err
+		}()
+		synctest.Wait() // the turn waits on the breaker
+		select {
+		case err := <-done:
+			t.Fatalf("the turn did not wait: %v", err)
+		default:
+		}
+		if srv.Refused() != 2 {
+			t.Fatalf("%d requests refused: the waiting turn sent one", srv.Refused())
+		}
+		srv.SetDown(false)
+		if err := <-done; err != nil {
+			t.Fatalf("the turn after the endpoint came back: %v", err)
+		}
+		if waited := time.Since(start); waited <= 0 || waited > probeMaxForTest {
+			t.Fatalf("the turn waited %v", waited)
+		}
+	})
+}
+
+// probeMaxForTest bounds how long the probe takes to see an endpoint that
+// is back: its backoff is at most 30 s.
+const probeMaxForTest = 31 * time.Second

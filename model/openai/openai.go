@@ -142,6 +142,12 @@ type Config struct {
 	// code model_unavailable until a probe (GET /models) sees it answer.
 	// Default DefaultBreakerThreshold; negative: no breaker.
 	BreakerThreshold int
+	// WaitWhenUnavailable makes a turn that meets the open breaker wait
+	// for the probe to see the endpoint answer, then go on, instead of
+	// failing at once with model_unavailable; it fails with it only when
+	// its context ends first (the engine's turn timeout, an abort).
+	// conclave serve --model-unavailable wait.
+	WaitWhenUnavailable bool
 }
 
 // Model is a model.Model on an OpenAI-compatible server. It is safe for
@@ -397,7 +403,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 	if err != nil {
 		return nil, err
 	}
-	if err := m.brk.allow(); err != nil {
+	if err := m.gate(ctx); err != nil {
 		return nil, m.failed(err)
 	}
 	formatFallback := false
@@ -443,7 +449,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 		if attempt >= m.cfg.MaxAttempts {
 			return nil, fail(fmt.Sprintf("%d attempts: %s", attempt, f.detail))
 		}
-		if err := m.brk.allow(); err != nil { // the endpoint is down: no more attempts
+		if err := m.gate(ctx); err != nil { // the endpoint is down: no more attempts
 			return nil, m.failed(err)
 		}
 		m.log.Warn("openai: retrying", "model", params.Model, "agent", req.AgentID, "attempt", attempt, "class", f.code, "wait", wait, "err", err)
@@ -451,6 +457,16 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			return nil, err
 		}
 	}
+}
+
+// gate lets a turn's attempt go while the endpoint's breaker is closed;
+// while it is open, it fails at once, or waits for it to close
+// (Config.WaitWhenUnavailable).
+func (m *Model) gate(ctx context.Context) error {
+	if m.cfg.WaitWhenUnavailable {
+		return m.brk.wait(ctx)
+	}
+	return m.brk.allow()
 }
 
 // try sends the request once and reads up to the first chunk: it returns

@@ -454,7 +454,7 @@ func (c *call) decodeParams(params json.RawMessage, dst any) *RPCError {
 func engineError(err error) *RPCError {
 	var quota *actors.QuotaError
 	switch {
-	case errors.As(err, &quota) && quota.Code == actors.QuotaScenarioTooLarge:
+	case errors.As(err, &quota) && quota.Permanent():
 		// It can never fit: the request is at fault, as REST's 422 says.
 		e := rpcErrorf(CodeInvalidParams, "%s: %s", quota.Code, quota.Message)
 		e.status = http.StatusUnprocessableEntity

@@ -152,6 +152,22 @@ func TestHandler_QuotaRefusals(t *testing.T) {
 			t.Fatalf("HTTP %d error %+v, want 422 invalid params naming scenario_too_large", r.Status, r.Error)
 		}
 	})
+	t.Run("budget too large", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: 100} }}, a2a.Config{})
+		r := hs.call("SendMessage", map[string]any{"message": userText("q", map[string]any{"budget": map[string]any{"tokens": 101}})})
+		if r.Error == nil || r.Status != http.StatusUnprocessableEntity || r.Error.Code != a2a.CodeInvalidParams ||
+			!strings.Contains(r.Error.Message, "budget_too_large") {
+			t.Fatalf("HTTP %d error %+v, want 422 invalid params naming budget_too_large", r.Status, r.Error)
+		}
+	})
+	t.Run("insufficient budget", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerDay: 1} }}, a2a.Config{})
+		// The first run spends the day's one token (and ends budget_exceeded).
+		mustResult[a2a.SendMessageResponse](t, hs.call("SendMessage", map[string]any{"message": userText("q", map[string]any{"scenario": map[string]any{"nodes": 1, "tokens": 2}})}))
+		quota(t, hs.call("SendMessage", parked), "INSUFFICIENT_BUDGET")
+	})
 	t.Run("too many streams", func(t *testing.T) {
 		t.Parallel()
 		hs := newHarness(t, a2a.Config{StreamSlot: func(messages.TenantID) (func(), error) {

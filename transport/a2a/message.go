@@ -24,10 +24,11 @@ type runOptions struct {
 	Advisor                *messages.AdvisorOptions `json:"advisor,omitempty"`
 	MaxDelegationRounds    int                      `json:"max_delegation_rounds,omitempty"`
 	MaxReplans             *int                     `json:"max_replans,omitempty"`
+	Budget                 *messages.RunBudget      `json:"budget,omitempty"`
 }
 
 // optionKeys are the metadata keys read as run options.
-var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action", "advisor", "max_delegation_rounds", "max_replans"}
+var optionKeys = []string{"hitl", "scenario", "seed", "concurrency", "approval_timeout_seconds", "approval_timeout_action", "advisor", "max_delegation_rounds", "max_replans", "budget"}
 
 // checkMessage validates what every incoming message needs.
 func checkMessage(msg *Message) *RPCError {
@@ -98,6 +99,7 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 	}
 	cmd.ApprovalTimeoutSeconds, cmd.ApprovalTimeoutAction = opts.ApprovalTimeoutSeconds, opts.ApprovalTimeoutAction
 	cmd.Advisor, cmd.MaxDelegationRounds, cmd.MaxReplans = opts.Advisor, opts.MaxDelegationRounds, opts.MaxReplans
+	cmd.Budget = opts.Budget
 	return cmd, nil
 }
 

@@ -241,6 +241,7 @@ type runOptions struct {
 	ApprovalTimeoutAction  messages.Decision        `json:"approval_timeout_action"`
 	Advisor                *messages.AdvisorOptions `json:"advisor"`
 	MaxDelegationRounds    int                      `json:"max_delegation_rounds"`
+	Budget                 *messages.RunBudget      `json:"budget"`
 	// Question is used when messages hold no user message.
 	Question string `json:"question"`
 }
@@ -257,7 +258,7 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 	}
 	cmd := messages.StartRun{Tenant: tenant, SessionID: session, HITL: o.HITL, Seed: o.Seed, Concurrency: o.Concurrency,
 		ApprovalTimeoutSeconds: o.ApprovalTimeoutSeconds, ApprovalTimeoutAction: o.ApprovalTimeoutAction,
-		Advisor: o.Advisor, MaxDelegationRounds: o.MaxDelegationRounds}
+		Advisor: o.Advisor, MaxDelegationRounds: o.MaxDelegationRounds, Budget: o.Budget}
 	if messages.ValidRequestID(in.RunID) {
 		cmd.RequestID = in.RunID // the AG-UI run that started it
 	}

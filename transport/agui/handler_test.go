@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport/agui"
@@ -314,6 +315,22 @@ func TestHandler_BadRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Fatalf("GET: %d Allow=%q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
+}
+
+// TestHandler_Budgets: forwardedProps.budget is the run's budget, as in
+// POST /api/v1/runs: above the tenant's tokens_per_run it is 422
+// budget_too_large; once the tenant's day is spent a run is 429
+// insufficient_budget.
+func TestHandler_Budgets(t *testing.T) {
+	t.Parallel()
+	h := newHarnessWith(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerRun: 100, TokensPerDay: 1} }}, agui.Config{})
+	ok := func(m map[string]any) []byte { b, _ := json.Marshal(m); return b }
+	h.errorBody(ok(input("t1", "r1", "q", map[string]any{"budget": map[string]any{"tokens": 101}})), "application/json", http.StatusUnprocessableEntity, "budget_too_large")
+	r := h.do(input("t1", "r2", "q", map[string]any{"scenario": map[string]any{"nodes": 1, "tokens": 2}}), newVerifier("t1"))
+	if typ := r.last()["type"]; typ != "RUN_ERROR" {
+		t.Fatalf("a run over the day's one token: last event %v", r.last())
+	}
+	h.errorBody(ok(input("t2", "r3", "q", nil)), "application/json", http.StatusTooManyRequests, "insufficient_budget")
 }
 
 // TestHandler_Shutdown: Shutdown ends open streams with RUN_ERROR and

@@ -34,7 +34,13 @@ type harness struct {
 
 func newHarness(t testing.TB, cfg agui.Config) *harness {
 	t.Helper()
-	e := testkit.NewEngine(t, actors.Config{})
+	return newHarnessWith(t, actors.Config{}, cfg)
+}
+
+// newHarnessWith is newHarness on an engine of configuration ecfg.
+func newHarnessWith(t testing.TB, ecfg actors.Config, cfg agui.Config) *harness {
+	t.Helper()
+	e := testkit.NewEngine(t, ecfg)
 	api, err := transport.New(transport.Config{Engine: e})
 	if err != nil {
 		t.Fatal(err)

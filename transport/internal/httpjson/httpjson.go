@@ -41,10 +41,12 @@ const (
 	// is reached (429 with Retry-After).
 	CodeTooManyStreams = "too_many_streams"
 	// Quota codes: the values of actors.QuotaCode.
-	CodeTooManyRuns      = string(actors.QuotaTooManyRuns)
-	CodeRateLimited      = string(actors.QuotaRateLimited)
-	CodeScenarioTooLarge = string(actors.QuotaScenarioTooLarge)
-	CodeInternal         = "internal"
+	CodeTooManyRuns        = string(actors.QuotaTooManyRuns)
+	CodeRateLimited        = string(actors.QuotaRateLimited)
+	CodeScenarioTooLarge   = string(actors.QuotaScenarioTooLarge)
+	CodeInsufficientBudget = string(actors.QuotaInsufficientBudget)
+	CodeBudgetTooLarge     = string(actors.QuotaBudgetTooLarge)
+	CodeInternal           = "internal"
 	// CodeNotOwner: another node of the cluster owns the session (421,
 	// with its id in the Conclave-Owner header). A node's own API
 	// forwards such a request to the owner (package cluster); a client
@@ -132,7 +134,7 @@ func EngineError(err error) *Error {
 	switch {
 	case errors.As(err, &quota):
 		status := http.StatusTooManyRequests
-		if quota.Code == actors.QuotaScenarioTooLarge {
+		if quota.Permanent() {
 			status = http.StatusUnprocessableEntity // it can never fit: retrying does not help
 		}
 		return &Error{Status: status, Code: string(quota.Code), Message: quota.Message, RetryAfter: quota.RetryAfter}

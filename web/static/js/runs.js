@@ -2,6 +2,7 @@
 // starts one (POST /api/v1/runs).
 import { h, fmt } from "./dom.js";
 import { api } from "./api.js";
+import { usd } from "./state.js";
 
 const PRICE_KEY = "conclave.pricePerMTok";
 const REFRESH_MS = 2000;
@@ -47,10 +48,18 @@ export function runsPage(root, { navigate }) {
         h("td", null, r.waves ? `${Math.max(0, r.wave) + 1} / ${r.waves}` : "—"),
         h("td", null, `${fmt(n.completed)} / ${fmt(n.total)}${n.failed ? ` (${n.failed} failed)` : ""}${r.running ? ` · ${r.running} running` : ""}`),
         h("td", null, `${fmt(u.input_tokens)} / ${fmt(u.output_tokens)}`),
-        h("td", null, per ? `$${((tokens * per) / 1e6).toFixed(4)}` : "—"),
+        h("td", null, cost(r, tokens, per)),
         h("td", { class: "muted" }, new Date(r.created_at).toLocaleString()));
     }));
     if (!runs.length) tbody.append(h("tr", null, h("td", { colspan: 9, class: "muted" }, "No runs yet: start one above.")));
+  };
+  // cost is the server's estimate (cost_usd, at its model prices) with the
+  // run's cost budget; without one (a model without a price), the price
+  // typed above, if any.
+  const cost = (r, tokens, per) => {
+    const b = r.budget && r.budget.cost_usd ? ` of ${usd(r.budget.cost_usd)}` : "";
+    if (typeof r.cost_usd === "number") return usd(r.cost_usd) + b;
+    return per ? `~$${((tokens * per) / 1e6).toFixed(4)}${b}` : `—${b}`;
   };
   price.addEventListener("input", () => {
     localStorage.setItem(PRICE_KEY, price.value);

@@ -4,7 +4,7 @@
 // stream is the session's) but not shown.
 import { h, fmt } from "./dom.js";
 import { api, token } from "./api.js";
-import { newSession, apply, counts, isTerminal } from "./state.js";
+import { newSession, apply, counts, isTerminal, spendText } from "./state.js";
 import { SessionStream } from "./connection.js";
 import { DagView } from "./dag.js";
 import { LanesView } from "./lanes.js";
@@ -113,6 +113,7 @@ export function runPage(root, runId, { setConn }) {
     if (c.cancelled) parts.push(`${fmt(c.cancelled)} cancelled`);
     if (c.skipped) parts.push(`${fmt(c.skipped)} skipped`);
     parts.push(`tokens ${fmt(run.usage.input_tokens)} in / ${fmt(run.usage.output_tokens)} out`);
+    parts.push(spendText(run));
     if (run.estimate) parts.push(`estimate ${fmt(run.estimate.est_tokens)} tokens, ~${fmt(run.estimate.est_wall_seconds)} s`);
     if (run.durationMs) parts.push(`${(run.durationMs / 1000).toFixed(1)} s`);
     parts.push(`hitl ${run.hitl}`);

@@ -43,6 +43,10 @@ function newRun(id) {
     interrupts: new Map(), // interrupt_id -> interrupt
     steering: new Map(), // steering_id -> {id, note, status, error, wave}
     citations: [], usage: { input_tokens: 0, output_tokens: 0 }, estimate: null,
+    // The run's estimated cost (token_usage's cost_usd added up; costUnknown
+    // once a turn came without one: a model without a price) and its
+    // budget (run_started's: {tokens, cost_usd}, or null).
+    cost: 0, costUnknown: false, budget: null,
     answer: "", error: null, durationMs: 0, lastSeq: 0,
     timeline: newTimeline(), // where the run's time went (timeline.js)
     // What changed since the views last drew.
@@ -189,6 +193,7 @@ export function apply(session, env) {
       run.question = p.question || "";
       run.hitl = p.hitl || "none";
       run.scenario = p.scenario || null;
+      run.budget = p.budget || null;
       l.title = "run";
       break;
     case "run_rewound":
@@ -280,6 +285,8 @@ export function apply(session, env) {
       l.usage.output_tokens += p.output_tokens || 0;
       run.usage.input_tokens += p.input_tokens || 0;
       run.usage.output_tokens += p.output_tokens || 0;
+      if (typeof p.cost_usd === "number") run.cost += p.cost_usd;
+      else run.costUnknown = true;
       run.dirty.summary = true;
       break;
     case "agent_restarted":
@@ -471,4 +478,22 @@ export function counts(run) {
     c[displayState(n)]++;
   }
   return c;
+}
+
+// usd writes a dollar amount: 4 decimals below a cent, else 2.
+export function usd(v) {
+  return `$${v !== 0 && Math.abs(v) < 0.01 ? v.toFixed(4) : v.toFixed(2)}`;
+}
+
+// spendText is the run's spend against its budget for the header:
+// "spent 1234 of 5000 tokens · $0.0123 of $1.00". The cost is left out
+// while no turn was priced, and says "cost unknown" once a model without
+// a price was used.
+export function spendText(run) {
+  const tokens = (run.usage.input_tokens || 0) + (run.usage.output_tokens || 0);
+  const b = run.budget || {};
+  let s = `spent ${tokens}${b.tokens ? ` of ${b.tokens}` : ""} tokens`;
+  if (run.costUnknown) s += " · cost unknown";
+  else if (tokens > 0 || b.cost_usd) s += ` · ${usd(run.cost)}${b.cost_usd ? ` of ${usd(b.cost_usd)}` : ""}`;
+  return s;
 }

@@ -1,6 +1,6 @@
 // The run's timeline: where its time went, lane by lane, as bars on one
 // time axis (model turns, tool calls, waits on a human), and its tokens
-// over time. Built from the events already streamed (their timestamps),
+// (and cost) over time. Built from the events already streamed (their timestamps),
 // by track(), which state.js calls for every event of a run: pure
 // bookkeeping, no DOM. TimelineView (timelineview.js) draws it.
 //
@@ -77,8 +77,10 @@ export function track(tl, env) {
       r.turn = r.unbilled = null;
       // The next turn starts now, unless a tool or a human is still to answer.
       if (!r.tools.size && !r.waits.size) r.turnFrom = t;
-      const last = tl.tokens.length ? tl.tokens[tl.tokens.length - 1] : { in: 0, out: 0 };
-      tl.tokens.push({ t, in: last.in + (p.input_tokens || 0), out: last.out + (p.output_tokens || 0) });
+      const last = tl.tokens.length ? tl.tokens[tl.tokens.length - 1] : { in: 0, out: 0, cost: 0, priced: true };
+      // cost_usd is absent for a model without a price: the cost is then unknown, not 0.
+      tl.tokens.push({ t, in: last.in + (p.input_tokens || 0), out: last.out + (p.output_tokens || 0),
+        cost: last.cost + (p.cost_usd || 0), priced: last.priced && typeof p.cost_usd === "number" });
       break;
     }
     case "tool_call_started":

@@ -96,7 +96,7 @@ export class TimelineView {
     const y = (v) => TOKENS - 4 - (v / top) * (TOKENS - 12);
     const line = (f) => [`${x(tl.t0)},${y(0)}`, ...pts.map((p) => `${x(p.t)},${y(f(p))}`)].join(" ");
     const svg = s("svg", { class: "timeline tokens", width, height: TOKENS, viewBox: `0 0 ${width} ${TOKENS}` },
-      s("text", { x: 4, y: 14, class: "label" }, "tokens over time"),
+      s("text", { x: 4, y: 14, class: "label" }, last.priced ? `tokens over time · $${last.cost.toFixed(4)}` : "tokens over time · cost unknown"),
       s("text", { x: 4, y: 30, class: "axis" }, `${fmt(last.in + last.out)} total`),
       s("text", { x: 4, y: 44, class: "axis in" }, `${fmt(last.in)} in`),
       s("text", { x: 4, y: 58, class: "axis out" }, `${fmt(last.out)} out`),

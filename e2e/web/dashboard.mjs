@@ -78,6 +78,7 @@ const scenarios = {
     assert([...truth.values()].every((s) => s === "completed"), "every node completed");
     assert([...truth.keys()].some((id) => id.includes("/")), "the team's nested nodes are shown");
     await checkNoGap(page);
+    assert(await page.$(".stance-legend:not([hidden])"), "the debate's stance letters have their key");
     // Select the team node, to show its lanes nested, for the README's screenshot.
     await page.click('[data-node-id="n001"]');
     await page.waitForSelector('[data-lane-id="node:n001"]');
@@ -109,6 +110,52 @@ const scenarios = {
     await page.goto(server.url + "/#/");
     await page.waitForSelector(`tr[data-run-id="${second}"]`, { timeout: 10000 });
     await shot(page, "runs");
+    await page.context().close();
+  },
+
+  // The pages on a phone, a small laptop and a desktop: nothing overflows sideways, nothing is cut narrower than
+  // its content, the graph stacks above "Waiting for you" on a phone, and "fit" keeps 200 nodes readable.
+  async screens({ browser, server }) {
+    const page = await newPage(browser);
+    await page.goto(server.url + "/");
+    const runId = await startFromPage(page, { question: "two hundred nodes on three screens", hitl: "plan", fields: { nodes: 200, waves: 8, tokens: 2, token_delay_ms: 0 } });
+    await page.waitForSelector('article.interrupt[data-interrupt-kind="plan_approval"]', { timeout: 30000 });
+    await page.waitForSelector('[data-node-id="n200"]', { timeout: 30000 });
+    const problems = () => page.evaluate(() => {
+      const out = [];
+      const root = document.documentElement;
+      if (root.scrollWidth > root.clientWidth + 1) out.push(`the page scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`);
+      // Scroll boxes (the graph, the timeline, the runs table, text) may be wider inside; nothing else may be cut.
+      for (const el of document.querySelectorAll("main button, main label, main h2, main .badge, main .stats, main .interrupt header, main select")) {
+        const r = el.getBoundingClientRect();
+        if (r.width === 0 || el.closest(".runs-scroll, .dag-scroll, .timeline-scroll")) continue;
+        if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible") out.push(`${el.tagName.toLowerCase()}.${el.className} "${el.textContent.slice(0, 30)}" is cut: ${el.scrollWidth} > ${el.clientWidth}`);
+        if (r.right > root.clientWidth + 1) out.push(`${el.tagName.toLowerCase()} "${el.textContent.slice(0, 30)}" ends past the screen at ${Math.round(r.right)}`);
+      }
+      return out;
+    });
+    for (const width of [390, 800, 1400]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(300); // a relayout: no event tells when it is drawn
+      const bad = await problems();
+      assert(!bad.length, `at ${width} px: ${bad.slice(0, 5).join("; ")}`);
+      const [dag, waiting] = await page.evaluate(() => [".dag-card", ".grid > section:last-child"].map((q) => document.querySelector(q).getBoundingClientRect().toJSON()));
+      if (width === 390) assert(waiting.top >= dag.bottom - 1 && dag.width > 340, `at 390 px the graph is full width (${dag.width}) with "Waiting for you" below it`);
+      else assert(dag.right <= waiting.left + 1, `at ${width} px the graph and "Waiting for you" sit side by side`);
+      await page.click(".dag-tools button:text-is('fit')");
+      const node = await page.evaluate(() => document.querySelector('[data-node-id="n001"]').getBoundingClientRect().toJSON());
+      assert(node.width >= 40, `at ${width} px "fit" left node n001 ${node.width.toFixed(0)} px wide: unreadable`);
+      await shot(page, `screen-${width}`, false);
+    }
+    await page.goto(server.url + "/#/");
+    for (const width of [390, 800]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForSelector(`tr[data-run-id="${runId}"]`, { timeout: 10000 });
+      const bad = await problems();
+      assert(!bad.length, `runs page at ${width} px: ${bad.slice(0, 5).join("; ")}`);
+      await shot(page, `runs-${width}`, false);
+    }
+    assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
     await page.context().close();
   },
 

@@ -5,6 +5,9 @@
 import { displayState } from "./state.js";
 import { esc } from "./dom.js";
 
+// READABLE is the smallest scale fit() uses: a compact node's name stays legible.
+const READABLE = 0.6;
+
 const COMPACT_OVER = 60; // nodes: smaller boxes above this
 const PLACE_CHUNK = 250; // node boxes created per frame
 
@@ -32,7 +35,12 @@ export class DagView {
     }
     this.info = document.createElement("span");
     this.info.className = "muted";
-    this.toolbar.append(this.info);
+    // A debate node lists its agents' stances by their first letter: the key.
+    this.legend = document.createElement("span");
+    this.legend.className = "muted small stance-legend";
+    this.legend.hidden = true;
+    this.legend.textContent = "debate stances: h held · s shifted · c conceded";
+    this.toolbar.append(this.info, this.legend);
     this.scroller = document.createElement("div");
     this.scroller.className = "dag-scroll";
     this.sizer = document.createElement("div");
@@ -152,7 +160,10 @@ export class DagView {
     el.classList.toggle("selected", this.selected === n.id);
     let meta = n.kind !== "leaf" ? n.kind : n.goal;
     if (n.debate && n.debate.round) meta += ` r${n.debate.round}${n.debate.rounds ? "/" + n.debate.rounds : ""}`;
-    if (n.debate && n.debate.stances) meta += " " + n.debate.stances.map((s) => s.stance[0]).join("");
+    if (n.debate && n.debate.stances) {
+      meta += " " + n.debate.stances.map((s) => s.stance[0]).join("");
+      this.legend.hidden = false;
+    }
     if (n.detail && n.state !== "completed") meta += (meta ? " · " : "") + n.detail;
     else if (n.detail && n.detail.startsWith("spawned")) meta += (meta ? " · " : "") + n.detail;
     const m = el.lastChild;
@@ -174,10 +185,15 @@ export class DagView {
     this.applyZoom();
   }
 
+  // fit shows the whole graph when it fits at a readable scale; a big one
+  // is fitted to the width (and scrolls down), never below READABLE, where
+  // a node's name can still be read (it then scrolls sideways too).
   fit() {
     const w = this.scroller.clientWidth - 20;
     const h = this.scroller.clientHeight - 20;
-    if (this.size.width && this.size.height) this.setZoom(Math.min(1, w / this.size.width, h / this.size.height));
+    if (!this.size.width || !this.size.height) return;
+    const whole = Math.min(w / this.size.width, h / this.size.height);
+    this.setZoom(Math.min(1, whole >= READABLE ? whole : Math.max(READABLE, w / this.size.width)));
   }
 
   applyZoom() {

@@ -77,7 +77,7 @@ export function runsPage(root, { navigate }) {
   };
   root.replaceChildren(
     h("section", { class: "card" }, h("h2", null, "Start a run"), form, status),
-    h("section", { class: "card" }, h("h2", null, "Runs ", h("label", { class: "muted small" }, "cost at ", price)), table));
+    h("section", { class: "card" }, h("h2", null, "Runs ", h("label", { class: "muted small" }, "cost at ", price)), h("div", { class: "runs-scroll" }, table)));
   refresh();
   return () => {
     stopped = true;

@@ -106,7 +106,10 @@ export function runPage(root, runId, { setConn }) {
     }
     question.textContent = run.question || runId;
     const c = counts(run);
-    const parts = [`wave ${run.wave + 1}`, `nodes ${fmt(c.completed)}/${fmt(c.total)} done`];
+    // Waves are numbered from 0, as the API and the CLI number them.
+    const plan = run.graphs.get("");
+    const nWaves = plan ? plan.waves.length : 0;
+    const parts = [run.wave < 0 ? "no wave yet" : `wave ${run.wave} (of 0–${nWaves - 1})`, `nodes ${fmt(c.completed)}/${fmt(c.total)} done`];
     if (c.running) parts.push(`${fmt(c.running)} running`);
     if (c.parked) parts.push(`${fmt(c.parked)} parked`);
     if (c.failed) parts.push(`${fmt(c.failed)} failed`);
@@ -203,6 +206,7 @@ export function runPage(root, runId, { setConn }) {
     clearTimeout(slowTimer);
     if (stream) stream.close();
     dag.destroy();
+    timeline.destroy();
     setConn("idle");
   };
 }

@@ -43,12 +43,28 @@ export class TimelineView {
         h("span", { class: "key model" }, "model"), h("span", { class: "key tool" }, "tool"),
         h("span", { class: "key wait" }, "waiting for a human"), h("span", { class: "key error" }, "failed")),
       this.summary, this.svgBox, this.tokens);
+    // Drawn to the box's width: a new width (a turned phone, a resized
+    // window) draws again.
+    this.width = 0;
+    this.resize = new ResizeObserver(() => {
+      if (this.run && this.box.clientWidth !== this.width) {
+        this.run.timeline.dirty = true;
+        this.update(this.run);
+      }
+    });
+    this.resize.observe(box);
+  }
+
+  destroy() {
+    this.resize.disconnect();
   }
 
   update(run) {
+    this.run = run;
     const tl = run.timeline;
     if (!tl || !tl.dirty) return;
     tl.dirty = false;
+    this.width = this.box.clientWidth;
     const width = Math.max(this.box.clientWidth - 24, 320);
     const now = tl.t1;
     const span = Math.max(now - tl.t0, 1);

@@ -143,6 +143,10 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	// Secrets are masked in every log line, event and tool result.
 	secretValues := secrets(c.app.env, tokens, &c.tools)
 	logger = slog.New(redact.New(secretValues...).Handler(logger.Handler()))
+	// A run's start and end lines (internal/runlog), and its trace id on
+	// every line that names the run.
+	runLog := runlog.New(runlog.Config{Logger: logger})
+	logger = slog.New(runLog.Handler(logger.Handler()))
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter,
 		Secrets: secretValues}
 	if err := c.model.bounds(&ecfg); err != nil {
@@ -255,7 +259,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	ecfg.Audit = auditLog
 	// Metrics of runs come from their events (internal/runmetrics).
 	runMetrics := runmetrics.New(runmetrics.Config{})
-	ecfg.Observers = append(ecfg.Observers, runMetrics, runlog.New(runlog.Config{Logger: logger}))
+	ecfg.Observers = append(ecfg.Observers, runMetrics, runLog)
 	engine, err := actors.New(ecfg)
 	if err != nil {
 		return failure(err)

@@ -5,6 +5,7 @@
 package runlog
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 
@@ -89,4 +90,84 @@ func (l *Log) ended(tenant messages.TenantID, env *messages.Envelope, outcome, m
 		attrs = append(attrs, "trace_id", id)
 	}
 	l.logger.Info("run ended", attrs...)
+}
+
+// Handler wraps inner so that every line naming a live run (an attribute
+// "run", on the line or bound with With) also carries the run's trace id,
+// when the run has one and the line does not: the lines an engine writes
+// inside a run join its trace in a log search. The trace ids are those
+// this Log has seen in run_started events (until the run's end).
+func (l *Log) Handler(inner slog.Handler) slog.Handler { return &traceHandler{inner: inner, log: l} }
+
+type traceHandler struct {
+	inner slog.Handler
+	log   *Log
+	run   messages.RunID // bound by WithAttrs
+	bound bool           // trace_id bound by WithAttrs
+}
+
+func (h *traceHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
+
+func (h *traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.bound {
+		return h.inner.Handle(ctx, r)
+	}
+	run, tagged := h.run, false
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "run":
+			run = runOf(a.Value)
+		case "trace_id":
+			tagged = true
+		}
+		return true
+	})
+	if run != "" && !tagged {
+		if id := h.log.trace(run); id != "" {
+			r = r.Clone()
+			r.AddAttrs(slog.String("trace_id", id))
+		}
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.inner = h.inner.WithAttrs(attrs)
+	for _, a := range attrs {
+		switch a.Key {
+		case "run":
+			c.run = runOf(a.Value)
+		case "trace_id":
+			c.bound = true
+		}
+	}
+	return &c
+}
+
+func (h *traceHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	c.inner = h.inner.WithGroup(name)
+	return &c
+}
+
+// runOf reads a run id attribute (a messages.RunID or a string).
+func runOf(v slog.Value) messages.RunID {
+	v = v.Resolve()
+	if v.Kind() == slog.KindString {
+		return messages.RunID(v.String())
+	}
+	if id, ok := v.Any().(messages.RunID); ok {
+		return id
+	}
+	return messages.RunID(v.String())
+}
+
+// trace is the trace id of a live run ("" for none).
+func (l *Log) trace(run messages.RunID) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.traces[run]
 }

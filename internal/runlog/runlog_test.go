@@ -62,3 +62,46 @@ func TestLog_Observe(t *testing.T) {
 		}
 	}
 }
+
+// TestLog_Handler: a line naming a live run (on the line, or bound with
+// With) gets the run's trace id; a line that has one, a run without a
+// trace, and a run that ended get none added.
+func TestLog_Handler(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := runlog.New(runlog.Config{})
+	logger := slog.New(l.Handler(slog.NewJSONHandler(&buf, nil)))
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	ev := func(run messages.RunID, p messages.Payload) *messages.Envelope {
+		return &messages.Envelope{RunID: run, SessionID: "s1", Type: p.EventType(), Payload: p}
+	}
+	l.Observe("acme", []*messages.Envelope{
+		ev("r1", &messages.RunStartedPayload{Question: "traced", TraceID: trace}),
+		ev("r2", &messages.RunStartedPayload{Question: "untraced"}),
+	})
+	logger.Warn("on the line", "run", messages.RunID("r1"))
+	logger.With("run", "r1").Warn("bound with With")
+	logger.Warn("already has one", "run", messages.RunID("r1"), "trace_id", "other")
+	logger.Warn("no trace", "run", messages.RunID("r2"))
+	logger.Warn("no run")
+	l.Observe("acme", []*messages.Envelope{ev("r1", &messages.RunFinishedPayload{})})
+	logger.Warn("ended", "run", messages.RunID("r1"))
+
+	want := map[string]string{"on the line": trace, "bound with With": trace, "already has one": "other", "no trace": "", "no run": "", "ended": ""}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec struct {
+			Msg     string `json:"msg"`
+			TraceID string `json:"trace_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := want[rec.Msg]; !ok || rec.TraceID != w {
+			t.Errorf("%q: trace_id %q, want %q", rec.Msg, rec.TraceID, w)
+		}
+		delete(want, rec.Msg)
+	}
+	if len(want) != 0 {
+		t.Errorf("lines missing: %v", want)
+	}
+}

@@ -218,11 +218,7 @@ func (a *engineActor) restoreSession(ctx actor.Context, f *foldedSession) error 
 		rr := &restoredRun{Run: r}
 		if err := a.resumeRun(ctx, s, k, rr); err != nil {
 			a.e.cfg.Logger.Error("recovery: run cannot resume", "run", r.ID, "err", err)
-			continue
 		}
-		// ending: it resumes only to end (aborted, failing, or its model
-		// cannot be rebuilt).
-		a.e.cfg.Logger.Info("run resumed", "run", r.ID, "session", k.id, "tenant", k.tenant, "ending", rr.ending())
 	}
 	return nil
 }
@@ -290,14 +286,22 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 		// would have without the restart (its record is journaled already).
 		spec.outcome.claim(decision{code: messages.ErrCodeAborted, msg: r.Abort.Reason})
 	}
-	if r.ending() {
+	ending := r.ending()
+	if ending {
 		// It was ending (or cannot go on): its pending interrupts are
 		// cancelled and every lane it had open closes, deepest first, as
 		// when a live run stops; then the supervisor ends it.
 		cancelInterrupts(r.Run, emit)
 		closeOpenLanes(r.Run, emit, r.failMsg())
 	}
-	return a.spawnRun(ctx, spec, r)
+	if err := a.spawnRun(ctx, spec, r); err != nil {
+		return err
+	}
+	// Logged with what was read before the spawn: r is the supervisor's
+	// from here. ending: it resumes only to end (aborted, failing, or its
+	// model cannot be rebuilt).
+	a.e.cfg.Logger.Info("run resumed", "run", r.ID, "session", k.id, "tenant", k.tenant, "ending", ending)
+	return nil
 }
 
 // ending reports whether the run cannot go on after the restart: it was

@@ -31,6 +31,7 @@ type simCmd struct {
 	parallel     int
 	size         sim.Size
 	noFeatures   bool
+	noHTTP       bool
 	councilNodes int
 	shrink       int
 	jsonOut      bool
@@ -48,6 +49,7 @@ var fixedBugs = map[string]*atomic.Bool{
 	"orphan-interrupts": &regress.OrphanParkedInterrupts,
 	"marker-seq":        &regress.MarkerAtFirstRetained,
 	"ack-before-sync":   &regress.AckBeforeSync,
+	"resume-repeat":     &regress.LastEventIDInclusive,
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -75,10 +77,11 @@ does the same thing, so a failing seed is reproduced by "conclave sim --seed N" 
 	fs.IntVar(&c.size.Clients, "clients", c.size.Clients, "at most this many stream clients per seed")
 	fs.IntVar(&c.size.Crashes, "crashes", c.size.Crashes, "at most this many crashes per seed")
 	fs.BoolVar(&c.noFeatures, "no-features", false, "plain councils: no teams, debates, HITL, faults or actions besides crashes")
+	fs.BoolVar(&c.noHTTP, "no-http", false, "every client subscribes on the engine: none reads the SSE or WebSocket stream through the HTTP server")
 	fs.IntVar(&c.councilNodes, "council-nodes", 0, "instead of random scenarios, simulate one council of this many nodes per seed (sim.BigCouncil)")
 	fs.IntVar(&c.shrink, "shrink", 60, "simulations to spend shrinking each failing scenario (0: none)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON result per seed, then the summary as JSON")
-	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync")
+	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync|resume-repeat")
 	return cmd
 }
 
@@ -120,6 +123,7 @@ func (c *simCmd) scenarios() ([]sim.Scenario, error) {
 	}
 	size := c.size
 	size.Features = !c.noFeatures
+	size.NoHTTP = c.noHTTP
 	first, n := c.from, c.seeds
 	if c.seed != 0 {
 		first, n = c.seed, 1
@@ -148,7 +152,7 @@ func (c *simCmd) run() error {
 	if c.reintroduce != "" {
 		bug, ok := fixedBugs[c.reintroduce]
 		if !ok {
-			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync", c.reintroduce))
+			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync, resume-repeat", c.reintroduce))
 		}
 		bug.Store(true) // this process only simulates
 	}
@@ -273,6 +277,9 @@ func (c *simCmd) sizeFlags() string {
 	}
 	if c.noFeatures {
 		s += " --no-features"
+	}
+	if c.noHTTP {
+		s += " --no-http"
 	}
 	if c.reintroduce != "" {
 		s += " --reintroduce " + c.reintroduce

@@ -150,7 +150,7 @@ func run(sc Scenario, opts Options) (res Result) {
 	d := &driver{w: w, rng: rand.New(rand.NewPCG(sc.Seed, 0xd21fe2)), ctx: ctx, res: &res,
 		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
 	for i := range sc.Clients {
-		d.clients = append(d.clients, newClient(i, sc.Seed))
+		d.clients = append(d.clients, newClient(i, sc.Seed, sc.clientKind(i)))
 	}
 	if err := w.boot(ctx); err != nil {
 		failf("boot: %v", err)
@@ -449,7 +449,7 @@ func (d *driver) clientMove(c *client) {
 	if head, err := d.w.e.Head(d.ctx, "", session); err == nil && head > 0 && d.rng.IntN(2) == 0 {
 		after = uint64(d.rng.Int64N(int64(head) + 1))
 	}
-	if err := c.connect(d.ctx, d.w.e, after); err != nil && !errors.Is(err, actors.ErrSessionNotFound) {
+	if err := c.connect(d.ctx, d.w, after); err != nil && !errors.Is(err, actors.ErrSessionNotFound) {
 		d.fail("client %d subscribes: %v", c.id, err)
 	}
 }
@@ -580,10 +580,18 @@ func (d *driver) crash(damage bool) {
 // restart crashes the server as crash says and restarts it; the clients
 // that were connected reconnect from their cursors.
 func (d *driver) restart(crash func() error) {
+	if d.w.front != nil {
+		// The server dies: its connections drop, and each HTTP client
+		// reads the end of its stream (no final frame). Before the disk is
+		// cloned, as a real crash would: a stream still open while the
+		// crashed engine stops would hand out what it acknowledges after
+		// the clone (a held fsync let go), which the disk does not keep.
+		d.w.front.ln.cut()
+	}
 	var reconnect []*client
 	for _, c := range d.clients {
 		if c.connected() {
-			c.disconnect()
+			c.disconnect() // an HTTP client's reader has returned: its connection dropped
 			reconnect = append(reconnect, c)
 		}
 	}
@@ -597,7 +605,7 @@ func (d *driver) restart(crash func() error) {
 	d.adopt()
 	d.checkParked()
 	for _, c := range reconnect {
-		if err := c.connect(d.ctx, d.w.e, 0); err != nil {
+		if err := c.connect(d.ctx, d.w, 0); err != nil {
 			d.fail("client %d resumes after the restart: %v", c.id, err)
 		}
 	}

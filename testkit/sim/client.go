@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -48,8 +50,14 @@ type client struct {
 	// without an id, an undecodable line): a failure of the simulation.
 	bad []string
 
+	// restart is a WebSocket client's subscribe frame whose restart it
+	// has not seen yet (under mu; see resubscribe).
+	restart  *restart
+	restarts int // restarts seen (under mu)
+
 	on   bool                 // connected: connect succeeded and disconnect has not run
 	sub  *actors.Subscription // a direct client's
+	wsc  *websocket.Conn      // a WebSocket client's
 	stop chan struct{}        // closed by disconnect: a slow reader stops waiting
 	hang func()               // closes an HTTP client's connection
 	done chan struct{}        // closed when the reading goroutine returns
@@ -161,10 +169,15 @@ func (c *client) closedWith(code string) {
 // misread records something the client could not make sense of.
 func (c *client) misread(format string, args ...any) {
 	c.mu.Lock()
+	c.misreadLocked(format, args...)
+	c.mu.Unlock()
+}
+
+// misreadLocked: must be called with mu held.
+func (c *client) misreadLocked(format string, args ...any) {
 	if len(c.bad) < 5 {
 		c.bad = append(c.bad, fmt.Sprintf(format, args...))
 	}
-	c.mu.Unlock()
 }
 
 // disconnect closes the stream and waits for the reader to stop.
@@ -182,7 +195,10 @@ func (c *client) disconnect() {
 		c.hang = nil
 	}
 	<-c.done
-	c.on = false
+	c.on, c.wsc = false, nil
+	c.mu.Lock()
+	c.restart = nil
+	c.mu.Unlock()
 }
 
 // received returns what the client got so far.

@@ -149,7 +149,7 @@ func (c *client) connectWS(ctx context.Context, f *front, after uint64, slow boo
 		}
 		return err
 	}
-	c.hang = func() { _ = conn.Close() }
+	c.hang, c.wsc = func() { _ = conn.Close() }, conn
 	go func() { // owned by c: disconnect waits for it
 		defer close(done)
 		c.readWS(conn, slow, pace, stop)
@@ -176,7 +176,6 @@ func (c *client) readWS(conn *websocket.Conn, slow bool, pace time.Duration, sto
 			}
 			return
 		}
-		var evs []*messages.Encoded
 		for line := range bytes.SplitSeq(msg, []byte("\n")) {
 			var l wsLine
 			if err := json.Unmarshal(line, &l); err != nil || l.ReplyTo == "" && (l.Seq == 0 || l.Type == "") {
@@ -186,11 +185,95 @@ func (c *client) readWS(conn *websocket.Conn, slow bool, pace time.Duration, sto
 			if l.ReplyTo != "" {
 				continue
 			}
-			evs = append(evs, messages.NewEncoded(l.Seq, l.Type, "", line))
+			c.addWS(messages.NewEncoded(l.Seq, l.Type, "", line))
 		}
-		c.add(evs...)
 		if slow && !pause(pace, stop) {
 			return
 		}
 	}
+}
+
+// restart is a subscribe frame a WebSocket client sent: the server
+// restarts its stream after seq after. Events of the old subscription
+// that were already on their way still come (after+1 onwards); then the
+// new one starts over at after+1 (or with a replay_truncated marker after
+// after, if retention trimmed that far), repeating what the client got:
+// each repeated event must have the bytes it had, and is dropped.
+type restart struct {
+	after uint64
+	// upTo is the last seq received when the restart came (0: not yet).
+	upTo uint64
+}
+
+// resubscribe sends {"type":"subscribe","after":cursor} on a WebSocket
+// client's open connection (docs/api.md), instead of reconnecting. False
+// if there is no connection, or an earlier restart is still awaited.
+func (c *client) resubscribe() bool {
+	if c.wsc == nil {
+		return false
+	}
+	c.mu.Lock()
+	if c.restart != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.restart = &restart{after: c.cursor}
+	after := c.cursor
+	c.mu.Unlock()
+	b, _ := json.Marshal(messages.WSClientMessage{Type: messages.WSSubscribe, After: after})
+	return c.wsc.WriteMessage(websocket.TextMessage, b) == nil
+}
+
+// addWS records an event a WebSocket client read, following a restart
+// (see restart) if one is awaited.
+func (c *client) addWS(e *messages.Encoded) {
+	c.mu.Lock()
+	r := c.restart
+	if r == nil || len(c.got) == 0 || r.upTo == 0 && e.Seq > c.cursor {
+		c.mu.Unlock()
+		c.add(e) // no restart awaited, or the old stream goes on
+		return
+	}
+	if r.upTo == 0 { // the restart: the stream starts over after r.after
+		marker := e.Type == messages.ReplayTruncated
+		if !marker && e.Seq != r.after+1 {
+			c.restart = nil
+			c.misreadLocked("ws: after subscribe{after:%d}, with seq %d received, the stream went on at seq %d", r.after, c.cursor, e.Seq)
+			c.mu.Unlock()
+			return
+		}
+		r.upTo = c.cursor
+		c.restarts++
+		if marker { // it stands for events the client has (or a repair lost): dropped
+			c.mu.Unlock()
+			return
+		}
+	}
+	if e.Seq > r.upTo { // past what the client had (after a marker): new
+		c.restart = nil
+		c.mu.Unlock()
+		c.add(e)
+		return
+	}
+	defer c.mu.Unlock()
+	if i := c.indexLocked(e.Seq); i < 0 || !bytes.Equal(c.got[i].JSON, e.JSON) {
+		c.misreadLocked("ws: the restarted stream repeats seq %d with other bytes than the first time", e.Seq)
+	}
+	if e.Seq == r.upTo {
+		c.restart = nil // caught up: the next event is new
+	}
+}
+
+// indexLocked finds seq among the events received (a marker aside), from
+// the end: a restart repeats the newest ones. Must be called with mu held.
+func (c *client) indexLocked(seq uint64) int {
+	for i := len(c.got) - 1; i >= 0; i-- {
+		if c.got[i].Seq == seq && c.got[i].Type != messages.ReplayTruncated {
+			return i
+		}
+		if c.got[i].Seq < seq {
+			break
+		}
+	}
+	return -1
 }

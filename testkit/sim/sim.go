@@ -79,6 +79,12 @@ type Result struct {
 	Aborts    int    `json:"aborts"`  // accepted
 	Sleeps    int    `json:"sleeps"`  // runs put to sleep (and woken by what came next)
 	Markers   int    `json:"markers"` // replay_truncated markers clients got (retention outran them)
+	// HTTP is how many of the events delivered went to the clients that
+	// read the SSE or WebSocket stream through the transport server, and
+	// Restarts how many times a WebSocket client's subscribe frame
+	// restarted its stream on an open connection.
+	HTTP     int `json:"http"`
+	Restarts int `json:"restarts"`
 	// CommitCrashes counts the power losses inside a group commit.
 	CommitCrashes int      `json:"commit_crashes"`
 	Failures      []string `json:"failures,omitempty"`
@@ -441,6 +447,14 @@ func (d *driver) clientMove(c *client) {
 	if c.connected() {
 		if d.rng.IntN(3) == 0 {
 			c.slow = !c.slow
+		}
+		// A WebSocket client restarts its stream on the open connection
+		// (a subscribe frame) half the time; drawn from its own generator,
+		// the driver's draws stay the same. Not under retention: a restart
+		// whose cursor retention passed meanwhile would leave the client a
+		// window that no marker describes exactly.
+		if c.kind == ws && d.w.sc.Retention == 0 && c.rng.IntN(2) == 0 && c.resubscribe() {
+			return
 		}
 		c.disconnect()
 		return

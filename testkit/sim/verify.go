@@ -249,6 +249,12 @@ func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, deco
 		}
 	}
 	d.res.Delivered += len(got)
+	if c.kind != direct {
+		d.res.HTTP += len(got)
+		c.mu.Lock()
+		d.res.Restarts += c.restarts
+		c.mu.Unlock()
+	}
 	for _, e := range got {
 		if e.Type == messages.ReplayTruncated {
 			continue

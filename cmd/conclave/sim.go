@@ -191,12 +191,13 @@ func (c *simCmd) run() error {
 
 // summary prints what the seeds did, all together.
 func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
-	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers int
+	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers, overHTTP, restarts int
 	var virtual time.Duration
 	for _, r := range rep.results {
 		runs, events, delivered, crashes, steps = runs+r.Runs, events+r.Events, delivered+r.Delivered, crashes+r.Crashes, steps+r.Steps
 		sleeps += r.Sleeps
 		markers += r.Markers
+		overHTTP, restarts = overHTTP+r.HTTP, restarts+r.Restarts
 		commitCrashes += r.CommitCrashes
 		virtual += r.Virtual
 	}
@@ -204,14 +205,15 @@ func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
 	if c.jsonOut {
 		b, _ := json.Marshal(map[string]any{"seeds": n, "failed": len(rep.failed), "seconds": took.Seconds(),
 			"seeds_per_second": float64(n) / took.Seconds(), "runs": runs, "events": events, "delivered": delivered,
+			"delivered_http": overHTTP, "ws_restarts": restarts,
 			"crashes": crashes, "commit_crashes": commitCrashes, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
 		fmt.Fprintf(out, "%s\n", b)
 		return
 	}
 	fmt.Fprintf(out, "conclave sim: %d seeds, %d at a time: %d passed, %d failed in %.1f s (%.1f seeds/s)\n",
 		n, c.parallel, n-len(rep.failed), len(rep.failed), took.Seconds(), float64(n)/took.Seconds())
-	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
-		runs, events, delivered, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
+	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients (%d over HTTP, %d WebSocket restarts), %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
+		runs, events, delivered, overHTTP, restarts, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
 }
 
 // explain prints a failing scenario's findings, shrinks it, and prints the

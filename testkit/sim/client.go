@@ -55,12 +55,15 @@ type client struct {
 	restart  *restart
 	restarts int // restarts seen (under mu)
 
-	on   bool                 // connected: connect succeeded and disconnect has not run
-	sub  *actors.Subscription // a direct client's
-	wsc  *websocket.Conn      // a WebSocket client's
-	stop chan struct{}        // closed by disconnect: a slow reader stops waiting
-	hang func()               // closes an HTTP client's connection
-	done chan struct{}        // closed when the reading goroutine returns
+	// on: connected, as the driver sees it (connect succeeded, and
+	// neither disconnect nor park ran since). open: a connection is open
+	// and read; a parked WebSocket client's is open while it is not on.
+	on, open bool
+	sub      *actors.Subscription // a direct client's
+	wsc      *websocket.Conn      // a WebSocket client's
+	stop     chan struct{}        // closed by disconnect: a slow reader stops waiting
+	hang     func()               // closes an HTTP client's connection
+	done     chan struct{}        // closed when the reading goroutine returns
 }
 
 func newClient(id int, seed uint64, kind clientKind) *client {
@@ -78,6 +81,11 @@ func (c *client) connect(ctx context.Context, w *world, after uint64) error {
 	if got, cur := c.received(); len(got) > 0 {
 		after, resume = cur, true
 	}
+	if c.open && resume && c.resubscribe() {
+		c.on = true // a parked WebSocket client restarted its stream on the open connection
+		return nil
+	}
+	c.disconnect()
 	slow, pace := c.slow, time.Duration(c.rng.IntN(5_000_000)+1)
 	stop, done := make(chan struct{}), make(chan struct{})
 	var err error
@@ -101,7 +109,7 @@ func (c *client) connect(ctx context.Context, w *world, after uint64) error {
 	if err != nil {
 		return err
 	}
-	c.on, c.stop, c.done = true, stop, done
+	c.on, c.open, c.stop, c.done = true, true, stop, done
 	return nil
 }
 
@@ -180,9 +188,18 @@ func (c *client) misreadLocked(format string, args ...any) {
 	}
 }
 
+// park is a WebSocket client's disconnect move that keeps its connection
+// open (and read): the next connect restarts the stream on it with a
+// subscribe frame instead of dialing (resubscribe). To the driver it is
+// disconnected, as after disconnect, so that its choices (which depend
+// on whether a client is connected) stay those of a seed without HTTP
+// clients.
+func (c *client) park() { c.on = false }
+
 // disconnect closes the stream and waits for the reader to stop.
 func (c *client) disconnect() {
-	if !c.on {
+	c.on = false
+	if !c.open {
 		return
 	}
 	close(c.stop)
@@ -195,7 +212,7 @@ func (c *client) disconnect() {
 		c.hang = nil
 	}
 	<-c.done
-	c.on, c.wsc = false, nil
+	c.open, c.wsc = false, nil
 	c.mu.Lock()
 	c.restart = nil
 	c.mu.Unlock()

@@ -207,7 +207,8 @@ type restart struct {
 
 // resubscribe sends {"type":"subscribe","after":cursor} on a WebSocket
 // client's open connection (docs/api.md), instead of reconnecting. False
-// if there is no connection, or an earlier restart is still awaited.
+// if there is no connection, or an earlier restart is still awaited (or
+// the frame could not be sent): the client then dials anew.
 func (c *client) resubscribe() bool {
 	if c.wsc == nil {
 		return false
@@ -221,7 +222,13 @@ func (c *client) resubscribe() bool {
 	after := c.cursor
 	c.mu.Unlock()
 	b, _ := json.Marshal(messages.WSClientMessage{Type: messages.WSSubscribe, After: after})
-	return c.wsc.WriteMessage(websocket.TextMessage, b) == nil
+	if c.wsc.WriteMessage(websocket.TextMessage, b) != nil {
+		c.mu.Lock()
+		c.restart = nil
+		c.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // addWS records an event a WebSocket client read, following a restart

@@ -78,6 +78,12 @@ type Config struct {
 	Now func() time.Time
 	// NewID makes event, run and session ids. Default: uuid.New.
 	NewID func() uuid.UUID
+	// MarkerID makes the ids of replay_truncated markers, which go to one
+	// subscriber and are never journaled. Default: NewID. A simulation
+	// gives them a source of their own, so that when subscribers read
+	// (which depends on the Go scheduler) never shifts the ids of the
+	// events the journal keeps.
+	MarkerID func() uuid.UUID
 	// Journal stores events; the caller closes it after Shutdown. It must
 	// keep a run catalogue too (journal.Catalog, as journal.Memory and
 	// journal.Durable do): ended runs are read from there. Default: a new
@@ -266,6 +272,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NewID == nil {
 		c.NewID = uuid.New
+	}
+	if c.MarkerID == nil {
+		c.MarkerID = c.NewID
 	}
 	if c.Models == nil {
 		c.Models = scripted.NewFactory().Model

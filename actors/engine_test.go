@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +10,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/actors/feed"
@@ -613,6 +617,46 @@ func TestEngine_ReplayTruncated(t *testing.T) {
 	defer p2.Close()
 	if got, err := p2.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil || got[0].Seq != 13 {
 		t.Fatalf("cursor 12: first seq %d, %v", got[0].Seq, err)
+	}
+}
+
+// TestEngine_ReplayTruncatedMarkerID: a replay_truncated marker takes its
+// id from Config.MarkerID, not NewID: a subscriber reading an old cursor
+// does not shift the ids of the events journaled after it.
+func TestEngine_ReplayTruncatedMarkerID(t *testing.T) {
+	t.Parallel()
+	j := journal.NewMemory()
+	var events, markers atomic.Uint64
+	counter := func(n *atomic.Uint64, hi byte) func() uuid.UUID {
+		return func() uuid.UUID {
+			var id uuid.UUID
+			id[0] = hi
+			binary.BigEndian.PutUint64(id[8:], n.Add(1))
+			return id
+		}
+	}
+	e := testkit.NewEngine(t, actors.Config{Journal: j, NewID: counter(&events, 1), MarkerID: counter(&markers, 2)})
+	ref, _ := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2}})
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	if err := j.Trim(ctx, actors.JournalKey("", ref.SessionID), 5); err != nil {
+		t.Fatal(err)
+	}
+	drawn := events.Load()
+	p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got, err := p.Until(ctx, testkit.TerminalOf(ref.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Type != messages.ReplayTruncated || got[0].ID[0] != 2 {
+		t.Fatalf("first event %s id %s, want replay_truncated with an id of MarkerID", got[0].Type, got[0].ID)
+	}
+	if n := events.Load(); n != drawn {
+		t.Fatalf("NewID was called %d times for the replay, want 0", n-drawn)
 	}
 }
 

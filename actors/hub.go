@@ -30,7 +30,7 @@ type hubShared struct {
 	session messages.SessionID // as clients know it (envelopes)
 	key     messages.SessionID // in the journal (sessions.go)
 	journal journal.Journal
-	newID   func() uuid.UUID
+	newID   func() uuid.UUID // of replay markers: Config.MarkerID
 	now     func() time.Time
 	head    atomic.Uint64 // last seq acknowledged by the journal
 	// lastActive (unix ns) and nsubs tell the engine actor whether the

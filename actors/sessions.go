@@ -149,7 +149,7 @@ func (a *engineActor) spawnHub(ctx actor.Context, k sessKey) (*sessionEntry, err
 // left, maybeStopHubs).
 func (a *engineActor) newHub(ctx actor.Context, k sessKey) (*sessionEntry, error) {
 	shared := &hubShared{
-		tenant: k.tenant, session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.NewID, now: a.e.cfg.Now,
+		tenant: k.tenant, session: k.id, key: a.e.journalKeyOf(k), journal: a.e.cfg.Journal, newID: a.e.cfg.MarkerID, now: a.e.cfg.Now,
 		subs: map[*feed.Subscription]struct{}{}, terminated: newRecentRuns(),
 	}
 	shared.touch()

@@ -3,6 +3,8 @@ package transport
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/conclave-ai/conclave/internal/regress"
 )
 
 // maxCursorLen bounds a cursor's text: 20 digits hold any uint64.
@@ -36,12 +38,16 @@ var errCursorSyntax = errorf(http.StatusBadRequest, codeInvalidCursor, "cursor (
 // (what EventSource sends on reconnect) wins over ?after=.
 func cursorFrom(r *http.Request) (uint64, *apiError) {
 	raw := r.Header.Get("Last-Event-ID")
-	if raw == "" {
+	header := raw != ""
+	if !header {
 		raw = r.URL.Query().Get("after")
 	}
 	n, err := ParseCursor(raw)
 	if err != nil {
 		return 0, errCursorSyntax
+	}
+	if header && n > 0 && regress.LastEventIDInclusive.Load() {
+		n-- // the fixed bug: the client's last event is sent again
 	}
 	return n, nil
 }

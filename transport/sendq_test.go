@@ -203,3 +203,24 @@ func newTestMetrics(t *testing.T) *metrics {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	return srv.metrics
 }
+
+// TestSendQueue_Pipe: a connection without a socket (net.Pipe, as the
+// simulator's in-memory listener hands out) gets the fallback: the probe
+// cannot tell, and bytes the writes took count as received.
+func TestSendQueue_Pipe(t *testing.T) {
+	t.Parallel()
+	server, peer := net.Pipe()
+	defer peer.Close()
+	conn := newConnTracker(0, newTestMetrics(t)).admit(server)
+	defer conn.Close()
+	q := newSendQueue(conn)
+	if _, ok := q.(noSendQueue); !ok {
+		t.Fatalf("send queue of a pipe: %T, want noSendQueue", q)
+	}
+	fl := newFlight(q)
+	fl.begin(10, 2)
+	fl.done(10)
+	if events, bytes := fl.lag(); events != 0 || bytes != 0 || q.PeerClosed() {
+		t.Fatalf("lag %d events, %d bytes, peer closed %v; want 0, 0, false", events, bytes, q.PeerClosed())
+	}
+}

@@ -31,6 +31,7 @@ type simCmd struct {
 	parallel     int
 	size         sim.Size
 	noFeatures   bool
+	noHTTP       bool
 	councilNodes int
 	shrink       int
 	jsonOut      bool
@@ -48,6 +49,7 @@ var fixedBugs = map[string]*atomic.Bool{
 	"orphan-interrupts": &regress.OrphanParkedInterrupts,
 	"marker-seq":        &regress.MarkerAtFirstRetained,
 	"ack-before-sync":   &regress.AckBeforeSync,
+	"resume-repeat":     &regress.LastEventIDInclusive,
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -75,10 +77,11 @@ does the same thing, so a failing seed is reproduced by "conclave sim --seed N" 
 	fs.IntVar(&c.size.Clients, "clients", c.size.Clients, "at most this many stream clients per seed")
 	fs.IntVar(&c.size.Crashes, "crashes", c.size.Crashes, "at most this many crashes per seed")
 	fs.BoolVar(&c.noFeatures, "no-features", false, "plain councils: no teams, debates, HITL, faults or actions besides crashes")
+	fs.BoolVar(&c.noHTTP, "no-http", false, "every client subscribes on the engine: none reads the SSE or WebSocket stream through the HTTP server")
 	fs.IntVar(&c.councilNodes, "council-nodes", 0, "instead of random scenarios, simulate one council of this many nodes per seed (sim.BigCouncil)")
 	fs.IntVar(&c.shrink, "shrink", 60, "simulations to spend shrinking each failing scenario (0: none)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON result per seed, then the summary as JSON")
-	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync")
+	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync|resume-repeat")
 	return cmd
 }
 
@@ -120,6 +123,7 @@ func (c *simCmd) scenarios() ([]sim.Scenario, error) {
 	}
 	size := c.size
 	size.Features = !c.noFeatures
+	size.NoHTTP = c.noHTTP
 	first, n := c.from, c.seeds
 	if c.seed != 0 {
 		first, n = c.seed, 1
@@ -148,7 +152,7 @@ func (c *simCmd) run() error {
 	if c.reintroduce != "" {
 		bug, ok := fixedBugs[c.reintroduce]
 		if !ok {
-			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync", c.reintroduce))
+			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync, resume-repeat", c.reintroduce))
 		}
 		bug.Store(true) // this process only simulates
 	}
@@ -187,12 +191,13 @@ func (c *simCmd) run() error {
 
 // summary prints what the seeds did, all together.
 func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
-	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers int
+	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers, overHTTP, restarts int
 	var virtual time.Duration
 	for _, r := range rep.results {
 		runs, events, delivered, crashes, steps = runs+r.Runs, events+r.Events, delivered+r.Delivered, crashes+r.Crashes, steps+r.Steps
 		sleeps += r.Sleeps
 		markers += r.Markers
+		overHTTP, restarts = overHTTP+r.HTTP, restarts+r.Restarts
 		commitCrashes += r.CommitCrashes
 		virtual += r.Virtual
 	}
@@ -200,14 +205,15 @@ func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
 	if c.jsonOut {
 		b, _ := json.Marshal(map[string]any{"seeds": n, "failed": len(rep.failed), "seconds": took.Seconds(),
 			"seeds_per_second": float64(n) / took.Seconds(), "runs": runs, "events": events, "delivered": delivered,
+			"delivered_http": overHTTP, "ws_restarts": restarts,
 			"crashes": crashes, "commit_crashes": commitCrashes, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
 		fmt.Fprintf(out, "%s\n", b)
 		return
 	}
 	fmt.Fprintf(out, "conclave sim: %d seeds, %d at a time: %d passed, %d failed in %.1f s (%.1f seeds/s)\n",
 		n, c.parallel, n-len(rep.failed), len(rep.failed), took.Seconds(), float64(n)/took.Seconds())
-	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients, %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
-		runs, events, delivered, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
+	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients (%d over HTTP, %d WebSocket restarts), %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
+		runs, events, delivered, overHTTP, restarts, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
 }
 
 // explain prints a failing scenario's findings, shrinks it, and prints the
@@ -273,6 +279,9 @@ func (c *simCmd) sizeFlags() string {
 	}
 	if c.noFeatures {
 		s += " --no-features"
+	}
+	if c.noHTTP {
+		s += " --no-http"
 	}
 	if c.reintroduce != "" {
 		s += " --reintroduce " + c.reintroduce

@@ -47,4 +47,10 @@ var (
 	// group before the fsync of its write-ahead log, so that a power loss
 	// during that fsync loses events the hub already handed out (issue 33).
 	AckBeforeSync atomic.Bool
+	// LastEventIDInclusive makes the transport read an SSE stream's
+	// Last-Event-ID header as the first seq to send rather than the last
+	// one the client received, so that every EventSource resume repeats
+	// the client's last event (issue 33: a duplicate at the resume of an
+	// SSE stream, which clients subscribing on the engine never see).
+	LastEventIDInclusive atomic.Bool
 )

@@ -26,6 +26,18 @@
 //     power inside a group commit instead: the next write-ahead log fsync
 //     is held, and the crash keeps only what was synced before it, so the
 //     whole group is lost, whatever the scheduler put in it.
+//   - Stream clients (client.go) follow the session from cursors. Some
+//     subscribe on the engine; Scenario.HTTPClients of them go through
+//     the real transport server instead (front.go, httpclient.go): a
+//     transport.Server on the current engine serves an in-memory
+//     listener whose connections are net.Pipe ends (pipe.go), and the
+//     clients read the SSE stream (parsing its frames, resuming with
+//     Last-Event-ID or ?after=) or the WebSocket stream (gorilla's
+//     client, resuming with ?after=). The driver connects and
+//     disconnects them at its steps, as the direct ones; a crash drops
+//     their connections before the disk is cloned, as a dead process
+//     would. What they receive is checked as the direct clients'
+//     streams are, and each frame's id and event against its envelope.
 //
 // Generate draws a Scenario (runs and their features, clients, crashes,
 // crashes inside a group commit, disk faults, aborts, steering, rewinds, stalls, retention, model and tool

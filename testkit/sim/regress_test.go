@@ -26,6 +26,7 @@ func TestSim_FindsFixedBugs(t *testing.T) {
 		{"an abort orphans a parked interrupt", &regress.OrphanParkedInterrupts, 50},
 		{"a replay marker one seq late", &regress.MarkerAtFirstRetained, 50},
 		{"a group acknowledged before its fsync", &regress.AckBeforeSync, 50},
+		{"an SSE resume repeats the last event", &regress.LastEventIDInclusive, 50},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

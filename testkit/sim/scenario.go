@@ -19,6 +19,13 @@ type Scenario struct {
 	// Clients follow the session (some from its start, some from a
 	// cursor), disconnect, resume and read slowly, at the driver's choice.
 	Clients int `json:"clients"`
+	// HTTPClients of the Clients (the first ones) go through the real
+	// transport handlers over an in-memory connection instead of
+	// subscribing on the engine: SSE, or WebSocket for the first
+	// WSClients of them. They resume with Last-Event-ID or ?after=, and
+	// see the server's crashes as their streams end.
+	HTTPClients int `json:"http_clients,omitempty"`
+	WSClients   int `json:"ws_clients,omitempty"`
 	// Crashes are the steps at which the server is killed (kill -9: what
 	// was not fsynced may be lost, part of it kept) and restarted on what
 	// its disk kept.
@@ -92,6 +99,9 @@ type Size struct {
 	Crashes  int // at most this many crashes
 	Horizon  int // the steps over which faults and actions are spread
 	Features bool
+	// NoHTTP: every client subscribes on the engine (none goes through
+	// the transport server), as before the HTTP clients.
+	NoHTTP bool
 }
 
 // SmallSize is what CI runs: councils of a few nodes with every feature.
@@ -117,6 +127,13 @@ func Generate(seed uint64, size Size) Scenario {
 		return out
 	}
 	sc.Crashes = steps(rng.IntN(size.Crashes + 1))
+	// Which clients go over HTTP draws from a generator of its own: the
+	// draws of every seed's scenario stay what they were.
+	web := rand.New(rand.NewPCG(seed, 0x5e5e))
+	if sc.Clients > 0 && !size.NoHTTP {
+		sc.HTTPClients = web.IntN(sc.Clients + 1)
+		sc.WSClients = web.IntN(sc.HTTPClients + 1)
+	}
 	if !size.Features {
 		return sc
 	}
@@ -152,6 +169,21 @@ func Generate(seed uint64, size Size) Scenario {
 		sc.CommitCrashes = []int{2 + later.IntN(size.Horizon/2)}
 	}
 	return sc
+}
+
+// httpClients is how many clients go over HTTP (HTTPClients, at most
+// Clients: Shrink drops clients from the end).
+func (sc Scenario) httpClients() int { return min(max(sc.HTTPClients, 0), sc.Clients) }
+
+// clientKind is how client i reaches the session.
+func (sc Scenario) clientKind(i int) clientKind {
+	switch {
+	case i >= sc.httpClients():
+		return direct
+	case i < min(sc.WSClients, sc.httpClients()):
+		return ws
+	}
+	return sse
 }
 
 func b2i(b bool) int {

@@ -79,6 +79,12 @@ type Result struct {
 	Aborts    int    `json:"aborts"`  // accepted
 	Sleeps    int    `json:"sleeps"`  // runs put to sleep (and woken by what came next)
 	Markers   int    `json:"markers"` // replay_truncated markers clients got (retention outran them)
+	// HTTP is how many of the events delivered went to the clients that
+	// read the SSE or WebSocket stream through the transport server, and
+	// Restarts how many times a WebSocket client's subscribe frame
+	// restarted its stream on an open connection.
+	HTTP     int `json:"http"`
+	Restarts int `json:"restarts"`
 	// CommitCrashes counts the power losses inside a group commit.
 	CommitCrashes int      `json:"commit_crashes"`
 	Failures      []string `json:"failures,omitempty"`
@@ -150,7 +156,7 @@ func run(sc Scenario, opts Options) (res Result) {
 	d := &driver{w: w, rng: rand.New(rand.NewPCG(sc.Seed, 0xd21fe2)), ctx: ctx, res: &res,
 		ended: map[messages.RunID]bool{}, aborted: map[messages.RunID]bool{}, lost: map[messages.RunID]bool{}, fail: failf, began: time.Now()}
 	for i := range sc.Clients {
-		d.clients = append(d.clients, newClient(i, sc.Seed))
+		d.clients = append(d.clients, newClient(i, sc.Seed, sc.clientKind(i)))
 	}
 	if err := w.boot(ctx); err != nil {
 		failf("boot: %v", err)
@@ -442,6 +448,16 @@ func (d *driver) clientMove(c *client) {
 		if d.rng.IntN(3) == 0 {
 			c.slow = !c.slow
 		}
+		// Half the time a WebSocket client keeps its connection, and its
+		// next connect restarts the stream on it with a subscribe frame
+		// (client.park); drawn from its own generator, so the driver's
+		// draws stay the same. Not under retention: a restart whose cursor
+		// retention passed meanwhile would leave the client a window that
+		// no marker describes exactly.
+		if c.kind == ws && d.w.sc.Retention == 0 && c.rng.IntN(2) == 0 {
+			c.park()
+			return
+		}
 		c.disconnect()
 		return
 	}
@@ -449,7 +465,7 @@ func (d *driver) clientMove(c *client) {
 	if head, err := d.w.e.Head(d.ctx, "", session); err == nil && head > 0 && d.rng.IntN(2) == 0 {
 		after = uint64(d.rng.Int64N(int64(head) + 1))
 	}
-	if err := c.connect(d.ctx, d.w.e, after); err != nil && !errors.Is(err, actors.ErrSessionNotFound) {
+	if err := c.connect(d.ctx, d.w, after); err != nil && !errors.Is(err, actors.ErrSessionNotFound) {
 		d.fail("client %d subscribes: %v", c.id, err)
 	}
 }
@@ -580,12 +596,20 @@ func (d *driver) crash(damage bool) {
 // restart crashes the server as crash says and restarts it; the clients
 // that were connected reconnect from their cursors.
 func (d *driver) restart(crash func() error) {
+	if d.w.front != nil {
+		// The server dies: its connections drop, and each HTTP client
+		// reads the end of its stream (no final frame). Before the disk is
+		// cloned, as a real crash would: a stream still open while the
+		// crashed engine stops would hand out what it acknowledges after
+		// the clone (a held fsync let go), which the disk does not keep.
+		d.w.front.ln.cut()
+	}
 	var reconnect []*client
 	for _, c := range d.clients {
 		if c.connected() {
-			c.disconnect()
 			reconnect = append(reconnect, c)
 		}
+		c.disconnect() // an HTTP client's reader has returned: its connection dropped (a parked one's too)
 	}
 	if err := crash(); err != nil {
 		d.fail("restart after crash %d at step %d: %v", d.crashes+1, d.step, err)
@@ -597,7 +621,7 @@ func (d *driver) restart(crash func() error) {
 	d.adopt()
 	d.checkParked()
 	for _, c := range reconnect {
-		if err := c.connect(d.ctx, d.w.e, 0); err != nil {
+		if err := c.connect(d.ctx, d.w, 0); err != nil {
 			d.fail("client %d resumes after the restart: %v", c.id, err)
 		}
 	}

@@ -200,19 +200,28 @@ func describe(env *messages.Envelope) string {
 // event of it is in the journal with the same bytes (no seq handed out
 // twice, nothing acknowledged lost), and nothing is beyond the head.
 func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, decoded map[uint64]*messages.Envelope, head uint64) {
+	for _, p := range c.problems() {
+		d.fail("client %d (%s): %s", c.id, c.kind, p)
+	}
 	got, _ := c.received()
 	if len(got) == 0 {
 		return
 	}
 	envs := make([]*messages.Envelope, len(got))
 	for i, e := range got {
-		if j := bySeq[e.Seq]; j != nil && bytes.Equal(j.JSON, e.JSON) {
+		if j := bySeq[e.Seq]; j != nil && bytes.Equal(j.JSON, e.JSON) && j.Type == e.Type {
 			envs[i] = decoded[e.Seq] // the same bytes: decoded once
 			continue
 		}
 		env, err := e.Envelope()
 		if err != nil {
 			d.fail("client %d: seq %d: %v", c.id, e.Seq, err)
+			return
+		}
+		if env.Seq != e.Seq || env.Type != e.Type {
+			// An SSE frame's id and event, or what a WebSocket client read
+			// of a line, must be its envelope's seq and type.
+			d.fail("client %d (%s): a frame of seq %d, type %s carries the envelope of seq %d, type %s", c.id, c.kind, e.Seq, e.Type, env.Seq, env.Type)
 			return
 		}
 		envs[i] = env
@@ -240,6 +249,12 @@ func (d *driver) checkClient(c *client, bySeq map[uint64]*messages.Encoded, deco
 		}
 	}
 	d.res.Delivered += len(got)
+	if c.kind != direct {
+		d.res.HTTP += len(got)
+		c.mu.Lock()
+		d.res.Restarts += c.restarts
+		c.mu.Unlock()
+	}
 	for _, e := range got {
 		if e.Type == messages.ReplayTruncated {
 			continue

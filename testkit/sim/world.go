@@ -45,6 +45,8 @@ type world struct {
 	log   *slog.Logger
 	sched *Scheduler
 	ids   *idSource
+	// markerIDs are the replay markers' ids (actors.Config.MarkerID).
+	markerIDs *idSource
 
 	mem  *vfs.MemFS
 	hang *hangFS // the current journal's view of mem: holds a fsync for CommitCrashes
@@ -55,10 +57,15 @@ type world struct {
 	j             *journal.Durable
 	disp          *Dispatcher
 	e             *actors.Engine
-	models        model.Factory
-	tools         *tool.Set
-	flight        inflight
-	repaired      bool // the journal was repaired: acknowledged events were lost (DamageWAL)
+	// front serves e over HTTP to the SSE and WebSocket clients (nil
+	// without such clients); boots counts the engines started, so that
+	// each front draws its own request ids.
+	front    *front
+	boots    uint64
+	models   model.Factory
+	tools    *tool.Set
+	flight   inflight
+	repaired bool // the journal was repaired: acknowledged events were lost (DamageWAL)
 }
 
 // idSource hands out UUIDs drawn from the seed, in call order.
@@ -220,7 +227,8 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 }
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
-	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed), mem: vfs.NewMem()}
+	w := &world{sc: sc, opts: opts, log: opts.Logger, sched: NewScheduler(), ids: newIDSource(sc.Seed),
+		markerIDs: &idSource{rng: rand.NewChaCha8(idKey(sc.Seed^0x3a4b3a4b, 0))}, mem: vfs.NewMem()}
 	if len(sc.Crashes)+len(sc.DiskFaults)+len(sc.CommitCrashes) > 0 || sc.DamageWAL {
 		// A crashable filesystem copies a file's data at every fsync (what
 		// a crash keeps): quadratic in the write-ahead log's size, so only
@@ -300,8 +308,11 @@ func (w *world) boot(ctx context.Context) error {
 	w.flight.reset()
 	e, err := actors.New(actors.Config{
 		Logger: w.log, NewID: w.ids.New,
-		Journal: countingJournal{Durable: j, flight: &w.flight, faults: w.faults},
-		Models:  w.models, Tools: w.tools, Dispatcher: w.disp,
+		// Replay markers go to one client: when a client reads (up to the
+		// Go scheduler) must not shift the journaled events' ids.
+		MarkerID: w.markerIDs.New,
+		Journal:  countingJournal{Durable: j, flight: &w.flight, faults: w.faults},
+		Models:   w.models, Tools: w.tools, Dispatcher: w.disp,
 		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
 		SleepAfter:         -1, // likewise: the driver puts parked runs to sleep itself (loop)
 		KeepRunsOnShutdown: true,
@@ -315,6 +326,14 @@ func (w *world) boot(ctx context.Context) error {
 		return fmt.Errorf("start the engine: %w", err)
 	}
 	w.e = e
+	w.boots++
+	if w.sc.httpClients() > 0 {
+		f, err := startFront(e, w.log, w.sc.Seed, w.boots)
+		if err != nil {
+			return fmt.Errorf("start the HTTP server: %w", err)
+		}
+		w.front = f
+	}
 	return nil
 }
 
@@ -325,6 +344,12 @@ func (w *world) halt(ctx context.Context) error {
 	if w.e != nil {
 		errs = append(errs, w.e.Shutdown(ctx))
 		w.e = nil
+	}
+	if w.front != nil {
+		// After the engine: the streams carry what it published last,
+		// then their final frames.
+		errs = append(errs, w.front.stop(ctx))
+		w.front = nil
 	}
 	if w.disp != nil {
 		errs = append(errs, w.disp.Shutdown(ctx))

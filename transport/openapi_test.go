@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/docs"
+	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport"
@@ -243,20 +245,17 @@ const (
 // provoke, each with the reason; every other documented (operation,
 // status) must have been seen, validated, at least once.
 var notDriven = map[string]string{
-	"post /api/v1/runs/{id}/abort 500":        "the journal refusing the abort record (TestAPI_AbortJournalFailure-style fault injection)",
-	"post /api/v1/runs/{id}/abort 503":        "a server shutting down",
-	"get /api/v1/interrupts 503":              "cluster mode: a node that does not answer",
-	"post /api/v1/interrupts/{id}/resume 202": "a governance policy needing several signatures (governance tests)",
-	"post /api/v1/events/resume/{id} 202":     "a governance policy needing several signatures (governance tests)",
-	"get /api/v1/audit 500":                   "a damaged audit log",
-	"get /api/v1/events/stream 500":           "a ResponseWriter that can neither hijack nor flush (TestSSE_UnstreamableWriterIsRefused)",
-	"get /api/v1/events/stream 503":           "a server shutting down",
-	"post /api/v1/agui 409":                   "two requests streaming or resuming the same AG-UI run at once (agui tests)",
-	"post /api/v1/agui 503":                   "a server shutting down",
-	"post /a2a 500":                           "an internal error",
-	"post /a2a 503":                           "a server shutting down, or a cluster node without its journal",
-	"get /healthz 503":                        "a server shutting down",
-	"get /metrics 404":                        "an embedder's registry that is no prometheus.Gatherer",
+	"post /api/v1/runs/{id}/abort 500": "the journal refusing the abort record",
+	"post /api/v1/runs/{id}/abort 503": "a server shutting down",
+	"get /api/v1/interrupts 503":       "cluster mode: a node that does not answer",
+	"get /api/v1/audit 500":            "a damaged audit log",
+	"get /api/v1/events/stream 500":    "a ResponseWriter that can neither hijack nor flush (TestSSE_UnstreamableWriterIsRefused)",
+	"get /api/v1/events/stream 503":    "a server shutting down",
+	"post /api/v1/agui 409":            "two requests streaming or resuming the same AG-UI run at once (agui tests)",
+	"post /api/v1/agui 503":            "a server shutting down",
+	"post /a2a 500":                    "an internal error",
+	"post /a2a 503":                    "a server shutting down, or a cluster node without its journal",
+	"get /healthz 503":                 "a server shutting down",
 }
 
 // TestOpenAPI_Contract drives a real server through every operation of
@@ -284,8 +283,20 @@ func TestOpenAPI_Contract(t *testing.T) {
 		}
 		return actors.Limits{}
 	}
+	// acme's high-risk tool calls need 3 of its 3 approvers' signatures.
+	gov := &governance.Tenant{Approvers: map[string]*governance.PublicKey{}, Policy: governance.Policy{RejectRequired: 1}}
+	approvers := map[string]*governance.PrivateKey{}
+	for _, name := range []string{"a1", "a2", "a3"} {
+		pk, sk, _, err := governance.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		approvers[name], gov.Approvers[name] = sk, pk
+	}
+	gov.Policy.Rules = map[messages.RiskLevel]governance.Rule{messages.RiskHigh: {Required: 3, Approvers: []string{"a1", "a2", "a3"}}}
 	var notReady atomic.Bool
-	h := newHarnessWith(t, actors.Config{Audit: log, Limits: limits}, transport.Config{
+	h := newHarnessWith(t, actors.Config{Audit: log, Limits: limits,
+		Governance: &governance.Config{Tenants: map[messages.TenantID]*governance.Tenant{"acme": gov}}}, transport.Config{
 		Tokens: toks, Audit: log,
 		StreamLimit: func(tenant messages.TenantID) int {
 			if tenant == "tight" {
@@ -432,6 +443,35 @@ func TestOpenAPI_Contract(t *testing.T) {
 		done(true)
 	}
 
+	// A policy-covered tool call: each signature but the last is a 202.
+	_, body = ct.do(call{method: "POST", target: "/api/v1/runs", token: acme, want: 201,
+		body: `{"question":"q","scenario":{"nodes":1,"approvals":1,"risky_approvals":1}}`})
+	risky := decode[messages.RunCreated](t, body)
+	_, sse, done = ct.stream(call{method: "GET", target: "/api/v1/events/stream?session_id=" + string(risky.SessionID) + "&until=run_end", token: acme, want: 200})
+	raised := readUntil(t, sse, func(e *messages.Envelope) bool { return e.Type == messages.InterruptRaised })
+	in := raised[len(raised)-1].Payload.(*messages.InterruptRaisedPayload)
+	if in.Approval == nil {
+		t.Fatalf("the risky call's interrupt needs no signature: %+v", in)
+	}
+	sign := func(approver string) string {
+		st := messages.ApprovalStatement{InterruptID: in.InterruptID, EvidenceDigest: in.Approval.EvidenceDigest, Decision: messages.DecisionApprove}
+		sig, err := governance.Sign(approvers[approver], st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(messages.Resume{Decision: messages.DecisionApprove, Signature: &messages.ResumeSignature{Approver: approver, Signature: sig}})
+		return string(b)
+	}
+	ct.do(call{method: "POST", target: "/api/v1/interrupts/" + in.InterruptID + "/resume", body: sign("a1"), token: acme, want: 202})
+	ct.do(call{method: "POST", target: "/api/v1/events/resume/" + in.InterruptID, body: sign("a2"), token: acme, want: 202})
+	_, body = ct.do(call{method: "GET", target: "/api/v1/interrupts/" + in.InterruptID, token: acme, want: 200})
+	if got := decode[messages.Interrupt](t, body); len(got.Signed) != 2 {
+		t.Errorf("the interrupt after two signatures: %s", body)
+	}
+	ct.do(call{method: "POST", target: "/api/v1/events/resume/" + in.InterruptID, body: sign("a3"), token: acme, want: 200})
+	readUntil(t, sse, terminalOf(risky.RunID))
+	done(true)
+
 	// Audit: the abort above is in acme's log.
 	_, body = ct.do(call{method: "GET", target: "/api/v1/audit?after=0&limit=10", token: acme, want: 200})
 	if p := decode[messages.AuditPage](t, body); len(p.Records) == 0 {
@@ -452,30 +492,33 @@ func TestOpenAPI_Contract(t *testing.T) {
 	ct.do(call{method: "POST", target: "/a2a", token: tightToken, hdr: a2aHdr, want: 429, body: a2aSend("m-1", `{"nodes":1,"tokens":2}`)})
 	doneTight(false)
 
-	// The 505 of the WebSocket endpoint needs HTTP/2.
-	h2 := newServedHarness(t, transport.Config{Tokens: toks}, served{h2: true})
+	// The 505 of the WebSocket endpoint needs HTTP/2; /metrics is a 404
+	// where the registry is no Gatherer (an embedder's).
+	h2 := newServedHarness(t, transport.Config{Tokens: toks, Registry: prometheus.WrapRegistererWithPrefix("embedder_", prometheus.NewRegistry())}, served{h2: true})
 	ct2 := newContract(t, api, h2, seen)
 	ct2.do(call{method: "GET", target: wsQ, token: acme, want: 505})
+	ct2.do(call{method: "GET", target: "/metrics", token: acme, want: 404})
 	// And the audit log's 404 a server without one.
 	ct2.do(call{method: "GET", target: "/api/v1/audit", token: acme, want: 404})
 
 	// Coverage: every documented answer was seen, but notDriven.
+	unseen := maps.Clone(notDriven)
 	for path, item := range api.model.Paths.PathItems.FromOldest() {
 		for method, op := range item.GetOperations().FromOldest() {
 			for code := range op.Responses.Codes.KeysFromOldest() {
 				key := method + " " + path + " " + code
-				_, skip := notDriven[key]
+				_, skip := unseen[key]
 				switch {
 				case skip && seen[key]:
 					t.Errorf("%s is in notDriven but the test drove it: remove it from the list", key)
 				case !skip && !seen[key]:
 					t.Errorf("%s is documented but the test never saw it", key)
 				}
-				delete(notDriven, key)
+				delete(unseen, key)
 			}
 		}
 	}
-	for key := range notDriven {
+	for key := range unseen {
 		t.Errorf("notDriven lists %s, which the contract does not document", key)
 	}
 }

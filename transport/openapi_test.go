@@ -20,6 +20,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
 	validationErrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -199,6 +200,49 @@ func (ct *contract) stream(c call) (resp *http.Response, r *testkit.SSEReader, d
 		}
 		closer.Close()
 		ct.check(c, resp, read.Bytes())
+		if resp.StatusCode == http.StatusOK {
+			ct.frames(c, read.Bytes(), toEOF)
+		}
+	}
+}
+
+// frames checks the frames of an SSE event stream: each event's data
+// validates against the event schema (docs/schema/events.schema.json), and
+// a stream read to its end ends with a stream_closed frame whose data
+// validates against the contract's StreamClosed.
+func (ct *contract) frames(c call, body []byte, ended bool) {
+	ct.t.Helper()
+	closed, ok := ct.api.model.Components.Schemas.Get("StreamClosed")
+	if !ok {
+		ct.t.Fatal("docs/openapi.yaml has no StreamClosed schema")
+	}
+	blocks := strings.Split(strings.TrimSuffix(string(body), "\n\n"), "\n\n")
+	for i, block := range blocks {
+		var event, data string
+		for line := range strings.SplitSeq(block, "\n") {
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				event = v
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				data = v
+			}
+		}
+		switch {
+		case event == "stream_closed":
+			if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaString(closed.Schema(), data); !ok {
+				ct.t.Errorf("%s %s: the stream_closed frame %s breaks the contract:%s", c.method, c.target, data, describe(errs))
+			}
+			if i != len(blocks)-1 {
+				ct.t.Errorf("%s %s: frames after stream_closed", c.method, c.target)
+			}
+		case data != "":
+			if err := messages.ValidateEventJSON([]byte(data)); err != nil {
+				ct.t.Errorf("%s %s: event %s: %v", c.method, c.target, truncate([]byte(data)), err)
+			}
+		}
+		if ended && i == len(blocks)-1 && event != "stream_closed" {
+			ct.t.Errorf("%s %s: the stream ended without a stream_closed frame: %q", c.method, c.target, block)
+		}
 	}
 }
 

@@ -583,8 +583,10 @@ func a2aSend(messageID, scenario string) string {
 
 // TestOpenAPI_RoutesMatch: every route the server mounts is in
 // docs/openapi.yaml with the same methods, and every path there is
-// mounted: neither can drift from the other. "/" is not an endpoint (the
-// dashboard and the API's JSON 404).
+// mounted: neither can drift from the other. The route table is checked
+// against the handlers too: each route answers the methods it lists, and
+// 405 to the others. "/" is not an endpoint (the dashboard and the API's
+// JSON 404).
 func TestOpenAPI_RoutesMatch(t *testing.T) {
 	t.Parallel()
 	api := loadOpenAPI(t)
@@ -613,6 +615,17 @@ func TestOpenAPI_RoutesMatch(t *testing.T) {
 	for path := range documented {
 		if _, ok := mounted[path]; !ok {
 			t.Errorf("docs/openapi.yaml describes %s, which the server does not mount", path)
+		}
+	}
+	// The table says what the handlers do: every method it lists is
+	// answered (whatever the status, but 405), every other one is a 405.
+	for pattern, methods := range mounted {
+		path := strings.NewReplacer("{id}", "x").Replace(pattern)
+		for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+			resp, _ := h.do(m, path, nil)
+			if listed := slices.Contains(methods, m); listed == (resp.StatusCode == http.StatusMethodNotAllowed) {
+				t.Errorf("%s %s = %d, but the route table lists %v", m, path, resp.StatusCode, methods)
+			}
 		}
 	}
 }

@@ -201,9 +201,7 @@ func (s *Server) abortRun(w http.ResponseWriter, r *http.Request, tenant message
 		writeError(w, aerr)
 		return
 	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
+	var body messages.AbortBody
 	if r.ContentLength != 0 {
 		raw, aerr := readBody(w, r, s.cfg.MaxBody)
 		if aerr == nil && len(raw) > 0 {

@@ -56,10 +56,10 @@ func (s *Server) embedded(h http.Handler) http.Handler { return s.cors(readDeadl
 // A created run's stream_url and ws_url name /api/v1/events/stream and
 // /api/v1/events/ws on the request's host.
 func (s *Server) APIHandler(auth Authenticate) http.Handler {
-	mux := http.NewServeMux()
+	mux := newRouteTable()
 	s.apiRoutes(mux, auth.wrap)
-	mux.HandleFunc("/", notFound)
-	return s.embedded(mux)
+	mux.handle("/", nil, http.HandlerFunc(notFound))
+	return s.embedded(mux.mux)
 }
 
 // SSEHandler serves a session's event stream as Server-Sent Events (GET,

@@ -199,7 +199,7 @@ var ErrServerClosed = http.ErrServerClosed
 type Server struct {
 	cfg     Config
 	engine  *actors.Engine
-	mux     *http.ServeMux
+	mux     *routeTable // everything the server serves
 	http    *http.Server
 	metrics *metrics
 	// refusals logs the requests refused for the client's fault (WARN).
@@ -224,7 +224,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg: cfg, engine: cfg.Engine, mux: http.NewServeMux(),
+		cfg: cfg, engine: cfg.Engine, mux: newRouteTable(),
 		idem:     newIdempotency(cfg.IdempotencyTTL, cfg.Now),
 		streams:  newStreamSet(),
 		stopBeat: make(chan struct{}),
@@ -273,7 +273,7 @@ func New(cfg Config) (*Server, error) {
 // Shutdown ends it: call Shutdown before that server's own Shutdown (or
 // from its RegisterOnShutdown hook), which waits for such requests.
 func (s *Server) Handler() http.Handler {
-	var h http.Handler = s.mux
+	var h http.Handler = s.mux.mux
 	if s.cfg.Wrap != nil {
 		h = s.cfg.Wrap(h)
 	}
@@ -282,30 +282,38 @@ func (s *Server) Handler() http.Handler {
 
 // Inner is the server's handler without Config.Wrap and CORS: what a
 // cluster node serves the calls forwarded to it with.
-func (s *Server) Inner() http.Handler { return s.mux }
+func (s *Server) Inner() http.Handler { return s.mux.mux }
 
 func (s *Server) routes() {
 	s.apiRoutes(s.mux, s.authed)
 	// The two endpoints browsers open with EventSource and WebSocket, which
 	// cannot send headers: the only ones that take ?access_token=.
-	s.mux.HandleFunc("/api/v1/events/stream", s.sseEndpoint(s.authedStream))
-	s.mux.HandleFunc("/api/v1/events/ws", s.wsEndpoint(s.authedStream))
-	s.mux.HandleFunc("/api/v1/agui", s.aguiEndpoint(s.authed))
-	s.mux.Handle(a2a.CardPath, s.a2a.Card())
-	s.mux.Handle(a2a.RPCPath, s.preAuthA2A(s.tokenAuth(false), s.a2a.RPC()))
-	s.mux.HandleFunc("/healthz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
-	s.mux.HandleFunc("/readyz", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
+	s.mux.handle("/api/v1/events/stream", get, s.sseEndpoint(s.authedStream))
+	s.mux.handle("/api/v1/events/ws", get, s.wsEndpoint(s.authedStream))
+	s.mux.handle("/api/v1/agui", post, s.aguiEndpoint(s.authed))
+	s.mux.handle(openAPIPath, get, s.methods(map[string]http.HandlerFunc{http.MethodGet: serveOpenAPI}))
+	s.mux.handle(a2a.CardPath, []string{http.MethodGet, http.MethodHead}, s.a2a.Card())
+	s.mux.handle(a2a.RPCPath, post, s.preAuthA2A(s.tokenAuth(false), s.a2a.RPC()))
+	s.mux.handle("/healthz", get, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
+	s.mux.handle("/readyz", get, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
 	metricsH := s.metrics.handler()
-	s.mux.Handle("/metrics", s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
+	s.mux.handle("/metrics", get, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.authed(
 		func(w http.ResponseWriter, r *http.Request, _ messages.TenantID) { metricsH.ServeHTTP(w, r) })}))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// Not an endpoint: the dashboard (any method it answers) and the API's 404.
+	s.mux.handle("/", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Dashboard == nil || r.URL.Path == "/api" || strings.HasPrefix(r.URL.Path, "/api/") {
 			notFound(w, r)
 			return
 		}
 		s.cfg.Dashboard.ServeHTTP(w, r)
-	})
+	}))
 }
+
+// Methods of routeTable.handle.
+var (
+	get  = []string{http.MethodGet}
+	post = []string{http.MethodPost}
+)
 
 // NotFound answers every request with the API's JSON 404 (docs/api.md),
 // for a Config.Dashboard to answer the paths it does not have.
@@ -320,19 +328,25 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 type withTenant func(authedHandler) http.HandlerFunc
 
 // apiRoutes registers the runs and interrupts API on mux.
-func (s *Server) apiRoutes(mux *http.ServeMux, authed withTenant) {
-	mux.HandleFunc("/api/v1/runs", s.methods(map[string]http.HandlerFunc{
-		http.MethodPost: authed(s.createRun), http.MethodGet: authed(s.listRuns)}))
-	mux.HandleFunc("/api/v1/runs/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getRun)}))
-	mux.HandleFunc("/api/v1/runs/{id}/abort", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.abortRun)}))
-	mux.HandleFunc("/api/v1/runs/{id}/steer", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.steerRun)}))
-	mux.HandleFunc("/api/v1/runs/{id}/rewind", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.rewindRun)}))
-	mux.HandleFunc("/api/v1/events/resume/{id}", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
-	mux.HandleFunc("/api/v1/interrupts", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listInterrupts)}))
-	mux.HandleFunc("/api/v1/interrupts/{id}", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.getInterrupt)}))
-	mux.HandleFunc("/api/v1/interrupts/{id}/resume", s.methods(map[string]http.HandlerFunc{http.MethodPost: authed(s.resume)}))
-	mux.HandleFunc("/api/v1/audit", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listAudit)}))
-	mux.HandleFunc("/api/v1/tools", s.methods(map[string]http.HandlerFunc{http.MethodGet: authed(s.listTools)}))
+func (s *Server) apiRoutes(mux *routeTable, authed withTenant) {
+	route := func(pattern string, byMethod map[string]authedHandler) {
+		hs := map[string]http.HandlerFunc{}
+		for m, h := range byMethod {
+			hs[m] = authed(h)
+		}
+		mux.handle(pattern, slices.Collect(maps.Keys(hs)), s.methods(hs))
+	}
+	route("/api/v1/runs", map[string]authedHandler{http.MethodPost: s.createRun, http.MethodGet: s.listRuns})
+	route("/api/v1/runs/{id}", map[string]authedHandler{http.MethodGet: s.getRun})
+	route("/api/v1/runs/{id}/abort", map[string]authedHandler{http.MethodPost: s.abortRun})
+	route("/api/v1/runs/{id}/steer", map[string]authedHandler{http.MethodPost: s.steerRun})
+	route("/api/v1/runs/{id}/rewind", map[string]authedHandler{http.MethodPost: s.rewindRun})
+	route("/api/v1/events/resume/{id}", map[string]authedHandler{http.MethodPost: s.resume})
+	route("/api/v1/interrupts", map[string]authedHandler{http.MethodGet: s.listInterrupts})
+	route("/api/v1/interrupts/{id}", map[string]authedHandler{http.MethodGet: s.getInterrupt})
+	route("/api/v1/interrupts/{id}/resume", map[string]authedHandler{http.MethodPost: s.resume})
+	route("/api/v1/audit", map[string]authedHandler{http.MethodGet: s.listAudit})
+	route("/api/v1/tools", map[string]authedHandler{http.MethodGet: s.listTools})
 }
 
 // sseEndpoint is GET /api/v1/events/stream.
@@ -496,10 +510,10 @@ func allowOrigin(h http.Header, origin string) {
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if s.closing.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+		writeJSON(w, http.StatusServiceUnavailable, messages.Health{Status: "shutting_down"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, messages.Health{Status: "ok"})
 }
 
 // readyz is readiness (GET /readyz): 200 only while the server can take

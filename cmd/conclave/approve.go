@@ -28,6 +28,7 @@ type approveCmd struct {
 	decision   string
 	editedArgs string
 	timeout    time.Duration
+	yes        bool
 }
 
 func newApproveCmd(a *app) *cobra.Command {
@@ -35,8 +36,9 @@ func newApproveCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve INTERRUPT_ID --key FILE --server URL",
 		Short: "Sign an approval decision with an approver's ML-DSA-65 key and send it",
-		Long: `approve fetches the interrupt from the server, shows its evidence package,
-signs the statement {interrupt_id, evidence_digest, decision, edited_args}
+		Long: `approve fetches the interrupt from the server, shows its evidence package
+and asks whether to sign (--yes signs without asking), then signs the
+statement {interrupt_id, evidence_digest, decision, edited_args}
 (RFC 8785 canonical JSON, ML-DSA-65, context "conclave/approval/v1"; see
 docs/governance.md) with the approver's key and sends it as a resume. The
 decision happens once the policy's m approvers have signed it; until then
@@ -57,7 +59,8 @@ The bearer token, if the server needs one, is read from CONCLAVE_TOKEN.`,
 	fs.StringVar(&c.server, "server", "http://127.0.0.1:8080", "the conclave server's base `URL`")
 	fs.StringVar(&c.decision, "decision", string(messages.DecisionApprove), "approve|reject|revise")
 	fs.StringVar(&c.editedArgs, "edited-args", "", "with --decision revise: the tool's full replacement arguments, a JSON object")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the server")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the server (each request; not your answer)")
+	fs.BoolVarP(&c.yes, "yes", "y", false, "sign without asking")
 	return cmd
 }
 
@@ -91,23 +94,26 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 	if approver == "" {
 		approver = strings.TrimSuffix(filepath.Base(c.key), ".key")
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	cl := &apiClient{base: base, token: c.app.env("CONCLAVE_TOKEN")}
-
 	var in messages.Interrupt
-	if err := cl.do(ctx, http.MethodGet, "/api/v1/interrupts/"+url.PathEscape(id), nil, &in); err != nil {
+	getCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	err = cl.do(getCtx, http.MethodGet, "/api/v1/interrupts/"+url.PathEscape(id), nil, &in)
+	cancel()
+	if err != nil {
 		return failure(err)
 	}
 	if in.InterruptRaisedPayload == nil || in.Approval == nil {
 		return failure(fmt.Errorf("interrupt %s needs no signature; answer it with a plain resume", id))
 	}
-	if ev := in.Evidence; ev != nil {
-		fmt.Fprintf(c.app.stderr, "%s [%s risk]\n%s\n", ev.Title, ev.RiskLevel, ev.Narrative)
-	}
+	showEvidence(c.app.stderr, in)
 	st := messages.ApprovalStatement{InterruptID: id, EvidenceDigest: in.Approval.EvidenceDigest, Decision: d}
 	if c.editedArgs != "" {
 		st.EditedArgs = json.RawMessage(c.editedArgs)
+	}
+	if !c.yes {
+		if err := c.confirm(ctx, fmt.Sprintf("Sign %s of %s as %s? [y/N] ", d, id, approver)); err != nil {
+			return failure(err)
+		}
 	}
 	sig, err := governance.Sign(sk, st)
 	if err != nil {
@@ -115,6 +121,8 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 	}
 	res := messages.Resume{Decision: d, EditedArgs: st.EditedArgs, Signature: &messages.ResumeSignature{Approver: approver, Signature: sig}}
 	var out messages.Resumed
+	ctx, cancel = context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	if err := cl.do(ctx, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(id)+"/resume", res, &out); err != nil {
 		return failure(err)
 	}
@@ -134,6 +142,78 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 		fmt.Fprintf(c.app.stdout, "%s signed %s of %s: %d of %d signatures; decided\n", approver, d, id, n, need)
 	}
 	return nil
+}
+
+// errNotSigned: the approver did not say yes.
+var errNotSigned = errors.New("not signed")
+
+// confirm asks question on stderr and reads the answer from stdin: y or
+// yes (any case) goes on, anything else, or no answer, is errNotSigned.
+// The read ends when ctx does (Ctrl-C).
+func (c *approveCmd) confirm(ctx context.Context, question string) error {
+	fmt.Fprint(c.app.stderr, question)
+	lr := newLineReader(c.app.stdin)
+	defer lr.close()
+	stop := context.AfterFunc(ctx, lr.cancel)
+	defer stop()
+	answer, err := lr.line(time.Time{})
+	if err != nil {
+		fmt.Fprintln(c.app.stderr)
+		return fmt.Errorf("%w: no answer (pass --yes to sign without asking)", errNotSigned)
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return nil
+	}
+	return fmt.Errorf("%w: you answered %q", errNotSigned, answer)
+}
+
+// showEvidence writes what an approver decides on: the evidence package
+// (title, risk, narrative, reasoning, the options and their
+// consequences), what the interrupt is about (the tool call, the node,
+// the plan's size) and the signatures the policy needs.
+func showEvidence(w io.Writer, in messages.Interrupt) {
+	p := in.InterruptRaisedPayload
+	if ev := p.Evidence; ev != nil {
+		fmt.Fprintf(w, "%s [%s risk]\n%s\n", ev.Title, ev.RiskLevel, ev.Narrative)
+		if len(ev.ReasoningTrace) > 0 {
+			fmt.Fprintln(w, "Reasoning:")
+			for _, step := range ev.ReasoningTrace {
+				fmt.Fprintf(w, "  - %s\n", step)
+			}
+		}
+		if len(ev.RecommendedActions) > 0 {
+			fmt.Fprintln(w, "Options:")
+			for i, a := range ev.RecommendedActions {
+				mark := ""
+				if i == 0 {
+					mark = " (recommended)"
+				}
+				fmt.Fprintf(w, "  %s: %s%s\n", a.Decision, a.Label, mark)
+				for _, c := range a.Consequences {
+					fmt.Fprintf(w, "      then %s\n", c)
+				}
+			}
+		}
+	}
+	switch {
+	case p.ToolName != "":
+		fmt.Fprintf(w, "Tool call: %s %s\n", p.ToolName, p.ToolArgs)
+	case p.NodeID != "":
+		fmt.Fprintf(w, "Node: %s %s\n", p.NodeID, p.Goal)
+	case p.Plan != nil:
+		fmt.Fprintf(w, "Plan: %s\n", nodesInWaves(len(p.Plan.Nodes), len(p.Waves)))
+	}
+	a := p.Approval
+	fmt.Fprintf(w, "Policy: %d of %s to approve, %d to reject", a.Required, plural(len(a.Approvers), "approver", "approvers"), a.RejectRequired)
+	if len(in.Signed) > 0 {
+		names := make([]string, len(in.Signed))
+		for i, s := range in.Signed {
+			names[i] = s.Approver + " (" + string(s.Decision) + ")"
+		}
+		fmt.Fprintf(w, "; signed so far: %s", strings.Join(names, ", "))
+	}
+	fmt.Fprintf(w, "; expires %s\n", in.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
 // apiClient calls the conclave HTTP API.

@@ -35,7 +35,8 @@ func twoOfThree(t *testing.T, dir string) (gov string, keys map[string]string) {
 
 // TestGovernance_ApproveCLI: `conclave serve --governance` with a 2-of-3
 // policy on high risk; a run's high-risk publish call waits; `conclave
-// approve` signs for alice (1 of 2, pending), a forged approval (carol's
+// approve` shows its evidence and asks: answered "n", or not at all, it
+// signs nothing; answered "y" it signs for alice (1 of 2, pending), a forged approval (carol's
 // key under bob's name) is refused with exit 1, and bob's decides it: the
 // tool runs and the stream holds both signatures and passes
 // testkit.Check.
@@ -64,10 +65,23 @@ func TestGovernance_ApproveCLI(t *testing.T) {
 			id = p.InterruptID
 		}
 	}
-	approve := func(key string, extra ...string) result {
-		return runCLI(t, t.Context(), nil, false, append([]string{"approve", id, "--key", key, "--server", "http://" + srv.base}, extra...)...)
+	answering := func(answer, key string, extra ...string) result {
+		return runCLIWith(t, t.Context(), cliIO{stdin: strings.NewReader(answer)}, append([]string{"approve", id, "--key", key, "--server", "http://" + srv.base}, extra...)...)
 	}
-	if r := approve(keys["alice"]); r.code != 0 || !strings.Contains(r.stdout, "alice signed approve of "+id+": 1 of 2 signatures; waiting") {
+	approve := func(key string, extra ...string) result { return answering("", key, append(extra, "--yes")...) }
+	// Asked first: the evidence, then the question; no or no answer signs nothing.
+	for answer, want := range map[string]string{"n\n": `not signed: you answered "n"`, "": "not signed: no answer (pass --yes"} {
+		r := answering(answer, keys["alice"])
+		if r.code != exitFailed || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "Sign approve of "+id+" as alice? [y/N]") {
+			t.Fatalf("alice answering %q: exit %d\n%s%s", answer, r.code, r.stdout, r.stderr)
+		}
+		for _, shown := range []string{"[high risk]", "Reasoning:\n  - ", "Options:\n  approve: ", "(recommended)", "      then ", "Tool call: publish {", "Policy: 2 of 3 approvers to approve"} {
+			if !strings.Contains(r.stderr, shown) {
+				t.Fatalf("the evidence shown lacks %q:\n%s", shown, r.stderr)
+			}
+		}
+	}
+	if r := answering("y\n", keys["alice"]); r.code != 0 || !strings.Contains(r.stdout, "alice signed approve of "+id+": 1 of 2 signatures; waiting") {
 		t.Fatalf("alice: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := approve(keys["carol"], "--approver", "bob"); r.code != exitFailed || !strings.Contains(r.stderr, "signature_refused") {
@@ -145,7 +159,7 @@ func TestGovernance_TimeoutAcrossKillNine(t *testing.T) {
 		t.Fatalf("interrupt_raised %+v: want a covered interrupt announcing timeout_action reject", in)
 	}
 	approve := func(key string) result {
-		return runCLI(t, t.Context(), nil, false, "approve", in.InterruptID, "--key", key, "--server", "http://"+srv.base)
+		return runCLI(t, t.Context(), nil, false, "approve", in.InterruptID, "--key", key, "--server", "http://"+srv.base, "--yes")
 	}
 	if r := approve(keys["alice"]); r.code != exitOK || !strings.Contains(r.stdout, "1 of 2 signatures; waiting") {
 		t.Fatalf("alice: exit %d\n%s%s", r.code, r.stdout, r.stderr)

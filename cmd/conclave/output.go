@@ -174,7 +174,7 @@ func (o *ttyOutput) erase() {
 
 func (o *ttyOutput) draw(now time.Time) {
 	o.erase()
-	lines := formatStatus(o.r.Status(), now.Sub(o.start), o.color)
+	lines := formatStatusWidth(o.r.Status(), now.Sub(o.start), o.color, o.width)
 	for _, l := range lines {
 		o.w.WriteString(l)
 		o.w.WriteByte('\n')
@@ -232,7 +232,7 @@ func paint(kind noteKind, s string, color bool) string {
 	switch kind {
 	case noteOK:
 		sgr = sgrGreen
-	case noteWarn:
+	case noteWarn, noteWaiting:
 		sgr = sgrYellow
 	case noteBad:
 		sgr = sgrRed
@@ -253,6 +253,79 @@ func colorize(sgr, s string, color bool) string {
 // share their columns (every count has the width of the largest), so the
 // counts line up whatever each wave holds.
 func formatStatus(st status, elapsed time.Duration, color bool) []string {
+	return formatStatusNames(st, elapsed, color, longCountNames, 0)
+}
+
+// formatStatusWidth is formatStatus for a terminal width columns wide (0:
+// unknown), where no line may wrap: a wrapped line scrolls the block and
+// leaves copies of it behind when it is redrawn. Wave lines too wide for
+// the width use short count names ("12 done"); a line still too wide is
+// cut, with an ellipsis.
+func formatStatusWidth(st status, elapsed time.Duration, color bool, width int) []string {
+	lines := formatStatusNames(st, elapsed, color, longCountNames, width)
+	if width <= 0 {
+		return lines
+	}
+	for _, l := range lines {
+		if cells(l) > width {
+			lines = formatStatusNames(st, elapsed, color, shortCountNames, width)
+			break
+		}
+	}
+	for i, l := range lines {
+		lines[i] = fit(l, width, color)
+	}
+	return lines
+}
+
+// The names of a wave line's counts: pending, running, completed, failed,
+// cancelled, skipped.
+var (
+	longCountNames  = [6]string{"pending", "running", "completed", "failed", "cancelled", "skipped"}
+	shortCountNames = [6]string{"pend", "run", "done", "fail", "canc", "skip"}
+)
+
+// fit cuts line to at most width terminal columns, ending it with "…"
+// when it cuts (and resetting the colour, which the cut may leave on).
+// Escape sequences are kept and take no column.
+func fit(line string, width int, color bool) string {
+	if cells(line) <= width {
+		return line
+	}
+	var b strings.Builder
+	n := 0
+	for s := line; s != ""; {
+		if s[0] == '\x1b' {
+			j := 1
+			if len(s) > 1 && s[1] == '[' {
+				j = 2
+				for j < len(s) && (s[j] < '@' || s[j] > '~') {
+					j++
+				}
+				j = min(j+1, len(s))
+			}
+			b.WriteString(s[:j])
+			s = s[j:]
+			continue
+		}
+		cluster, rest, w, _ := uniseg.FirstGraphemeClusterInString(s, -1)
+		if n+w > width-1 {
+			break
+		}
+		b.WriteString(cluster)
+		n += w
+		s = rest
+	}
+	b.WriteString("…")
+	if color {
+		b.WriteString(sgrReset)
+	}
+	return b.String()
+}
+
+// formatStatusNames is formatStatus with the given count names. With a
+// width, the waiting line's label is cut to fit it, keeping "(+N more)".
+func formatStatusNames(st status, elapsed time.Duration, color bool, names [6]string, width int) []string {
 	lines := make([]string, 0, min(len(st.Waves), maxWaveLines)+2)
 	window := ""
 	waves := st.Waves
@@ -291,14 +364,14 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 	for _, w := range waves {
 		b.Reset()
 		b.WriteString(colorize(sgrBold, fmt.Sprintf("%-*s", label, "wave "+strconv.Itoa(w.Wave)), color))
-		count(w.Pending, "pending", "")
-		count(w.Running, "running", sgrCyan)
-		count(w.Completed, "completed", sgrGreen)
-		count(w.Failed, "failed", sgrRed)
+		count(w.Pending, names[0], "")
+		count(w.Running, names[1], sgrCyan)
+		count(w.Completed, names[2], sgrGreen)
+		count(w.Failed, names[3], sgrRed)
 		if cancelled {
-			count(w.Cancelled, "cancelled", sgrYellow)
+			count(w.Cancelled, names[4], sgrYellow)
 		}
-		count(w.Skipped, "skipped", sgrYellow)
+		count(w.Skipped, names[5], sgrYellow)
 		lines = append(lines, b.String())
 	}
 	if n := len(st.Waiting); n > 0 {
@@ -306,7 +379,11 @@ func formatStatus(st status, elapsed time.Duration, color bool) []string {
 		if n > 1 {
 			more = fmt.Sprintf(" (+%d more)", n-1)
 		}
-		lines = append(lines, colorize(sgrYellow, "waiting for you: "+st.Waiting[0]+more, color))
+		label := st.Waiting[0]
+		if width > 0 {
+			label = fit(label, max(1, width-cells("waiting for you: "+more)), false)
+		}
+		lines = append(lines, colorize(sgrYellow, "waiting for you: "+label+more, color))
 	}
 	used := usage(st.Usage)
 	if st.Spend != "" {

@@ -72,6 +72,10 @@ type noteKind int
 const (
 	noteInfo noteKind = iota
 	noteOK
+	// noteWaiting: something waits for the human ("waiting for you: …").
+	// The terminal's status block says so while it waits, so the
+	// terminal does not print the line too: it reads once on screen.
+	noteWaiting
 	noteWarn
 	noteBad
 )
@@ -268,7 +272,7 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		label := interruptLabel(p, env.AgentID)
 		r.interrupts[p.InterruptID] = label
 		r.waiting = append(r.waiting, p.InterruptID)
-		add(noteWarn, "waiting for you: %s", label)
+		add(noteWaiting, "waiting for you: %s", label)
 	case *messages.InterruptResolvedPayload:
 		label := r.closeInterrupt(p.InterruptID, p.Kind, env.AgentID)
 		switch p.Decision {

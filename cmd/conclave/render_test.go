@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,42 @@ func TestFormatStatus(t *testing.T) {
 	}
 }
 
+// TestFormatStatusWidth: in 80 columns no line of the status block wraps:
+// wave lines too wide (a cancelled column, five-digit counts) switch to
+// short count names, and a waiting label too long (a question) is cut with
+// an ellipsis, keeping "(+N more)"; width 0 (unknown) changes nothing.
+func TestFormatStatusWidth(t *testing.T) {
+	t.Parallel()
+	st := status{Phase: "wave 1", Usage: messages.Usage{InputTokens: 300, OutputTokens: 120},
+		Waves:   []waveCounts{{Wave: 9, Completed: 12345}, {Wave: 1000, Cancelled: 1, Running: 7}},
+		Waiting: []string{"question from n001: " + strings.Repeat("which source should I trust more? ", 4), "plan approval"}}
+	if got, want := formatStatusWidth(st, time.Second, false, 0), formatStatus(st, time.Second, false); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("width 0 changed the block:\n%s", strings.Join(got, "\n"))
+	}
+	for _, color := range []bool{false, true} {
+		lines := formatStatusWidth(st, time.Second, color, 80)
+		for _, l := range lines {
+			if cells(l) > 80 || rows(l, 80) != 1 {
+				t.Errorf("color %t: a line of %d columns wraps in 80:\n%q", color, cells(l), l)
+			}
+		}
+		plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(strings.Join(lines, "\n"), "")
+		for _, want := range []string{"wave 9         0 pend      0 run  12345 done      0 fail      0 canc      0 skip",
+			"waiting for you: question from n001: which source", "… (+1 more)\nwave 1 · 300 tokens in, 120 out · 1s"} {
+			if !strings.Contains(plain, want) {
+				t.Errorf("color %t: the block lacks %q:\n%s", color, want, plain)
+			}
+		}
+		if cut := lines[len(lines)-2]; color && !strings.HasSuffix(cut, "… (+1 more)"+sgrReset) {
+			t.Errorf("the cut waiting line: %q", cut)
+		}
+	}
+	// A block that fits keeps its long names.
+	if lines := formatStatusWidth(status{Phase: "wave 0", Waves: []waveCounts{{Wave: 0, Running: 3}}}, 0, false, 80); !strings.Contains(lines[0], " running ") {
+		t.Errorf("a block that fits lost its long names: %q", lines)
+	}
+}
+
 func TestRows(t *testing.T) {
 	t.Parallel()
 	line := formatStatus(status{Phase: "wave 0", Waves: []waveCounts{{Wave: 0, Running: 3}}}, 0, true)[0]
@@ -261,11 +298,11 @@ func TestRenderer_Interrupts(t *testing.T) {
 		notes = r.Event(notes, env)
 	}
 	want := []note{
-		{noteWarn, "waiting for you: plan approval"},
+		{noteWaiting, "waiting for you: plan approval"},
 		{noteInfo, "plan approval: approved"},
-		{noteWarn, "waiting for you: approval to start node n001"},
-		{noteWarn, "waiting for you: tool approval for n002 (search)"},
-		{noteWarn, "waiting for you: question from n001"},
+		{noteWaiting, "waiting for you: approval to start node n001"},
+		{noteWaiting, "waiting for you: tool approval for n002 (search)"},
+		{noteWaiting, "waiting for you: question from n001"},
 		{noteInfo, "approval to start node n001: rejected"},
 		{noteWarn, "tool approval for n002 (search) timed out: rejected"},
 		{noteInfo, "question from n001 answered"},
@@ -384,6 +421,34 @@ func TestTTYOutput_Screen(t *testing.T) {
 	_ = o.idle()
 	if got := b.String(); !strings.Contains(got, sgrBold) {
 		t.Errorf("with colour the block has no SGR: %q", got)
+	}
+}
+
+// TestTTYOutput_WaitingOnce: at a terminal, "waiting for you" is on
+// screen once, in the status block, not also as a line above it (the
+// plain output, which has no block, prints the line).
+func TestTTYOutput_WaitingOnce(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	now := time.Unix(100, 0)
+	o := &ttyOutput{w: bufio.NewWriter(&b), r: newRenderer("r1"), now: func() time.Time { return now }, start: now, width: 80}
+	plan := messages.Plan{Nodes: []messages.PlanNode{{ID: "n001"}}}
+	o.event(nil, &messages.Envelope{RunID: "r1", Type: messages.PlanProposed, Payload: &messages.PlanProposedPayload{Plan: plan, Waves: [][]string{{"n001"}}}})
+	o.event(nil, &messages.Envelope{RunID: "r1", Lane: messages.RunLane(), Type: messages.InterruptRaised,
+		Payload: &messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Plan: &plan}})
+	if err := o.prompt("i1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "waiting for you: plan approval"); n != 1 {
+		t.Errorf("the terminal shows %q %d times, want once:\n%s", "waiting for you: plan approval", n, b.String())
+	}
+	var p bytes.Buffer
+	plain := &plainOutput{w: bufio.NewWriter(&p), r: newRenderer("r1")}
+	plain.event(nil, &messages.Envelope{RunID: "r1", Lane: messages.RunLane(), Type: messages.InterruptRaised,
+		Payload: &messages.InterruptRaisedPayload{InterruptID: "i1", Kind: messages.InterruptPlanApproval, Plan: &plan}})
+	_ = plain.flush()
+	if p.String() != "waiting for you: plan approval\n" {
+		t.Errorf("the plain output wrote %q, want the waiting line", p.String())
 	}
 }
 

@@ -100,6 +100,7 @@ type ttyOutput struct {
 	// used either way.
 	color bool
 	drawn int // rows of the status block on screen, above the cursor
+	stale int // rows of an erased block still on screen, at and below the cursor
 	notes []note
 }
 
@@ -110,9 +111,9 @@ func (o *ttyOutput) event(_ *messages.Encoded, env *messages.Envelope) {
 			continue
 		}
 		o.erase()
-		o.w.WriteString(paint(n.kind, n.text, o.color))
-		o.w.WriteByte('\n')
+		o.line(paint(n.kind, n.text, o.color))
 	}
+	o.clearStale()
 }
 
 func (o *ttyOutput) flush() error {
@@ -132,6 +133,7 @@ func (o *ttyOutput) idle() error {
 // draws again below it.
 func (o *ttyOutput) aside() error {
 	o.erase()
+	o.clearStale()
 	o.lastDraw = time.Time{}
 	return o.w.Flush()
 }
@@ -161,24 +163,54 @@ func (o *ttyOutput) finish(*messages.Envelope) error {
 	return o.w.Flush()
 }
 
-// erase moves the cursor to the start of the status block's first line and
-// clears from there to the end of the screen. It returns to the first
-// column before it moves up: the cursor may not be there (the terminal
-// echoed ^C, or something typed).
+// erase moves the cursor to the start of the status block's first line.
+// It returns to the first column before it moves up: the cursor may not
+// be there (the terminal echoed ^C, or something typed). The block's rows
+// stay until lines overwrite them (line) or clearStale clears the rest:
+// never with "clear to the end of the screen" (ESC[J), which from the
+// screen's first row clears the whole screen, and tmux (scroll-on-clear)
+// and other terminals first copy the screen into the scrollback: after a
+// `clear`, every redraw would leave a copy of the block there.
 func (o *ttyOutput) erase() {
 	if o.drawn > 0 {
-		fmt.Fprintf(o.w, "\r\x1b[%dA\x1b[J", o.drawn)
+		fmt.Fprintf(o.w, "\r\x1b[%dA", o.drawn)
+		o.stale += o.drawn
 		o.drawn = 0
 	}
+}
+
+// line writes s and ends its row, clearing what an older line left there
+// (if it writes over the old block).
+func (o *ttyOutput) line(s string) {
+	o.w.WriteString(s)
+	if o.stale > 0 {
+		o.w.WriteString("\x1b[K")
+		o.stale = max(0, o.stale-rows(s, o.width))
+	}
+	o.w.WriteByte('\n')
+}
+
+// clearStale clears the rows of the old block that no line overwrote, row
+// by row, and comes back up: those rows are on screen below the cursor, so
+// moving down through them never scrolls.
+func (o *ttyOutput) clearStale() {
+	if o.stale == 0 {
+		return
+	}
+	for range o.stale {
+		o.w.WriteString("\x1b[2K\x1b[1B")
+	}
+	fmt.Fprintf(o.w, "\r\x1b[%dA", o.stale)
+	o.stale = 0
 }
 
 func (o *ttyOutput) draw(now time.Time) {
 	o.erase()
 	lines := formatStatusWidth(o.r.Status(), now.Sub(o.start), o.color, o.width)
 	for _, l := range lines {
-		o.w.WriteString(l)
-		o.w.WriteByte('\n')
+		o.line(l)
 	}
+	o.clearStale()
 	o.drawn, o.lastDraw = 0, now
 	for _, l := range lines {
 		o.drawn += rows(l, o.width)

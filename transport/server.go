@@ -480,6 +480,14 @@ func (s *Server) originAllowed(origin string) bool {
 	return false
 }
 
+// The request headers a page of an allowed origin may send (W3C trace
+// context included: its run joins the page's trace), and the answer headers
+// it may read beyond the CORS-safelisted ones.
+const (
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, A2A-Version, A2A-Extensions, X-Request-Id, traceparent, tracestate"
+	corsExposeHeaders = "Retry-After, X-Request-Id, Location, Idempotent-Replayed, ETag"
+)
+
 // cors answers preflights and adds CORS headers for allowed origins.
 func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -489,7 +497,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			allowOrigin(h, origin)
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, A2A-Version, A2A-Extensions")
+				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -503,6 +511,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 // an SSE stream sets them again on the hijacked path's own header).
 func allowOrigin(h http.Header, origin string) {
 	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 	if !slices.Contains(h.Values("Vary"), "Origin") {
 		h.Add("Vary", "Origin")
 	}

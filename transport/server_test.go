@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -926,5 +927,43 @@ func TestAPI_RequestID(t *testing.T) {
 	}
 	if resp, out := h.do("POST", "/api/v1/runs", body, "X-Request-Id", "two words"); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a malformed X-Request-Id = %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestServer_CORS: a page of an allowed origin gets its preflight answered
+// (the trace context headers and X-Request-Id among those it may send) and
+// may read Retry-After and X-Request-Id from the answers; a page of any
+// other origin gets no CORS header, and its preflight is refused.
+func TestServer_CORS(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transport.Config{AllowedOrigins: []string{"https://app.example"}})
+	resp, _ := h.do("OPTIONS", "/api/v1/runs", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "content-type, traceparent, x-request-id")
+	allow := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, want := range []string{"authorization", "content-type", "traceparent", "tracestate", "x-request-id", "idempotency-key"} {
+		if !strings.Contains(allow, want) {
+			t.Errorf("preflight allows %q, not %s", allow, want)
+		}
+	}
+	resp, _ = h.do("GET", "/api/v1/runs", nil, "Origin", "https://app.example")
+	expose := strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers"))
+	for _, want := range []string{"retry-after", "x-request-id"} {
+		if !strings.Contains(expose, want) {
+			t.Errorf("answers expose %q, not %s", expose, want)
+		}
+	}
+	if !slices.Contains(resp.Header.Values("Vary"), "Origin") {
+		t.Errorf("Vary %v, want Origin", resp.Header.Values("Vary"))
+	}
+	resp, _ = h.do("GET", "/api/v1/runs", nil, "Origin", "https://evil.example")
+	if resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("Access-Control-Expose-Headers") != "" {
+		t.Errorf("another origin got CORS headers: %v", resp.Header)
+	}
+	resp, _ = h.do("OPTIONS", "/api/v1/runs", nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	if resp.StatusCode == http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Headers") != "" {
+		t.Errorf("another origin's preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 }

@@ -288,7 +288,7 @@ const scenarios = {
       // A plain approve is refused (a signature is needed); the question stays open.
       await page.click(`${sel} [data-action="approve"]`);
       await page.waitForSelector(`${sel} .status.error`);
-      const approve = (name) => execFileSync(bin, ["approve", id, "--key", join(dir, "keys", `${name}.key`), "--server", server.url], { stdio: "pipe" });
+      const approve = (name) => execFileSync(bin, ["approve", id, "--key", join(dir, "keys", `${name}.key`), "--server", server.url], { input: "y\n", stdio: "pipe" }); // it asks first: y
       approve("alice");
       await page.waitForSelector(`${sel} .signatures[data-count="1"]`, { timeout: 10000 });
       const text = await page.textContent(`${sel} .signatures`);

@@ -136,7 +136,8 @@ const scenarios = {
     });
     for (const width of [390, 800, 1400]) {
       await page.setViewportSize({ width, height: 900 });
-      await page.waitForTimeout(300); // a relayout: no event tells when it is drawn
+      // The relayout, and the timeline's redraw (a ResizeObserver callback), are done within the next frame.
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
       const bad = await problems();
       assert(!bad.length, `at ${width} px: ${bad.slice(0, 5).join("; ")}`);
       const [dag, waiting] = await page.evaluate(() => [".dag-card", ".grid > section:last-child"].map((q) => document.querySelector(q).getBoundingClientRect().toJSON()));

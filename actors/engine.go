@@ -219,7 +219,15 @@ type Config struct {
 // the journal to go on working (a restart, a takeover), before any of its
 // new events is observed.
 type Tracer interface {
-	Observe(tenant messages.TenantID, events []*messages.Envelope)
+	Observer
+	Resumer
+}
+
+// Resumer is told of each run rebuilt from the journal to go on working
+// (a restart, a takeover), before any of its new events is observed: an
+// Observer that keeps something per run since its run_started (a trace id)
+// implements it, as a Tracer does.
+type Resumer interface {
 	Resumed(run messages.RunID, started *messages.RunStartedPayload)
 }
 

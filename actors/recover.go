@@ -254,6 +254,11 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 	if t := a.e.cfg.Tracer; t != nil {
 		t.Resumed(r.ID, r.Started) // before the events it publishes from here
 	}
+	for _, o := range a.e.cfg.Observers {
+		if rs, ok := o.(Resumer); ok {
+			rs.Resumed(r.ID, r.Started)
+		}
+	}
 	spec.out = a.newOutbox(spec, s.pid, r.Events, r.UsageByModel)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"

@@ -62,6 +62,14 @@ func (l *Log) Observe(tenant messages.TenantID, events []*messages.Envelope) {
 	}
 }
 
+// Resumed implements actors.Resumer: a run rebuilt after a restart keeps
+// its trace id on its lines and its end line.
+func (l *Log) Resumed(run messages.RunID, started *messages.RunStartedPayload) {
+	if started != nil {
+		l.started(run, started)
+	}
+}
+
 // started keeps and returns the run's trace id, if it has one.
 func (l *Log) started(run messages.RunID, p *messages.RunStartedPayload) string {
 	id := p.TraceID

@@ -144,16 +144,29 @@ func (m *Metrics) Observe(_ messages.TenantID, events []*messages.Envelope) {
 	}
 }
 
+// Resumed implements actors.Resumer: a run rebuilt after a restart keeps
+// its trace id as its observations' exemplar.
+func (m *Metrics) Resumed(run messages.RunID, started *messages.RunStartedPayload) {
+	if started != nil {
+		m.keepTrace(run, started)
+	}
+}
+
+func (m *Metrics) keepTrace(run messages.RunID, p *messages.RunStartedPayload) {
+	if p.TraceID == "" {
+		return
+	}
+	m.mu.Lock()
+	if len(m.traces) < maxTracked {
+		m.traces[run] = p.TraceID
+	}
+	m.mu.Unlock()
+}
+
 func (m *Metrics) observe(env *messages.Envelope) {
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
-		if id := p.TraceID; id != "" {
-			m.mu.Lock()
-			if len(m.traces) < maxTracked {
-				m.traces[env.RunID] = id
-			}
-			m.mu.Unlock()
-		}
+		m.keepTrace(env.RunID, p)
 	case *messages.TokenUsagePayload:
 		ex := m.exemplar(env.RunID)
 		model := m.models.value(p.Model)

@@ -208,6 +208,13 @@ func TestMetrics_Exemplars(t *testing.T) {
 	if s.GetCounter().GetExemplar() == nil {
 		t.Error("the run's end has no exemplar")
 	}
+	// A run resumed after a restart (its run_started is not observed again)
+	// keeps its trace id: the engine tells the observer (actors.Resumer).
+	m.Resumed("r3", &messages.RunStartedPayload{Question: "resumed", TraceID: "0af7651916cd43dd8448eb211c80319c"})
+	m.Observe("t", []*messages.Envelope{env("r3", messages.NodeStream("n1"), 4*time.Second, &messages.ToolCallFinishedPayload{Tool: "t4", DurationMS: 10})})
+	if want := "0af7651916cd43dd8448eb211c80319c"; ex("t4") != want {
+		t.Errorf("t4 (a resumed run's) exemplar trace id %q, want %q", ex("t4"), want)
+	}
 }
 
 // BenchmarkMetrics_Observe is the hub's cost per event of the metrics

@@ -1,12 +1,10 @@
 package actors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -15,23 +13,6 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRecover_LogsResumedRuns: an engine that resumes a run at startup
 // logs one INFO line "run resumed" naming it, its session and tenant,
@@ -64,7 +45,7 @@ func TestRecover_LogsResumedRuns(t *testing.T) {
 	if err := e1.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testkit.LockedBuffer
 	runLog := runlog.New(runlog.Config{})
 	testkit.NewEngine(t, actors.Config{Journal: j, KeepRunsOnShutdown: true, Observers: []actors.Observer{runLog},
 		Logger: slog.New(runLog.Handler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))})

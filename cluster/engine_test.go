@@ -1,13 +1,11 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,24 +143,6 @@ func TestEngines_TakeoverKeepsRunsAndStreams(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a node's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A node that lost its membership but still reaches the journal (a long
 // pause, a partition from the membership bucket alone) and goes on writing
 // is refused: its run's next events never reach the session, whose new
@@ -182,7 +162,7 @@ func TestEngines_StaleOwnerIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logA := &lockedBuffer{}
+	logA := &testkit.LockedBuffer{}
 	fa := cluster.NewFollowers(j, nil, time.Now)
 	ea, err := actors.New(actors.Config{Journal: j, Placement: n, Followers: fa, KeepRunsOnShutdown: true, SleepAfter: -1,
 		Logger: slog.New(slog.NewTextHandler(logA, nil))})

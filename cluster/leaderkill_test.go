@@ -26,7 +26,7 @@ import (
 func startReplicatedNode(t *testing.T, nc *nats.Conn, id string, replicas int) *clusterNode {
 	t.Helper()
 	ctx := context.Background()
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -455,7 +455,7 @@ func TestCluster_AGUIAndA2AOnAnyNode(t *testing.T) {
 func TestDevNATS_OneMachineRecipe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
-	out := &lockedBuffer{}
+	out := &testkit.LockedBuffer{}
 	done := make(chan result, 1)
 	go func() {
 		done <- runCLIWith(t, ctx, cliIO{stdout: out}, "dev-nats", "--addr", "127.0.0.1:0", "--dir", t.TempDir())

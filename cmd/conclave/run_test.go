@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,25 +29,6 @@ func TestMain(m *testing.M) {
 // watchdog bounds every command a test runs. When it fires, the command is
 // interrupted (exit 130), so a hang fails the test instead of blocking it.
 const watchdog = time.Minute
-
-// lockedBuffer is a bytes.Buffer safe for the engine's loggers and the
-// command to write concurrently.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 type result struct {
 	code           int
@@ -77,7 +57,7 @@ func runCLIWith(t *testing.T, ctx context.Context, cio cliIO, args ...string) re
 	ctx, cancel := context.WithTimeout(ctx, watchdog)
 	defer cancel()
 	var out bytes.Buffer
-	var errb lockedBuffer
+	var errb testkit.LockedBuffer
 	stdout, stderr, stdin := cio.stdout, cio.stderr, cio.stdin
 	if stdout == nil {
 		stdout = &out

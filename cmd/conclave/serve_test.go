@@ -124,7 +124,7 @@ func TestServe_CloseJournalFailureFails(t *testing.T) {
 
 func TestServe_MemoryShutdownLog(t *testing.T) {
 	t.Parallel()
-	var stderr lockedBuffer
+	var stderr testkit.LockedBuffer
 	a := &app{stdout: &bytes.Buffer{}, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

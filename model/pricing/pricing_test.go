@@ -33,6 +33,12 @@ func TestTable_LookupNormalizesSnapshotsAndPrefixes(t *testing.T) {
 	if got, _ := tab.Lookup("claude-sonnet-4-20250514"); got.Input != 3 {
 		t.Errorf("claude-sonnet-4-20250514 input = %v, want 3", got.Input)
 	}
+	// Models of late 2025 and 2026, with their snapshot suffixes.
+	for name, input := range map[string]float64{"gpt-5-2025-08-07": 1.25, "gpt-5.4-mini": 0.75, "claude-sonnet-4-5-20250929": 3, "claude-haiku-4-5": 1, "anthropic/claude-opus-4-5": 5} {
+		if got, ok := tab.Lookup(name); !ok || got.Input != input {
+			t.Errorf("Lookup(%q) = %+v, %v; want input %v", name, got, ok, input)
+		}
+	}
 	// A longer name is another model: never priced as its prefix.
 	mini, _ := tab.Lookup("gpt-4o-mini")
 	if mini.Input == want.Input {

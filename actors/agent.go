@@ -371,6 +371,7 @@ type answer struct {
 	err     error
 	sources []model.Source         // a tool's, numbered as the result is published
 	files   []messages.FilePayload // a tool's, published right before its result
+	at      time.Time              // when a tool's result came back: its sources' first_seen_at
 }
 
 // callAnswered takes the result of working call i. Results are published
@@ -390,7 +391,7 @@ func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
 		}
 		delete(a.answers, k)
 		for _, src := range r.sources {
-			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name); err == nil {
+			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name, r.at); err == nil {
 				a.cites = m
 			}
 		}
@@ -494,7 +495,7 @@ func (a *agentActor) toolFinished(ctx actor.Context, d *toolDone) {
 	if !a.tools.finished(ctx, a.spec.e, d) {
 		return // stale: an earlier turn's, or the instance's before a restart
 	}
-	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources, files: d.res.Files})
+	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources, files: d.res.Files, at: a.spec.e.cfg.Now()})
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {

@@ -582,6 +582,7 @@ export interface CitationAddedPayload {
   url: string;
   title?: string;
   first_seen_by: string;
+  first_seen_at?: string;
   accessed_via?: string;
 }
 
@@ -701,6 +702,7 @@ export interface Citation {
   url: string;
   title?: string;
   first_seen_by: string;
+  first_seen_at?: string;
   accessed_via?: string;
 }
 

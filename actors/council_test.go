@@ -48,7 +48,7 @@ func without(types []messages.EventType, drop ...messages.EventType) []messages.
 	return slices.DeleteFunc(slices.Clone(types), func(t messages.EventType) bool { return slices.Contains(drop, t) })
 }
 
-var streamed = []messages.EventType{messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage}
+var streamed = []messages.EventType{messages.TurnStarted, messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage}
 
 func TestCouncil_TeamNode(t *testing.T) {
 	t.Parallel()

@@ -133,11 +133,14 @@ type turnRunner struct {
 // fails only when ctx ends first.
 func (t *turnRunner) publish(ctx context.Context, p messages.Payload) error {
 	if t.quiet {
-		u, ok := p.(*messages.TokenUsagePayload)
-		if !ok {
+		switch u := p.(type) {
+		case *messages.TokenUsagePayload:
+			u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
+		case *messages.TurnStartedPayload:
+			u.Role = t.req.Role.String() // and its request, as every model request
+		default:
 			return nil // a quiet turn's text is not the lane's output
 		}
-		u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
 	}
 	e := t.emit
 	e.Payload = p
@@ -168,6 +171,17 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 		}
 	}()
 	res := &turnDone{}
+	// turn_started goes out before the request: a model that hangs
+	// shows as a turn started and not answered.
+	err := t.publish(ctx, &messages.TurnStartedPayload{Model: t.model.Name(), Turn: t.req.Turn, Attempt: t.req.Attempt})
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the agent is stopping and waits only for done
+		}
+		res.err = err
+		t.root.Send(t.self, res)
+		return
+	}
 	started := t.now()
 	var firstToken time.Duration // 0 until the first chunk of output
 	stream, err := t.model.Stream(ctx, t.req)

@@ -36,7 +36,7 @@ func TestTools_ProgressIsCoalesced(t *testing.T) {
 		e := testkit.NewEngine(t, actors.Config{Tools: toolSet(t, crawl)})
 		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, ToolsPerNode: 1}})
 		tool.ReportProgress(late, 1, 1, "after the call") // dropped
-		testkit.AssertInvariants(t, events)                  // rule tool-progress: within its call
+		testkit.AssertInvariants(t, events)               // rule tool-progress: within its call
 		if testkit.Terminal(events, ref.RunID).Type != messages.RunFinished {
 			t.Fatal("the run did not finish")
 		}

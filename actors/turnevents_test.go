@@ -58,3 +58,31 @@ func TestEngine_TurnStartedAndRequestReceived(t *testing.T) {
 		t.Errorf("%d turn_started for %d token_usage", len(started), usages)
 	}
 }
+
+// Every event of a run carries the id of the request that started it as
+// its correlation_id: the run supervisor's, the agents', the streamed
+// deltas', the steering lanes' (the scenario's notes).
+func TestEngine_CorrelationID(t *testing.T) {
+	t.Parallel()
+	e := testkit.NewEngine(t, actors.Config{})
+	sc := messages.Scenario{Nodes: 4, Waves: 2, Tokens: 4, ToolsPerNode: 1, SubagentsPerNode: 1, Steering: []messages.SteeringScript{{AtWave: 0, Note: "focus on cost"}}}
+	_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, RequestID: "req-42"})
+	testkit.AssertInvariants(t, events)
+	steered := false
+	for _, env := range events {
+		if env.CorrelationID != "req-42" {
+			t.Fatalf("seq %d %s on %s: correlation_id %q, want req-42", env.Seq, env.Type, env.Lane.StreamID, env.CorrelationID)
+		}
+		steered = steered || env.Type == messages.SteeringReceived
+	}
+	if !steered {
+		t.Error("the scenario's steering note was not received")
+	}
+	// A run started without a request id has none.
+	_, events = testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2}})
+	for _, env := range events {
+		if env.CorrelationID != "" {
+			t.Fatalf("seq %d: correlation_id %q on a run without a request id", env.Seq, env.CorrelationID)
+		}
+	}
+}

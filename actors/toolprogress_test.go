@@ -71,3 +71,28 @@ func TestTools_ProgressIsCoalesced(t *testing.T) {
 		}
 	})
 }
+
+// TestTools_ScriptedSearchReportsProgress: Scenario.ToolProgressSteps makes
+// the scripted search tool report each step; steps further apart than the
+// progress interval are each published.
+func TestTools_ScriptedSearchReportsProgress(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{})
+		sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 2, ToolsPerNode: 2, ToolProgressSteps: 3, ToolStepMS: 300}
+		_, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc})
+		testkit.AssertInvariants(t, events)
+		steps := map[string][]string{}
+		for _, p := range payloads[*messages.ToolCallProgressPayload](events) {
+			steps[p.CallID] = append(steps[p.CallID], fmt.Sprintf("%g/%g %s", p.Progress, p.Total, p.Message))
+		}
+		if len(steps) != 4 {
+			t.Fatalf("progress of %d calls, want 4: %v", len(steps), steps)
+		}
+		for id, s := range steps {
+			if want := "[1/3 reading source 1 of 3 2/3 reading source 2 of 3 3/3 reading source 3 of 3]"; fmt.Sprint(s) != want {
+				t.Errorf("call %s: %v, want %s", id, s, want)
+			}
+		}
+	})
+}

@@ -693,6 +693,8 @@ export interface Scenario {
   synthesis_tokens?: number;
   token_delay_ms?: number;
   tools_per_node?: number;
+  tool_progress_steps?: number;
+  tool_step_ms?: number;
   subagents_per_node?: number;
   fail_nodes?: string[] | number;
   panic_nodes?: string[] | number;

@@ -162,8 +162,8 @@ const (
 	// MaxToolProgressSteps bounds ToolProgressSteps (the search tool's
 	// schema says the same of its steps argument).
 	MaxToolProgressSteps = 100
-	MaxSubagents       = 100
-	MaxFanIn           = 64
+	MaxSubagents         = 100
+	MaxFanIn             = 64
 	// MaxTeamSize bounds the nodes of one team's nested plan (and of any
 	// subgraph below the top-level plan).
 	MaxTeamSize      = 16

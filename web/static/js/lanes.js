@@ -127,10 +127,21 @@ export class LanesView {
       p.tools.replaceChildren(...[...l.tools.values()].slice(-MAX_CHILDREN).map((t) =>
         h("li", { class: t.isError ? "tool error" : "tool", dataset: { callId: t.id } },
           h("code", null, `${t.tool}(${t.args === null || t.args === undefined ? "" : tail(JSON.stringify(t.args), 300)})`),
-          t.result === null ? h("span", { class: "muted" }, " … running") : h("span", null, " → ", tail(String(t.result), 400)))));
+          t.result === null ? running(t) : h("span", null, " → ", tail(String(t.result), 400)))));
     }
     if (p.notes.childElementCount !== l.notes.length) {
       p.notes.replaceChildren(...l.notes.slice(-8).map((n) => h("li", { class: `note ${n.kind}` }, n.text)));
     }
   }
+}
+
+// running shows a running call: its latest progress report (a bar when the
+// total is known, tool_call_progress), or that it runs.
+function running(t) {
+  const pr = t.progress;
+  if (!pr) return h("span", { class: "muted" }, " … running");
+  const count = pr.total > 0 ? `${pr.progress}/${pr.total}` : `${pr.progress}`;
+  return h("span", { class: "tool-progress" },
+    pr.total > 0 ? h("progress", { max: pr.total, value: Math.min(pr.progress, pr.total) }) : null,
+    h("span", { class: "muted" }, ` ${count}${pr.message ? " " + pr.message : ""}`));
 }

@@ -19,6 +19,7 @@ export const EVENT_TYPES = [
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
   "interrupt_expired", "approval_signature_added", "replan_attempt",
   "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted", "file",
+  "request_received", "turn_started", "tool_call_progress",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -273,8 +274,15 @@ export function apply(session, env) {
     case "tool_call_started":
       l.tools.set(p.call_id, { id: p.call_id, tool: p.tool, args: p.args, result: null, isError: false });
       break;
+    case "tool_call_progress": {
+      // The running call's latest report: a bar on the call while it runs.
+      const t = l.tools.get(p.call_id);
+      if (t && t.result === null) t.progress = { progress: p.progress, total: p.total || 0, message: p.message || "" };
+      break;
+    }
     case "tool_call_finished": {
       const t = l.tools.get(p.call_id) || { id: p.call_id, tool: p.tool, args: null };
+      t.progress = null;
       t.result = p.result;
       t.isError = !!p.is_error;
       l.tools.set(p.call_id, t);

@@ -138,3 +138,17 @@ test("tool_call_progress puts the latest report on the running call until its re
   assert.equal(t.progress, null);
   assert.equal(s.runs.get("r1").lanes.get("node:n001").tools.size, 1);
 });
+
+test("request_received, turn_started and correlation_id reach the run and its lanes", () => {
+  seq = 0;
+  const s = newSession();
+  apply(s, { ...ev("run_started", { question: "q" }), correlation_id: "req-7" });
+  apply(s, ev("request_received", { tenant: "acme", message: "q" }));
+  const l = lane("node:n001");
+  apply(s, ev("turn_started", { model: "gpt", turn: 2, attempt: 1 }, l));
+  apply(s, ev("turn_started", { model: "judge", turn: 1, role: "advisor" }, l)); // an advisor's check: not the lane's turn
+  const r = s.runs.get("r1");
+  assert.equal(r.correlationId, "req-7");
+  assert.deepEqual(r.request, { tenant: "acme", message: "q" });
+  assert.deepEqual(r.lanes.get("node:n001").turn, { model: "gpt", turn: 2, attempt: 1 });
+});

@@ -113,8 +113,11 @@ export class LanesView {
     p.title.textContent = l.title + (l.agent && l.agent !== l.title ? ` · ${l.agent}` : "");
     p.outcome.textContent = l.open ? "running" : l.outcome;
     p.outcome.dataset.outcome = l.open ? "running" : l.outcome;
-    p.usage.textContent = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out`
+    const used = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out`
       : l.progress ? `reading its prompt: ${fmt(l.progress.processed)} of ${fmt(l.progress.total)}` : "";
+    // turn_started: the model turn the lane is on (attempt when restarted).
+    const turn = l.turn ? `turn ${l.turn.turn}${l.turn.attempt > 1 ? ` (attempt ${l.turn.attempt})` : ""} · ${l.turn.model}` : "";
+    p.usage.textContent = [turn, used].filter(Boolean).join(" · ");
     if (l.reasoning) {
       p.rdet.hidden = false;
       p.rsum.textContent = `reasoning (${fmt(l.reasoning.length)} chars)`;

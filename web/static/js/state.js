@@ -195,7 +195,16 @@ export function apply(session, env) {
       run.hitl = p.hitl || "none";
       run.scenario = p.scenario || null;
       run.budget = p.budget || null;
+      run.correlationId = env.correlation_id || "";
       l.title = "run";
+      break;
+    case "request_received":
+      run.request = { tenant: p.tenant || "", message: p.message || "" };
+      run.dirty.summary = true;
+      break;
+    case "turn_started":
+      // The lane's own model turns (an advisor's check carries a role).
+      if (!p.role) l.turn = { model: p.model || "", turn: p.turn || 0, attempt: p.attempt || 1 };
       break;
     case "run_rewound":
       setPlan(run, "", p.plan, p.waves);

@@ -84,6 +84,16 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
 		now:    e.cfg.Now,
 	}
+	// turn_started goes out from the actor, before the turn's goroutine
+	// exists: ahead of the turn's deltas on the lane, and at a point the
+	// actor's dispatcher orders (the simulator's determinism); a model
+	// that hangs shows as a turn started and not answered. A quiet turn
+	// (an advisor's check) names its role, as its token_usage does.
+	ts := &messages.TurnStartedPayload{Model: run.model.Name(), Turn: req.Turn, Attempt: req.Attempt}
+	if quiet {
+		ts.Role = req.Role.String()
+	}
+	run.post(ctx, agentID, lane, ts)
 	if sc := turnSpan(e, run, lane, req, quiet); sc.IsValid() {
 		tctx = trace.ContextWithRemoteSpanContext(tctx, sc)
 	}
@@ -133,14 +143,11 @@ type turnRunner struct {
 // fails only when ctx ends first.
 func (t *turnRunner) publish(ctx context.Context, p messages.Payload) error {
 	if t.quiet {
-		switch u := p.(type) {
-		case *messages.TokenUsagePayload:
-			u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
-		case *messages.TurnStartedPayload:
-			u.Role = t.req.Role.String() // and its request, as every model request
-		default:
+		u, ok := p.(*messages.TokenUsagePayload)
+		if !ok {
 			return nil // a quiet turn's text is not the lane's output
 		}
+		u.Role = t.req.Role.String() // its usage is still reported, as every model turn's
 	}
 	e := t.emit
 	e.Payload = p
@@ -171,17 +178,6 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 		}
 	}()
 	res := &turnDone{}
-	// turn_started goes out before the request: a model that hangs
-	// shows as a turn started and not answered.
-	err := t.publish(ctx, &messages.TurnStartedPayload{Model: t.model.Name(), Turn: t.req.Turn, Attempt: t.req.Attempt})
-	if err != nil {
-		if ctx.Err() != nil {
-			return // the agent is stopping and waits only for done
-		}
-		res.err = err
-		t.root.Send(t.self, res)
-		return
-	}
 	started := t.now()
 	var firstToken time.Duration // 0 until the first chunk of output
 	stream, err := t.model.Stream(ctx, t.req)

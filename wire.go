@@ -15,8 +15,10 @@ const (
 	RunError = messages.RunError
 	// run_abort_requested: On the run lane: an abort was accepted.
 	RunAbortRequested = messages.RunAbortRequested
-	// run_rewound: Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run).
+	// run_rewound: Right after run_started and request_received of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run).
 	RunRewound = messages.RunRewound
+	// request_received: The request the run answers: its tenant and its question cut to 200 characters (`truncated`: "…" was added).
+	RequestReceived = messages.RequestReceived
 	// planning_started: The director began planning.
 	PlanningStarted = messages.PlanningStarted
 	// plan_proposed: The director produced a valid plan (a DAG of nodes) and its waves.
@@ -59,6 +61,10 @@ const (
 	ToolCallStarted = messages.ToolCallStarted
 	// tool_call_finished: A tool call returned (or was rejected); pairs with tool_call_started by call_id.
 	ToolCallFinished = messages.ToolCallFinished
+	// tool_call_progress: A running tool call reported how far it has got (an MCP server's notifications/progress, or a Go tool's tool.ReportProgress): progress of total (absent: unknown) and a message, on the calling agent's lane between the call's tool_call_started and tool_call_finished.
+	ToolCallProgress = messages.ToolCallProgress
+	// turn_started: Right before each model request, on the lane of the agent it is for: the model, the turn and the attempt (role: a turn made on the lane's behalf, an advisor's check).
+	TurnStarted = messages.TurnStarted
 	// file: An agent wrote a file of its run's workspace (the built-in workspace.write tool): its path, size and content, on the writing agent's lane (the envelope's `lane.stream_id`, `lane.depth` and `agent_id`), between the call's tool_call_started and tool_call_finished.
 	File = messages.File
 	// token_usage: Tokens used by one model turn of the lane's agent.
@@ -138,6 +144,8 @@ type (
 	RunAbortRequestedPayload = messages.RunAbortRequestedPayload
 	// RunRewoundPayload is the payload of run_rewound.
 	RunRewoundPayload = messages.RunRewoundPayload
+	// RequestReceivedPayload is the payload of request_received.
+	RequestReceivedPayload = messages.RequestReceivedPayload
 	// PlanningStartedPayload is the payload of planning_started.
 	PlanningStartedPayload = messages.PlanningStartedPayload
 	// PlanProposedPayload is the payload of plan_proposed.
@@ -180,6 +188,10 @@ type (
 	ToolCallStartedPayload = messages.ToolCallStartedPayload
 	// ToolCallFinishedPayload is the payload of tool_call_finished.
 	ToolCallFinishedPayload = messages.ToolCallFinishedPayload
+	// ToolCallProgressPayload is the payload of tool_call_progress.
+	ToolCallProgressPayload = messages.ToolCallProgressPayload
+	// TurnStartedPayload is the payload of turn_started.
+	TurnStartedPayload = messages.TurnStartedPayload
 	// FilePayload is the payload of file.
 	FilePayload = messages.FilePayload
 	// TokenUsagePayload is the payload of token_usage.

@@ -157,6 +157,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.deleg.injected = append(a.deleg.injected, m.text)
 	case *toolDone:
 		a.toolFinished(ctx, m)
+	case *toolProgress:
+		a.toolProgressed(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
 		if a.backoff != nil {
@@ -371,6 +373,7 @@ type answer struct {
 	err     error
 	sources []model.Source         // a tool's, numbered as the result is published
 	files   []messages.FilePayload // a tool's, published right before its result
+	at      time.Time              // when a tool's result came back: its sources' first_seen_at
 }
 
 // callAnswered takes the result of working call i. Results are published
@@ -390,7 +393,7 @@ func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
 		}
 		delete(a.answers, k)
 		for _, src := range r.sources {
-			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name); err == nil {
+			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name, r.at); err == nil {
 				a.cites = m
 			}
 		}
@@ -494,7 +497,17 @@ func (a *agentActor) toolFinished(ctx actor.Context, d *toolDone) {
 	if !a.tools.finished(ctx, a.spec.e, d) {
 		return // stale: an earlier turn's, or the instance's before a restart
 	}
-	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources, files: d.res.Files})
+	a.callAnswered(ctx, d.idx, answer{out: d.res.Content, err: d.err, sources: d.res.Sources, files: d.res.Files, at: a.spec.e.cfg.Now()})
+}
+
+// toolProgressed publishes a running call's progress report (coalesced
+// by the call's gate); a report of a call that ended, or of an earlier
+// turn's or instance's, is dropped.
+func (a *agentActor) toolProgressed(ctx actor.Context, m *toolProgress) {
+	if a.finished || a.stopping || !a.tools.live(m) {
+		return
+	}
+	a.emit(ctx, messages.NewToolCallProgress(a.callIDs[m.idx], a.calls[m.idx].Name, m.p.Progress, m.p.Total, a.spec.e.redact.String(m.p.Message)))
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {

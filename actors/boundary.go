@@ -131,7 +131,7 @@ func (r *runActor) numberCitations(ctx actor.Context, wave []string) {
 		for _, c := range r.node(id).Cites {
 			var n int
 			before := r.cites.Len()
-			r.cites, n, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
+			r.cites, n, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia, c.FirstSeenAt)
 			if r.cites.Len() > before {
 				list := r.cites.List()
 				r.emit(ctx, &messages.CitationAddedPayload{Citation: list[n-1]})

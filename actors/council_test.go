@@ -48,7 +48,7 @@ func without(types []messages.EventType, drop ...messages.EventType) []messages.
 	return slices.DeleteFunc(slices.Clone(types), func(t messages.EventType) bool { return slices.Contains(drop, t) })
 }
 
-var streamed = []messages.EventType{messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage}
+var streamed = []messages.EventType{messages.TurnStarted, messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage}
 
 func TestCouncil_TeamNode(t *testing.T) {
 	t.Parallel()
@@ -470,6 +470,12 @@ func TestCouncil_CitationsDeduplicated(t *testing.T) {
 		}
 		urls[c.URL] = true
 	}
+	// Each carries when its first agent got it: before it was numbered.
+	for _, env := range events {
+		if c, ok := env.Payload.(*messages.CitationAddedPayload); ok && (c.FirstSeenAt.IsZero() || c.FirstSeenAt.After(env.Timestamp)) {
+			t.Errorf("citation %d first seen at %v, added at %v", c.Number, c.FirstSeenAt, env.Timestamp)
+		}
+	}
 	if len(fin.Citations) != len(added) || !strings.HasPrefix(fin.Sources, "## Sources") || !strings.Contains(fin.Sources, "\n[1] ") {
 		t.Errorf("sources %q with %d citations", fin.Sources, len(fin.Citations))
 	}
@@ -481,7 +487,12 @@ func TestCouncil_CitationsDeduplicated(t *testing.T) {
 	e2 := testkit.NewEngine(t, actors.Config{Concurrency: 1})
 	_, events2 := testkit.RunCouncil(t, e2, messages.StartRun{Question: "q", Scenario: &sc})
 	added2 := payloads[*messages.CitationAddedPayload](events2)
-	if !slices.EqualFunc(added, added2, func(a, b *messages.CitationAddedPayload) bool { return a.Citation == b.Citation }) {
+	sameSource := func(a, b *messages.CitationAddedPayload) bool {
+		x, y := a.Citation, b.Citation
+		x.FirstSeenAt, y.FirstSeenAt = time.Time{}, time.Time{} // the runs' clocks differ
+		return x == y
+	}
+	if !slices.EqualFunc(added, added2, sameSource) {
 		t.Error("citation numbering depends on scheduling")
 	}
 }

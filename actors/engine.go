@@ -31,6 +31,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/conclave-ai/conclave/actors/budget"
+	"github.com/conclave-ai/conclave/actors/coalesce"
 	"github.com/conclave-ai/conclave/actors/feed"
 	"github.com/conclave-ai/conclave/actors/interrupts"
 	"github.com/conclave-ai/conclave/actors/runindex"
@@ -144,6 +145,12 @@ type Config struct {
 	// ToolParallel bounds the calls of one model turn running at once.
 	// Default DefaultToolParallel.
 	ToolParallel int
+	// ProgressInterval is the least time between two tool_call_progress
+	// events of one call: reports in between are coalesced, the latest
+	// going out when the interval ends (actors/coalesce), so a tool that
+	// reports a thousand times a second costs four events a second.
+	// Default DefaultProgressInterval (250ms).
+	ProgressInterval time.Duration
 	// SubscriberQueue bounds each subscriber's live queue. Default: feed.DefaultQueue.
 	SubscriberQueue int
 	// RestartLimit is how many times an agent may be restarted after a panic
@@ -269,6 +276,9 @@ const (
 	DefaultModelTurnTimeout = 30 * time.Minute
 	// DefaultMaxAgentTurns is LangGraph's default recursion limit.
 	DefaultMaxAgentTurns = 25
+	// DefaultProgressInterval: at most four tool_call_progress events a
+	// second per call.
+	DefaultProgressInterval = coalesce.DefaultInterval
 )
 
 func (c Config) withDefaults() Config {
@@ -295,6 +305,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ToolParallel == 0 {
 		c.ToolParallel = DefaultToolParallel
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.MaxDeltaBytes <= 0 {
 		c.MaxDeltaBytes = DefaultMaxDeltaBytes

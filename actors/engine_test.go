@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,7 +238,7 @@ func TestEngine_SameSeedSameEvents(t *testing.T) {
 	a, b := byLane(run(1)), byLane(run(1))
 	for lane, seq := range a {
 		if strings.Join(seq, "\n") != strings.Join(b[lane], "\n") {
-			t.Fatalf("lane %s differs between two runs with the same seed and concurrency 1", lane)
+			t.Fatalf("lane %s differs between two runs with the same seed and concurrency 1:\n%s\n----\n%s", lane, strings.Join(seq, "\n"), strings.Join(b[lane], "\n"))
 		}
 	}
 	// With parallel nodes, interleaving between lanes varies but every lane repeats.
@@ -260,15 +261,29 @@ func canonical(events []*messages.Envelope) []string {
 		switch p := env.Payload.(type) {
 		case *messages.RunFinishedPayload:
 			p.DurationMS, p.ConversationID = 0, "" // the session's id
+			p.Citations = withoutSeenAt(p.Citations)
 		case *messages.RunErrorPayload:
 			p.DurationMS, p.ConversationID = 0, ""
 		case *messages.ToolCallFinishedPayload: // wall-clock time of the call
 			p.DurationMS, p.DurationDisplay = 0, ""
 		case *messages.TokenUsagePayload: // wall-clock timing of the turn
 			p.DurationMS, p.FirstTokenMS = 0, 0
+		case *messages.NodeCompletedPayload: // wall-clock time a source was seen
+			p.Citations = withoutSeenAt(p.Citations)
+		case *messages.CitationAddedPayload:
+			p.FirstSeenAt = time.Time{}
 		}
 		payload, _ := json.Marshal(env.Payload)
 		out = append(out, fmt.Sprintf("%d %s %s %+v %s", env.Seq, env.Type, env.AgentID, env.Lane, payload))
+	}
+	return out
+}
+
+// withoutSeenAt returns cs without their first_seen_at.
+func withoutSeenAt(cs []messages.Citation) []messages.Citation {
+	out := slices.Clone(cs)
+	for i := range out {
+		out[i].FirstSeenAt = time.Time{}
 	}
 	return out
 }

@@ -62,6 +62,9 @@ type outbox struct {
 	overBy atomic.Pointer[messages.StopRun]
 	// near warns that a budget is near (once per run); set like stop.
 	near atomic.Pointer[func(why string)]
+	// correlation is the run's request id, put on every event the run
+	// publishes (Envelope.CorrelationID); set before the run starts.
+	correlation string
 	// silenced: the run is falling asleep (asleep.go); its actors stop
 	// without a word, and nothing more of this outbox is published.
 	silenced atomic.Bool
@@ -124,10 +127,12 @@ func (o *outbox) send(ctx context.Context, root actor.SenderContext, em *message
 	return nil
 }
 
-// count adds one event (p) to the run's totals, its spend too for a
-// token_usage, warns once when a spend budget is near, and stops the run
-// the first time a total passes its budget.
+// count puts the run's correlation id on em, adds the event to the run's
+// totals, its spend too for a token_usage, warns once when a spend budget
+// is near, and stops the run the first time a total passes its budget.
+// Every way of publishing calls it before the event leaves.
 func (o *outbox) count(em *messages.Emit) {
+	em.CorrelationID = o.correlation
 	p := em.Payload
 	if n := o.sent.Add(1); o.budget > 0 && n > o.budget {
 		o.exceeded(budgetStop(o.budget))

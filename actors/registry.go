@@ -288,6 +288,7 @@ func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64, used 
 	meter.Restore(used)
 	o := newOutbox(a.e, hub, a.e.limits(spec.tenant), meter)
 	o.sent.Store(sent)
+	o.correlation = spec.requestID
 	return o
 }
 

@@ -306,10 +306,12 @@ func (r *runActor) Receive(ctx actor.Context) {
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
+			r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
 			r.startRewound(ctx, rw)
 			return
 		}
 		r.emit(ctx, started)
+		r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
 		r.phase = phasePlanning
 		r.startDirector(ctx)
 	case *messages.AgentDone:

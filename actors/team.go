@@ -153,7 +153,7 @@ func (r *runActor) endTeam(ctx actor.Context) {
 		}
 		for _, n := range r.g.Plan.Nodes { // the nested nodes' sources, in plan order
 			for _, c := range r.node(n.ID).Cites {
-				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia)
+				r.cites, _, _ = r.cites.Add(c.URL, c.Title, c.FirstSeenBy, c.AccessedVia, c.FirstSeenAt)
 			}
 		}
 		done.Output, done.Citations = out, r.cites.ToHandoff()

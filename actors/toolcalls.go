@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/conclave-ai/conclave/actors/coalesce"
 	"github.com/conclave-ai/conclave/tool"
 )
 
@@ -83,6 +84,15 @@ type toolStart struct {
 	span trace.SpanContext
 }
 
+// toolProgress is a progress report of a running call, sent to its
+// agent through the call's coalescing gate (at most one per
+// Config.ProgressInterval), which publishes it while the call is live.
+type toolProgress struct {
+	run *toolRun
+	idx int
+	p   tool.Progress
+}
+
 // toolDone is a call's outcome, sent by its goroutine to its agent.
 type toolDone struct {
 	run *toolRun
@@ -108,19 +118,30 @@ func (r *toolRuns) start(ctx actor.Context, e *Engine, s toolStart) {
 	if s.span.IsValid() {
 		base = trace.ContextWithRemoteSpanContext(base, s.span)
 	}
-	cctx, cancel := context.WithTimeout(base, timeout)
-	run := &toolRun{cancel: cancel}
-	r.running[s.idx] = run
+	run := &toolRun{}
 	root, self := ctx.ActorSystem().Root, sendablePID(ctx.Self())
+	// The gate sends under its lock and is closed before done is sent, so
+	// every report it lets through reaches the agent before the result.
+	gate := coalesce.New(coalesce.Config{Interval: e.cfg.ProgressInterval}, func(p tool.Progress) {
+		if !run.dropped.Load() {
+			root.Send(self, &toolProgress{run: run, idx: s.idx, p: p})
+		}
+	})
+	base = tool.WithProgress(base, gate.Offer)
+	cctx, cancel := context.WithTimeout(base, timeout)
+	run.cancel = cancel
+	r.running[s.idx] = run
 	done := &toolDone{run: run, idx: s.idx}
 	started := e.toolRuns.Go(func() {
 		defer cancel()
 		done.res, done.err = callTool(cctx, s)
+		gate.Close()
 		if !run.dropped.Load() {
 			root.Send(self, done)
 		}
 	})
 	if !started {
+		gate.Close()
 		cancel()
 		done.err = ErrShuttingDown
 		root.Send(self, done)
@@ -140,6 +161,9 @@ func callTool(ctx context.Context, s toolStart) (res tool.Result, err error) {
 	}
 	return res, err
 }
+
+// live reports whether a progress report is of a call still running.
+func (r *toolRuns) live(m *toolProgress) bool { return r.running[m.idx] == m.run }
 
 // finished takes a call's outcome, starts the next queued call, and
 // reports whether the outcome is live (false: stale, to be dropped).

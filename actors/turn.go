@@ -84,6 +84,16 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
 		now:    e.cfg.Now,
 	}
+	// turn_started goes out from the actor, before the turn's goroutine
+	// exists: ahead of the turn's deltas on the lane, and at a point the
+	// actor's dispatcher orders (the simulator's determinism); a model
+	// that hangs shows as a turn started and not answered. A quiet turn
+	// (an advisor's check) names its role, as its token_usage does.
+	ts := &messages.TurnStartedPayload{Model: run.model.Name(), Turn: req.Turn, Attempt: req.Attempt}
+	if quiet {
+		ts.Role = req.Role.String()
+	}
+	run.post(ctx, agentID, lane, ts)
 	if sc := turnSpan(e, run, lane, req, quiet); sc.IsValid() {
 		tctx = trace.ContextWithRemoteSpanContext(tctx, sc)
 	}

@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // Payloads of the council and delegation events of issue 7: cost, teams,
 // sub-team spawn, steering, debates, dissent, the advisor gate and
 // citations. The catalogue rows are in types.go.
@@ -211,7 +213,10 @@ type Citation struct {
 	URL         string `json:"url"`
 	Title       string `json:"title,omitempty"`
 	FirstSeenBy string `json:"first_seen_by"`
-	AccessedVia string `json:"accessed_via,omitempty"`
+	// FirstSeenAt is when FirstSeenBy got the source (the tool result
+	// that named it), UTC; absent in runs journaled before it existed.
+	FirstSeenAt time.Time `json:"first_seen_at,omitzero"`
+	AccessedVia string    `json:"accessed_via,omitempty"`
 }
 
 // CitationAddedPayload: a source was cited for the first time in the run.

@@ -22,8 +22,13 @@ type Envelope struct {
 	SessionID SessionID `json:"session_id"`
 	RunID     RunID     `json:"run_id"`
 	AgentID   string    `json:"agent_id"`
-	Lane      Lane      `json:"lane"`
-	Payload   Payload   `json:"payload"`
+	// CorrelationID is the id of the request whose work the event is:
+	// the X-Request-Id (or the generated id) of the request that started
+	// the run, on every event of the run, steering, answers and resumes
+	// after a restart included. Omitted when empty (events of no run).
+	CorrelationID string  `json:"correlation_id,omitempty"`
+	Lane          Lane    `json:"lane"`
+	Payload       Payload `json:"payload"`
 }
 
 // Emit is an event as an agent produces it, before the session hub stamps
@@ -32,15 +37,17 @@ type Envelope struct {
 type Emit struct {
 	RunID   RunID
 	AgentID string
-	Lane    Lane
-	Payload Payload
+	// CorrelationID is the run's request id (Envelope.CorrelationID).
+	CorrelationID string
+	Lane          Lane
+	Payload       Payload
 }
 
 // Stamp turns e into an envelope.
 func (e *Emit) Stamp(id uuid.UUID, seq uint64, ts time.Time, session SessionID) *Envelope {
 	return &Envelope{
 		ID: id, Seq: seq, Type: e.Payload.EventType(), Timestamp: ts.UTC(),
-		SessionID: session, RunID: e.RunID, AgentID: e.AgentID, Lane: e.Lane, Payload: e.Payload,
+		SessionID: session, RunID: e.RunID, AgentID: e.AgentID, CorrelationID: e.CorrelationID, Lane: e.Lane, Payload: e.Payload,
 	}
 }
 
@@ -110,7 +117,8 @@ func (e *Encoded) Envelope() (*Envelope, error) {
 func (env Envelope) MarshalJSON() ([]byte, error) { return env.AppendJSON(nil) }
 
 // AppendJSON appends the JSON encoding of env to b. Field order is fixed:
-// id, seq, type, timestamp, session_id, run_id, agent_id, lane, payload.
+// id, seq, type, timestamp, session_id, run_id, agent_id, correlation_id
+// (when set), lane, payload.
 func (env *Envelope) AppendJSON(b []byte) ([]byte, error) {
 	if env.Payload == nil {
 		return nil, errors.New("messages: envelope without payload")
@@ -140,6 +148,10 @@ func (env *Envelope) AppendJSON(b []byte) ([]byte, error) {
 	b = appendString(b, string(env.RunID))
 	b = append(b, `,"agent_id":`...)
 	b = appendString(b, env.AgentID)
+	if env.CorrelationID != "" {
+		b = append(b, `,"correlation_id":`...)
+		b = appendString(b, env.CorrelationID)
+	}
 	b = append(b, `,"lane":{"stream_id":`...)
 	b = appendString(b, string(env.Lane.StreamID))
 	b = append(b, `,"depth":`...)
@@ -169,15 +181,16 @@ func appendString(b []byte, s string) []byte {
 }
 
 type rawEnvelope struct {
-	ID        uuid.UUID       `json:"id"`
-	Seq       uint64          `json:"seq"`
-	Type      string          `json:"type"`
-	Timestamp time.Time       `json:"timestamp"`
-	SessionID SessionID       `json:"session_id"`
-	RunID     RunID           `json:"run_id"`
-	AgentID   string          `json:"agent_id"`
-	Lane      Lane            `json:"lane"`
-	Payload   json.RawMessage `json:"payload"`
+	ID            uuid.UUID       `json:"id"`
+	Seq           uint64          `json:"seq"`
+	Type          string          `json:"type"`
+	Timestamp     time.Time       `json:"timestamp"`
+	SessionID     SessionID       `json:"session_id"`
+	RunID         RunID           `json:"run_id"`
+	AgentID       string          `json:"agent_id"`
+	CorrelationID string          `json:"correlation_id"`
+	Lane          Lane            `json:"lane"`
+	Payload       json.RawMessage `json:"payload"`
 }
 
 // UnmarshalJSON decodes an envelope and its payload into the concrete
@@ -200,6 +213,6 @@ func (env *Envelope) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("messages: decode %s payload: %w", t, err)
 	}
 	*env = Envelope{ID: raw.ID, Seq: raw.Seq, Type: t, Timestamp: raw.Timestamp, SessionID: raw.SessionID,
-		RunID: raw.RunID, AgentID: raw.AgentID, Lane: raw.Lane, Payload: p}
+		RunID: raw.RunID, AgentID: raw.AgentID, CorrelationID: raw.CorrelationID, Lane: raw.Lane, Payload: p}
 	return nil
 }

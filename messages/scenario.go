@@ -36,6 +36,11 @@ type Scenario struct {
 	TokenDelayMS int `json:"token_delay_ms,omitempty"`
 	// ToolsPerNode is the number of tool calls each worker node makes.
 	ToolsPerNode int `json:"tools_per_node,omitempty"`
+	// ToolProgressSteps makes each of the ToolsPerNode search calls
+	// report its progress this many times (step i of n, tool_call_progress),
+	// ToolStepMS milliseconds apart. 0: no reports.
+	ToolProgressSteps int `json:"tool_progress_steps,omitempty"`
+	ToolStepMS        int `json:"tool_step_ms,omitempty"`
 	// SubagentsPerNode is the number of sub-agents each worker node delegates to.
 	SubagentsPerNode int `json:"subagents_per_node,omitempty"`
 	// FailNodes fail with a model error halfway through their output.
@@ -154,8 +159,11 @@ const (
 	MaxPrefillProgress = 16
 	MaxTokenDelayMS    = 60_000
 	MaxToolsPerNode    = 100
-	MaxSubagents       = 100
-	MaxFanIn           = 64
+	// MaxToolProgressSteps bounds ToolProgressSteps (the search tool's
+	// schema says the same of its steps argument).
+	MaxToolProgressSteps = 100
+	MaxSubagents         = 100
+	MaxFanIn             = 64
 	// MaxTeamSize bounds the nodes of one team's nested plan (and of any
 	// subgraph below the top-level plan).
 	MaxTeamSize      = 16
@@ -239,6 +247,8 @@ func (s Scenario) Validate() error {
 	check(s.PrefillProgress >= 0 && s.PrefillProgress <= MaxPrefillProgress, "prefill_progress must be in 0..%d, got %d", MaxPrefillProgress, s.PrefillProgress)
 	check(s.TokenDelayMS >= 0 && s.TokenDelayMS <= MaxTokenDelayMS, "token_delay_ms must be in 0..%d, got %d", MaxTokenDelayMS, s.TokenDelayMS)
 	check(s.ToolsPerNode >= 0 && s.ToolsPerNode <= MaxToolsPerNode, "tools_per_node must be in 0..%d, got %d", MaxToolsPerNode, s.ToolsPerNode)
+	check(s.ToolProgressSteps >= 0 && s.ToolProgressSteps <= MaxToolProgressSteps, "tool_progress_steps must be in 0..%d, got %d", MaxToolProgressSteps, s.ToolProgressSteps)
+	check(s.ToolStepMS >= 0 && s.ToolStepMS <= MaxTokenDelayMS, "tool_step_ms must be in 0..%d, got %d", MaxTokenDelayMS, s.ToolStepMS)
 	check(s.SubagentsPerNode >= 0 && s.SubagentsPerNode <= MaxSubagents, "subagents_per_node must be in 0..%d, got %d", MaxSubagents, s.SubagentsPerNode)
 	check(s.PanicAttempts >= 1 && s.PanicAttempts <= 100, "panic_attempts must be in 1..100, got %d", s.PanicAttempts)
 	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)

@@ -58,18 +58,19 @@ func EventSchema() (*jsonschema.Schema, error) {
 		names[i] = string(t)
 	}
 	root.Properties = map[string]*jsonschema.Schema{
-		"id":         {Type: "string", Format: "uuid", Description: "Unique id of the event."},
-		"seq":        {Type: "integer", Minimum: ptr(1.0), Description: "The event's number in its session: 1, 2, 3, … with no gap."},
-		"type":       {Type: "string", Enum: names, Description: "The event type; it says which payload follows."},
-		"timestamp":  {Type: "string", Format: "date-time", Description: "When the session's hub stamped the event (RFC 3339, UTC)."},
-		"session_id": {Type: "string"},
-		"run_id":     {Type: "string"},
-		"agent_id":   {Type: "string"},
-		"lane":       {Ref: "#/$defs/Lane"},
-		"payload":    {Type: "object"},
+		"id":             {Type: "string", Format: "uuid", Description: "Unique id of the event."},
+		"seq":            {Type: "integer", Minimum: ptr(1.0), Description: "The event's number in its session: 1, 2, 3, … with no gap."},
+		"type":           {Type: "string", Enum: names, Description: "The event type; it says which payload follows."},
+		"timestamp":      {Type: "string", Format: "date-time", Description: "When the session's hub stamped the event (RFC 3339, UTC)."},
+		"session_id":     {Type: "string"},
+		"run_id":         {Type: "string"},
+		"agent_id":       {Type: "string"},
+		"correlation_id": {Type: "string", Description: "The id of the request whose work the event is: the X-Request-Id (or generated id) of the request that started the run. Absent on events of no run."},
+		"lane":           {Ref: "#/$defs/Lane"},
+		"payload":        {Type: "object"},
 	}
-	root.PropertyOrder = []string{"id", "seq", "type", "timestamp", "session_id", "run_id", "agent_id", "lane", "payload"}
-	root.Required = root.PropertyOrder
+	root.PropertyOrder = []string{"id", "seq", "type", "timestamp", "session_id", "run_id", "agent_id", "correlation_id", "lane", "payload"}
+	root.Required = []string{"id", "seq", "type", "timestamp", "session_id", "run_id", "agent_id", "lane", "payload"}
 	root.AdditionalProperties = falseSchema()
 	for _, t := range types {
 		p, _ := t.NewPayload()

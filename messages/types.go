@@ -117,6 +117,14 @@ const (
 	ApprovalSignatureAdded EventType = "approval_signature_added"
 )
 
+// Issue 32: the request a run answers, each model request, and a running
+// tool call's progress.
+const (
+	RequestReceived  EventType = "request_received"
+	TurnStarted      EventType = "turn_started"
+	ToolCallProgress EventType = "tool_call_progress"
+)
+
 // StreamRole says how an event type relates to the lifecycle of the stream
 // (lane) it is published on. The invariant checker in testkit and
 // docs/events.md are both driven by it.
@@ -218,7 +226,8 @@ var specList = []spec{
 	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last."},
 	{RunError, RoleCloses, func() Payload { return new(RunErrorPayload) }, "Terminal: the run failed, was aborted or was interrupted. `code` says which."},
 	{RunAbortRequested, RoleWithin, func() Payload { return new(RunAbortRequestedPayload) }, "On the run lane: an abort was accepted. It is journaled (fsynced) before the abort is answered, so the run's terminal event is run_error{code: aborted} even if the server restarts before the run has stopped. At most once per run, before its terminal event."},
-	{RunRewound, RoleWithin, func() Payload { return new(RunRewoundPayload) }, "Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run)."},
+	{RunRewound, RoleWithin, func() Payload { return new(RunRewoundPayload) }, "Right after run_started and request_received of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run)."},
+	{RequestReceived, RoleWithin, func() Payload { return new(RequestReceivedPayload) }, "The request the run answers: its tenant and its question cut to 200 characters (`truncated`: \"…\" was added). On the run lane, the first event after run_started, once per run (not again when the run is resumed after a restart)."},
 	{PlanningStarted, RoleOpens, func() Payload { return new(PlanningStartedPayload) }, "The director began planning. Opens the director lane."},
 	{PlanProposed, RoleCloses, func() Payload { return new(PlanProposedPayload) }, "The director produced a valid plan (a DAG of nodes) and its waves. Closes the director lane."},
 	{PlanningFailed, RoleCloses, func() Payload { return new(PlanningFailedPayload) }, "The director could not produce a valid plan. Closes the director lane."},
@@ -240,6 +249,8 @@ var specList = []spec{
 	{ReasoningDelta, RoleWithin, func() Payload { return new(ReasoningDeltaPayload) }, "A fragment of an agent's reasoning."},
 	{ToolCallStarted, RoleWithin, func() Payload { return new(ToolCallStartedPayload) }, "The model asked for a tool call (every call of its turn, before any runs; awaits_approval: it waits for a human first)."},
 	{ToolCallFinished, RoleWithin, func() Payload { return new(ToolCallFinishedPayload) }, "A tool call returned (or was rejected); pairs with tool_call_started by call_id."},
+	{ToolCallProgress, RoleWithin, func() Payload { return new(ToolCallProgressPayload) }, "A running tool call reported how far it has got (an MCP server's notifications/progress, or a Go tool's tool.ReportProgress): progress of total (absent: unknown) and a message, on the calling agent's lane between the call's tool_call_started and tool_call_finished. At most one per call every 250 ms (the engine's ProgressInterval); reports in between are coalesced, the latest going out when the interval ends."},
+	{TurnStarted, RoleWithin, func() Payload { return new(TurnStartedPayload) }, "Right before each model request, on the lane of the agent it is for: the model, the turn and the attempt (role: a turn made on the lane's behalf, an advisor's check). The turn's token_usage follows when the model has answered."},
 	{File, RoleWithin, func() Payload { return new(FilePayload) }, "An agent wrote a file of its run's workspace (the built-in workspace.write tool): its path, size and content, on the writing agent's lane (the envelope's `lane.stream_id`, `lane.depth` and `agent_id`), between the call's tool_call_started and tool_call_finished."},
 	{TokenUsage, RoleWithin, func() Payload { return new(TokenUsagePayload) }, "Tokens used by one model turn of the lane's agent."},
 	{AgentRestarted, RoleWithin, func() Payload { return new(AgentRestartedPayload) }, "The lane's agent panicked and was restarted by its supervisor; partial output of the failed attempt is discarded."},

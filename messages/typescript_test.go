@@ -44,6 +44,8 @@ export interface EnvelopeBase {
   session_id: string;
   run_id: string;
   agent_id: string;
+  /** The id of the request whose work the event is (absent: no run). */
+  correlation_id?: string;
   lane: Lane;
 }
 

@@ -110,6 +110,14 @@ const (
 	// (answered or cancelled) or expired before the run's terminal event: a
 	// run that ended leaves no question open for anyone to answer.
 	RuleInterruptsClosed = "interrupts-closed"
+	// RuleRequestReceived: request_received comes at most once per run,
+	// on the run lane, as the run's second event (right after
+	// run_started).
+	RuleRequestReceived = "request-received"
+	// RuleToolProgress: tool_call_progress names a call of its lane whose
+	// tool_call_started came earlier and whose tool_call_finished has not
+	// come yet.
+	RuleToolProgress = "tool-progress"
 	// RuleSchema: every event validates against the catalogue's JSON Schema
 	// (messages.EventSchema). ValidateSchema checks it, apart from Check:
 	// a schema validation costs more than all the other rules together.
@@ -123,7 +131,7 @@ func Rules() []string {
 		RuleStreamLifecycle, RuleStreamsClosed, RuleNestedLanes, RuleLaneDepth, RuleLaneShape,
 		RulePlanGate, RuleDAGOrder, RuleWaveOrder, RulePayloadConsistency,
 		RuleCostEstimate, RuleTeamOrder, RuleDebateOrder, RuleSpawn, RuleSteering, RuleAdvisorOrder, RuleCitations,
-		RuleAbort, RuleSignatures, RuleInterruptsClosed, RuleSchema,
+		RuleAbort, RuleSignatures, RuleInterruptsClosed, RuleRequestReceived, RuleToolProgress, RuleSchema,
 	}
 }
 
@@ -254,6 +262,11 @@ type runState struct {
 	// expired: the seq each was raised at, by id.
 	open map[string]uint64
 
+	// events counts the run's events seen; requestSeq is the seq of its
+	// request_received (0: none seen).
+	events     int
+	requestSeq uint64
+
 	citations []messages.Citation
 	// citeFirst is the number the first citation_added seen must have: 1,
 	// or whatever it is in a run that began before the window; 0 before any.
@@ -316,6 +329,9 @@ type streamState struct {
 	debate      *debateState // a debate node's lane
 	halt        haltState    // an agent lane after an advisor halt
 	steerWarned bool         // a steering lane carried warning{code: steering_rejected}
+	// calls are the tool calls of the lane by call id: true from their
+	// tool_call_started to their tool_call_finished, false after.
+	calls map[string]bool
 }
 
 type nodePhase uint8
@@ -431,6 +447,7 @@ func (c *checker) event(env *messages.Envelope) {
 		return
 	}
 	r.lastSeq = env.Seq
+	r.events++
 	if r.ended {
 		c.report(env.Seq, r.id, RuleTerminalOnceLast, "%s after the run's terminal event at seq %d", env.Type, r.endSeq)
 		return
@@ -555,7 +572,8 @@ func (c *checker) laneShape(r *runState, env *messages.Envelope) messages.Lane {
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload, *messages.RunFinishedPayload, *messages.RunErrorPayload,
 		*messages.PlanApprovedPayload, *messages.PlanRejectedPayload, *messages.ReplanAttemptPayload,
-		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload, *messages.RunAbortRequestedPayload:
+		*messages.RunCostEstimatePayload, *messages.CitationAddedPayload, *messages.RunAbortRequestedPayload,
+		*messages.RequestReceivedPayload:
 		want = runLane
 	case *messages.WaveStartedPayload:
 		return c.waveLane(r, env, p.Team)
@@ -833,9 +851,9 @@ func (c *checker) laneRules(r *runState, env *messages.Envelope, st *streamState
 	if isSteeringStream(st.lane.StreamID) {
 		switch env.Type {
 		case messages.SteeringReceived, messages.SteeringApplied, messages.SteeringRejected,
-			messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage, messages.Warning:
+			messages.TurnStarted, messages.TextDelta, messages.ReasoningDelta, messages.TokenUsage, messages.Warning:
 		default:
-			c.report(env.Seq, r.id, RuleSteering, "%s on steering lane %q, which carries only steering_*, text_delta, reasoning_delta, token_usage and warning",
+			c.report(env.Seq, r.id, RuleSteering, "%s on steering lane %q, which carries only steering_*, turn_started, text_delta, reasoning_delta, token_usage and warning",
 				env.Type, st.lane.StreamID)
 		}
 	}
@@ -879,6 +897,14 @@ func failureClose(env *messages.Envelope) bool {
 	return false
 }
 
+// call records that tool call id of the lane is running (or ended).
+func (st *streamState) call(id string, running bool) {
+	if st.calls == nil {
+		st.calls = make(map[string]bool)
+	}
+	st.calls[id] = running
+}
+
 // payload applies the event's meaning for the run: plan, waves, nodes,
 // teams, debates, steering, citations, terminal. st is the event's stream.
 func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) {
@@ -886,6 +912,27 @@ func (c *checker) payload(r *runState, env *messages.Envelope, st *streamState) 
 	case *messages.PlanProposedPayload:
 		c.planProposed(r, env, p.Plan, p.Waves)
 		r.costDue = true
+	case *messages.RequestReceivedPayload:
+		switch {
+		case r.requestSeq != 0:
+			c.report(env.Seq, r.id, RuleRequestReceived, "request_received again; the run's was at seq %d", r.requestSeq)
+		case !r.truncated && r.events != 2:
+			c.report(env.Seq, r.id, RuleRequestReceived, "request_received is event %d of the run; it comes right after run_started", r.events)
+		}
+		r.requestSeq = env.Seq
+	case *messages.ToolCallStartedPayload:
+		st.call(p.CallID, true)
+	case *messages.ToolCallFinishedPayload:
+		st.call(p.CallID, false)
+	case *messages.ToolCallProgressPayload:
+		// A lane opened before the window may have started the call there.
+		if running, seen := st.calls[p.CallID]; !running && (seen || st.openSeq != 0) {
+			what := "before its tool_call_started"
+			if seen {
+				what = "after its tool_call_finished"
+			}
+			c.report(env.Seq, r.id, RuleToolProgress, "tool_call_progress of call %q on lane %q %s", p.CallID, st.lane.StreamID, what)
+		}
 	case *messages.RunRewoundPayload:
 		// A rewound run starts from its source's plan, already approved,
 		// with the nodes of earlier waves completed (they have no lanes here).

@@ -97,6 +97,17 @@ func emit(run messages.RunID, lane messages.Lane, p messages.Payload) messages.E
 	return messages.Emit{RunID: run, AgentID: string(lane.StreamID), Lane: lane, Payload: p}
 }
 
+// withRequestAndProgress is validRun with its request_received and two
+// progress reports of node a's delegate call.
+func withRequestAndProgress(id messages.RunID) []messages.Emit {
+	em := validRun(id)
+	em = slices.Insert(em, 1, emit(id, runLane, messages.NewRequestReceived("acme", "Why?")))
+	i := slices.IndexFunc(em, func(e messages.Emit) bool { return e.Payload.EventType() == messages.ToolCallFinished })
+	return slices.Insert(em, i,
+		emit(id, nodeLane("a"), messages.NewToolCallProgress("c1", "delegate", 1, 0, "digging")),
+		emit(id, nodeLane("a"), messages.NewToolCallProgress("c1", "delegate", 2, 3, "")))
+}
+
 // validRun is a complete successful run: a plan of three nodes in two
 // waves (c depends on a and b), a sub-agent delegated from a, an interrupt
 // on b, and synthesis.
@@ -233,6 +244,7 @@ func TestCheck_Valid(t *testing.T) {
 		{"planning failed", planningFailed},
 		{"plan rejected", rejected},
 		{"interleaved runs", interleave(validRun("r1"), failedRun("r2", true), validRun("r3"), planningFailed, rejected)},
+		{"request received, tool progress", withRequestAndProgress("r7")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -589,6 +601,50 @@ func TestCheck_Violations(t *testing.T) {
 			},
 			partial: true,
 			rule:    testkit.RuleSeqGapless,
+		},
+		{
+			name: "request_received twice",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := withRequestAndProgress("r1")
+				return stamp(slices.Insert(em, 2, em[1]))
+			},
+			rule: testkit.RuleRequestReceived,
+		},
+		{
+			name: "request_received after other events",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := validRun("r1")
+				i := index(t, em, messages.PlanApproved, messages.RunStream)
+				return stamp(slices.Insert(em, i+1, emit("r1", runLane, messages.NewRequestReceived("t", "Why?"))))
+			},
+			rule: testkit.RuleRequestReceived,
+		},
+		{
+			name: "tool_call_progress before its tool_call_started",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := validRun("r1")
+				i := index(t, em, messages.ToolCallStarted, nodeLane("a").StreamID)
+				return stamp(slices.Insert(em, i, emit("r1", nodeLane("a"), messages.NewToolCallProgress("c1", "delegate", 1, 2, ""))))
+			},
+			rule: testkit.RuleToolProgress,
+		},
+		{
+			name: "tool_call_progress after its tool_call_finished",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := validRun("r1")
+				i := index(t, em, messages.ToolCallFinished, nodeLane("a").StreamID)
+				return stamp(slices.Insert(em, i+1, emit("r1", nodeLane("a"), messages.NewToolCallProgress("c1", "delegate", 1, 2, ""))))
+			},
+			rule: testkit.RuleToolProgress,
+		},
+		{
+			name: "tool_call_progress of another lane's call",
+			events: func(t *testing.T) []*messages.Envelope {
+				em := validRun("r1")
+				i := index(t, em, messages.ToolCallStarted, nodeLane("a").StreamID)
+				return stamp(slices.Insert(em, i+1, emit("r1", nodeLane("b"), messages.NewToolCallProgress("c1", "delegate", 1, 2, ""))))
+			},
+			rule: testkit.RuleToolProgress,
 		},
 		{
 			name: "partial window still checks the lanes it sees open",

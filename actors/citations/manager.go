@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -25,12 +26,12 @@ type Manager struct {
 	cites []messages.Citation
 }
 
-// Add cites rawURL, normalised. A URL seen before keeps its number, title,
-// first agent and access path: Add then returns the receiver unchanged and
-// the existing number. A new URL gets the next number (1-based, in
+// Add cites rawURL, normalised, seen by agentID at seenAt. A URL seen
+// before keeps its number, title, first agent, first time and access path:
+// Add then returns the receiver unchanged and the existing number. A new URL gets the next number (1-based, in
 // first-seen order). title and accessedVia are trimmed of surrounding white
 // space. The error is Normalize's.
-func (m Manager) Add(rawURL, title, agentID, accessedVia string) (Manager, int, error) {
+func (m Manager) Add(rawURL, title, agentID, accessedVia string, seenAt time.Time) (Manager, int, error) {
 	u, err := Normalize(rawURL)
 	if err != nil {
 		return m, 0, err
@@ -43,6 +44,7 @@ func (m Manager) Add(rawURL, title, agentID, accessedVia string) (Manager, int, 
 		URL:         u,
 		Title:       strings.TrimSpace(title),
 		FirstSeenBy: agentID,
+		FirstSeenAt: seenAt.UTC(),
 		AccessedVia: strings.TrimSpace(accessedVia),
 	}
 	return m.with(c), c.Number, nil
@@ -118,7 +120,8 @@ func (m Manager) Len() int { return len(m.cites) }
 
 // Merge returns a Manager holding m's citations, then other's that m does
 // not hold, in other's order, numbered after m's. A URL both hold keeps m's
-// number, title and first agent.
+// number, title, first agent and first time (first_seen_by and
+// first_seen_at always describe the same sighting).
 func (m Manager) Merge(other Manager) Manager {
 	var added []messages.Citation
 	for _, c := range other.cites {

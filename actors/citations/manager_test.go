@@ -4,15 +4,21 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// add calls m.Add and fails the test on error.
+// t0 is when add's sources are seen: the n-th add of a test (from 1)
+// sees its source at t0 plus n seconds (addAt gives the time).
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// add calls m.Add, seen at t0 plus m.Len()+1 seconds, and fails the test
+// on error.
 func add(t *testing.T, m citations.Manager, url, title, agent string) (citations.Manager, int) {
 	t.Helper()
-	m, n, err := m.Add(url, title, agent, "tool")
+	m, n, err := m.Add(url, title, agent, "tool", t0.Add(time.Duration(m.Len()+1)*time.Second))
 	if err != nil {
 		t.Fatalf("Add(%q): %v", url, err)
 	}
@@ -35,9 +41,9 @@ func TestManager_Add(t *testing.T) {
 	var m citations.Manager
 	m, n1 := add(t, m, "https://Example.com/a/", "Page A", "n001")
 	m, n2 := add(t, m, "https://example.com/b", "Page B", "n002")
-	// The same page, another spelling, another agent: deduplicated, first
-	// title and agent kept.
-	m2, n3, err := m.Add("HTTPS://example.com:443/a#intro", "Other title", "n003", "memory")
+	// The same page, another spelling, another agent, later: deduplicated,
+	// first title, agent and time kept.
+	m2, n3, err := m.Add("HTTPS://example.com:443/a#intro", "Other title", "n003", "memory", t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +51,8 @@ func TestManager_Add(t *testing.T) {
 		t.Fatalf("numbers %d %d %d, want 1 2 1", n1, n2, n3)
 	}
 	want := []messages.Citation{
-		{Number: 1, URL: "https://example.com/a", Title: "Page A", FirstSeenBy: "n001", AccessedVia: "tool"},
-		{Number: 2, URL: "https://example.com/b", Title: "Page B", FirstSeenBy: "n002", AccessedVia: "tool"},
+		{Number: 1, URL: "https://example.com/a", Title: "Page A", FirstSeenBy: "n001", FirstSeenAt: t0.Add(time.Second), AccessedVia: "tool"},
+		{Number: 2, URL: "https://example.com/b", Title: "Page B", FirstSeenBy: "n002", FirstSeenAt: t0.Add(2 * time.Second), AccessedVia: "tool"},
 	}
 	if got := m2.List(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("List = %+v, want %+v", got, want)
@@ -68,7 +74,7 @@ func TestManager_Add(t *testing.T) {
 func TestManager_AddInvalid(t *testing.T) {
 	t.Parallel()
 	m, _ := add(t, citations.Manager{}, "https://example.com", "", "n001")
-	m2, n, err := m.Add("ftp://example.com", "x", "n001", "")
+	m2, n, err := m.Add("ftp://example.com", "x", "n001", "", t0)
 	if !errors.Is(err, citations.ErrInvalidURL) || n != 0 || m2.Len() != 1 {
 		t.Fatalf("Add(ftp) = %d, %v, len %d", n, err, m2.Len())
 	}
@@ -129,10 +135,10 @@ func TestManager_Merge(t *testing.T) {
 
 	got := a.Merge(b).List()
 	want := []messages.Citation{
-		{Number: 1, URL: "https://example.com/1", Title: "one", FirstSeenBy: "a1", AccessedVia: "tool"},
-		{Number: 2, URL: "https://example.com/2", Title: "two", FirstSeenBy: "a1", AccessedVia: "tool"},
-		{Number: 3, URL: "https://example.com/3", Title: "three", FirstSeenBy: "b1", AccessedVia: "tool"},
-		{Number: 4, URL: "https://example.com/4", Title: "four", FirstSeenBy: "b2", AccessedVia: "tool"},
+		{Number: 1, URL: "https://example.com/1", Title: "one", FirstSeenBy: "a1", FirstSeenAt: t0.Add(1 * time.Second), AccessedVia: "tool"},
+		{Number: 2, URL: "https://example.com/2", Title: "two", FirstSeenBy: "a1", FirstSeenAt: t0.Add(2 * time.Second), AccessedVia: "tool"},
+		{Number: 3, URL: "https://example.com/3", Title: "three", FirstSeenBy: "b1", FirstSeenAt: t0.Add(1 * time.Second), AccessedVia: "tool"},
+		{Number: 4, URL: "https://example.com/4", Title: "four", FirstSeenBy: "b2", FirstSeenAt: t0.Add(3 * time.Second), AccessedVia: "tool"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Merge = %+v\nwant %+v", got, want)

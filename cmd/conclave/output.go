@@ -81,6 +81,9 @@ func (o *plainOutput) finish(*messages.Envelope) error {
 // maxWaveLines caps the wave lines of the status block.
 const maxWaveLines = 10
 
+// maxToolLines bounds the status block's lines of tool progress.
+const maxToolLines = 3
+
 // redrawEvery throttles the terminal's status block to about 10 redraws a second.
 const redrawEvery = 100 * time.Millisecond
 
@@ -405,6 +408,17 @@ func formatStatusNames(st status, elapsed time.Duration, color bool, names [6]st
 		}
 		count(w.Skipped, names[5], sgrYellow)
 		lines = append(lines, b.String())
+	}
+	// The running tool calls' progress, at most maxToolLines of them.
+	for i, t := range st.Tools {
+		if i == maxToolLines {
+			lines = append(lines, colorize(sgrDim, fmt.Sprintf("  (+%d more tool calls)", len(st.Tools)-i), color))
+			break
+		}
+		if width > 0 {
+			t = fit(t, max(1, width-2), false)
+		}
+		lines = append(lines, colorize(sgrCyan, "  "+t, color))
 	}
 	if n := len(st.Waiting); n > 0 {
 		more := ""

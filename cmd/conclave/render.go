@@ -42,6 +42,16 @@ type renderer struct {
 	// come yet, not shown.
 	asking   string
 	answered map[string]bool
+	// tools are the running tool calls that reported progress, in the
+	// order they first did, with their latest report.
+	tools []toolLine
+}
+
+// toolLine is a running tool call's latest progress report.
+type toolLine struct {
+	lane messages.StreamID
+	call string
+	text string
 }
 
 type nodeStatus int
@@ -104,6 +114,9 @@ type status struct {
 	Spend string
 	// Waiting describes the interrupts waiting for a human, oldest first.
 	Waiting []string
+	// Tools are the running tool calls' latest progress reports ("n001
+	// search [######----] 2/3 reading source 2 of 3"), oldest call first.
+	Tools []string
 }
 
 func newRenderer(run messages.RunID) *renderer {
@@ -249,7 +262,12 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		add(noteWarn, "warning from %s: %s: %s", env.AgentID, p.Code, p.Message)
 	case *messages.FilePayload:
 		add(noteInfo, "%s wrote %s (%d bytes)", env.AgentID, p.Path, p.Size)
+	case *messages.ToolCallProgressPayload:
+		text := toolProgressLine(env.AgentID, p)
+		r.setTool(env.Lane.StreamID, p.CallID, text)
+		add(noteInfo, "%s", text)
 	case *messages.ToolCallFinishedPayload:
+		r.setTool(env.Lane.StreamID, p.CallID, "")
 		if p.IsError {
 			add(noteWarn, "tool %s of %s failed after %s: %s", p.Tool, env.AgentID, p.DurationDisplay, p.Result)
 		}
@@ -382,6 +400,9 @@ func (r *renderer) Status() status {
 			st.Waiting = append(st.Waiting, r.interrupts[id])
 		}
 	}
+	for _, t := range r.tools {
+		st.Tools = append(st.Tools, t.text)
+	}
 	for w, nodes := range r.waves {
 		c := &st.Waves[w]
 		c.Wave = w
@@ -403,6 +424,39 @@ func (r *renderer) Status() status {
 		}
 	}
 	return st
+}
+
+// setTool records the latest progress of call on lane ("": the call
+// ended).
+func (r *renderer) setTool(lane messages.StreamID, call, text string) {
+	i := slices.IndexFunc(r.tools, func(t toolLine) bool { return t.lane == lane && t.call == call })
+	switch {
+	case i >= 0 && text == "":
+		r.tools = slices.Delete(r.tools, i, i+1)
+	case i >= 0:
+		r.tools[i].text = text
+	case text != "":
+		r.tools = append(r.tools, toolLine{lane: lane, call: call, text: text})
+	}
+}
+
+// toolProgressLine is a progress report for people: "n001 search
+// [######----] 2/3 reading source 2 of 3"; without a total, "n001 search
+// 2 …" and no bar.
+func toolProgressLine(agent string, p *messages.ToolCallProgressPayload) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s ", agent, p.Tool)
+	if p.Total > 0 {
+		const cells = 10
+		done := int(min(max(p.Progress/p.Total, 0), 1) * cells)
+		fmt.Fprintf(&b, "[%s%s] %g/%g", strings.Repeat("#", done), strings.Repeat("-", cells-done), p.Progress, p.Total)
+	} else {
+		fmt.Fprintf(&b, "%g", p.Progress)
+	}
+	if p.Message != "" {
+		b.WriteString(" " + p.Message)
+	}
+	return b.String()
 }
 
 // Summary returns the closing lines: the answer of run_finished, or the

@@ -528,3 +528,39 @@ func TestRenderer_Spend(t *testing.T) {
 		t.Fatalf("a priced run without budget: spend %q", got)
 	}
 }
+
+// TestRenderer_ToolProgress: a running call's progress is a line of the
+// status block (a bar when the total is known) until its
+// tool_call_finished; the plain output logs each report.
+func TestRenderer_ToolProgress(t *testing.T) {
+	t.Parallel()
+	r, notes := feed(t,
+		&messages.RunStartedPayload{Question: "q"},
+		onNode("n001", &messages.ToolCallStartedPayload{CallID: "c1", Tool: "search"}),
+		onNode("n001", messages.NewToolCallProgress("c1", "search", 1, 4, "reading source 1 of 4")),
+		onNode("n002", messages.NewToolCallProgress("c9", "crawl", 7, 0, "")),
+		onNode("n001", messages.NewToolCallProgress("c1", "search", 2, 4, "reading source 2 of 4")),
+	)
+	want := []string{"n001 search [#####-----] 2/4 reading source 2 of 4", "n002 crawl 7"}
+	if got := r.Status().Tools; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("status tools %q, want %q", got, want)
+	}
+	if !strings.Contains(texts(notes), "n001 search [##--------] 1/4 reading source 1 of 4\n") {
+		t.Errorf("progress lines:\n%s", texts(notes))
+	}
+	lines := formatStatus(r.Status(), 0, false)
+	if !strings.Contains(strings.Join(lines, "\n"), "  n001 search [#####-----] 2/4 reading source 2 of 4\n  n002 crawl 7") {
+		t.Errorf("status block:\n%s", strings.Join(lines, "\n"))
+	}
+	r.Event(nil, &messages.Envelope{RunID: "r1", Type: messages.ToolCallFinished, Lane: nodeLane("n001"), AgentID: "n001",
+		Payload: &messages.ToolCallFinishedPayload{CallID: "c1", Tool: "search", Result: "ok"}})
+	if got := r.Status().Tools; len(got) != 1 || got[0] != "n002 crawl 7" {
+		t.Errorf("after the call finished: %q", got)
+	}
+	// Many calls: at most maxToolLines lines, then how many more.
+	st := status{Phase: "wave 0", Tools: []string{"a", "b", "c", "d", "e"}}
+	lines = formatStatus(st, 0, false)
+	if got := strings.Join(lines, "\n"); !strings.Contains(got, "  c\n  (+2 more tool calls)") || strings.Contains(got, "  d") {
+		t.Errorf("many tools:\n%s", got)
+	}
+}

@@ -9,6 +9,7 @@ export type EventType =
   | "run_error"
   | "run_abort_requested"
   | "run_rewound"
+  | "request_received"
   | "planning_started"
   | "plan_proposed"
   | "planning_failed"
@@ -30,6 +31,8 @@ export type EventType =
   | "reasoning_delta"
   | "tool_call_started"
   | "tool_call_finished"
+  | "tool_call_progress"
+  | "turn_started"
   | "file"
   | "token_usage"
   | "agent_restarted"
@@ -74,6 +77,8 @@ export interface EnvelopeBase {
   session_id: string;
   run_id: string;
   agent_id: string;
+  /** The id of the request whose work the event is (absent: no run). */
+  correlation_id?: string;
   lane: Lane;
 }
 
@@ -84,6 +89,7 @@ export interface EventPayloads {
   run_error: RunErrorPayload;
   run_abort_requested: RunAbortRequestedPayload;
   run_rewound: RunRewoundPayload;
+  request_received: RequestReceivedPayload;
   planning_started: PlanningStartedPayload;
   plan_proposed: PlanProposedPayload;
   planning_failed: PlanningFailedPayload;
@@ -105,6 +111,8 @@ export interface EventPayloads {
   reasoning_delta: ReasoningDeltaPayload;
   tool_call_started: ToolCallStartedPayload;
   tool_call_finished: ToolCallFinishedPayload;
+  tool_call_progress: ToolCallProgressPayload;
+  turn_started: TurnStartedPayload;
   file: FilePayload;
   token_usage: TokenUsagePayload;
   agent_restarted: AgentRestartedPayload;
@@ -193,7 +201,7 @@ export interface RunAbortRequestedPayload {
   reason: string;
 }
 
-/** Right after run_started of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run). */
+/** Right after run_started and request_received of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run). */
 export interface RunRewoundPayload {
   from: string;
   wave: number;
@@ -201,6 +209,13 @@ export interface RunRewoundPayload {
   plan: Plan;
   waves: string[][] | null;
   reused: ReusedNode[] | null;
+}
+
+/** The request the run answers: its tenant and its question cut to 200 characters (`truncated`: "…" was added). On the run lane, the first event after run_started, once per run (not again when the run is resumed after a restart). */
+export interface RequestReceivedPayload {
+  tenant?: string;
+  message: string;
+  truncated?: boolean;
 }
 
 /** The director began planning. Opens the director lane. */
@@ -359,6 +374,23 @@ export interface ToolCallFinishedPayload {
   display_name: string;
   duration_ms: number;
   duration_display: string;
+}
+
+/** A running tool call reported how far it has got (an MCP server's notifications/progress, or a Go tool's tool.ReportProgress): progress of total (absent: unknown) and a message, on the calling agent's lane between the call's tool_call_started and tool_call_finished. At most one per call every 250 ms (the engine's ProgressInterval); reports in between are coalesced, the latest going out when the interval ends. */
+export interface ToolCallProgressPayload {
+  call_id: string;
+  tool: string;
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** Right before each model request, on the lane of the agent it is for: the model, the turn and the attempt (role: a turn made on the lane's behalf, an advisor's check). The turn's token_usage follows when the model has answered. */
+export interface TurnStartedPayload {
+  model: string;
+  turn: number;
+  role?: string;
+  attempt?: number;
 }
 
 /** An agent wrote a file of its run's workspace (the built-in workspace.write tool): its path, size and content, on the writing agent's lane (the envelope's `lane.stream_id`, `lane.depth` and `agent_id`), between the call's tool_call_started and tool_call_finished. */
@@ -582,6 +614,7 @@ export interface CitationAddedPayload {
   url: string;
   title?: string;
   first_seen_by: string;
+  first_seen_at?: string;
   accessed_via?: string;
 }
 
@@ -660,6 +693,8 @@ export interface Scenario {
   synthesis_tokens?: number;
   token_delay_ms?: number;
   tools_per_node?: number;
+  tool_progress_steps?: number;
+  tool_step_ms?: number;
   subagents_per_node?: number;
   fail_nodes?: string[] | number;
   panic_nodes?: string[] | number;
@@ -701,6 +736,7 @@ export interface Citation {
   url: string;
   title?: string;
   first_seen_by: string;
+  first_seen_at?: string;
   accessed_via?: string;
 }
 

@@ -113,6 +113,44 @@ const scenarios = {
     await page.context().close();
   },
 
+  // A long tool call's progress (tool_call_progress) is a bar on the call in its lane while it runs; its
+  // result replaces it. The lane shows its model turn (turn_started), the head the run's request
+  // (correlation_id), the sources when they were first seen (first_seen_at).
+  async toolprogress({ browser, server }) {
+    const page = await newPage(browser);
+    await page.goto(server.url + "/");
+    const runId = await startFromPage(page, {
+      question: "crawl the sources", fields: { nodes: 2, waves: 1, tokens: 4, token_delay_ms: 0, tools_per_node: 1 },
+      extra: { tool_progress_steps: 8, tool_step_ms: 500 },
+    });
+    await page.click('[data-node-id="n001"]');
+    await page.waitForSelector('[data-lane-id="node:n001"] .tool-progress progress', { timeout: 20000 });
+    const bar = await waitFor(async () => {
+      const b = await page.$eval('[data-lane-id="node:n001"] .tool-progress', (el) => ({
+        value: el.querySelector("progress").value, max: el.querySelector("progress").max, text: el.textContent }));
+      return b.value >= 2 && b;
+    }, 20000, "the progress bar to move");
+    assert(bar.max === 8 && /\d\/8 reading source \d of 8/.test(bar.text), `progress bar ${JSON.stringify(bar)}`);
+    await shot(page, "tool-progress", false);
+    // turn_started: the lane says which model turn it is on; the head names the run's request (correlation_id).
+    const usage = await page.$eval('[data-lane-id="node:n001"] header .usage', (el) => el.textContent);
+    assert(/^turn 1 · scripted/.test(usage), `lane header ${JSON.stringify(usage)}`);
+    const stats = await page.$eval(".stats", (el) => el.textContent);
+    const started = (await server.events(runId)).find((e) => e.run_id === runId && e.type === "run_started");
+    assert(started.correlation_id && stats.includes(`request ${started.correlation_id}`), `head ${JSON.stringify(stats)}, run_started ${JSON.stringify(started.correlation_id)}`);
+    await waitStatus(page, "finished", 60000);
+    await page.waitForSelector('[data-lane-id="node:n001"] li.tool:not(:has(.tool-progress))', { timeout: 10000 });
+    // The sources carry when they were first seen (citations' first_seen_at).
+    await page.waitForSelector(".citations li", { timeout: 10000 });
+    const cite = await page.$eval(".citations li", (el) => el.textContent);
+    assert(/first seen by n00\d at /.test(cite), `citation ${JSON.stringify(cite)}`);
+    const reports = (await server.events(runId)).filter((e) => e.run_id === runId && e.type === "tool_call_progress");
+    assert(reports.length >= 2 * 4, `${reports.length} tool_call_progress events for 2 calls of 8 steps 500ms apart`);
+    await checkNoGap(page);
+    assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
+    await page.context().close();
+  },
+
   // The pages on a phone, a small laptop and a desktop: nothing overflows sideways, nothing is cut narrower than
   // its content, the graph stacks above "Waiting for you" on a phone, and "fit" keeps 200 nodes readable.
   async screens({ browser, server }) {

@@ -119,3 +119,36 @@ test("spend against the budget: cost_usd adds up, a turn without one makes the c
   apply(plain, ev("run_started", { question: "q", hitl: "none" }));
   assert.equal(spendText(plain.runs.get("r1")), "spent 0 tokens");
 });
+
+test("tool_call_progress puts the latest report on the running call until its result", () => {
+  const s = started();
+  const l = lane("node:n001");
+  apply(s, ev("node_started", { node_id: "n001", wave: 0, goal: "g" }, l));
+  apply(s, ev("tool_call_started", { call_id: "c1", tool: "search", args: { query: "x" } }, l));
+  apply(s, ev("tool_call_progress", { call_id: "c1", tool: "search", progress: 1, total: 3, message: "reading source 1 of 3" }, l));
+  apply(s, ev("tool_call_progress", { call_id: "c1", tool: "search", progress: 2, total: 3, message: "reading source 2 of 3" }, l));
+  const t = s.runs.get("r1").lanes.get("node:n001").tools.get("c1");
+  assert.deepEqual(t.progress, { progress: 2, total: 3, message: "reading source 2 of 3" });
+  apply(s, ev("tool_call_finished", { call_id: "c1", tool: "search", result: "ok", is_error: false }, l));
+  assert.equal(t.progress, null);
+  assert.equal(t.result, "ok");
+  // A report of an unknown call, or after the result, changes nothing.
+  apply(s, ev("tool_call_progress", { call_id: "c1", tool: "search", progress: 3, total: 3 }, l));
+  apply(s, ev("tool_call_progress", { call_id: "zz", tool: "search", progress: 1 }, l));
+  assert.equal(t.progress, null);
+  assert.equal(s.runs.get("r1").lanes.get("node:n001").tools.size, 1);
+});
+
+test("request_received, turn_started and correlation_id reach the run and its lanes", () => {
+  seq = 0;
+  const s = newSession();
+  apply(s, { ...ev("run_started", { question: "q" }), correlation_id: "req-7" });
+  apply(s, ev("request_received", { tenant: "acme", message: "q" }));
+  const l = lane("node:n001");
+  apply(s, ev("turn_started", { model: "gpt", turn: 2, attempt: 1 }, l));
+  apply(s, ev("turn_started", { model: "judge", turn: 1, role: "advisor" }, l)); // an advisor's check: not the lane's turn
+  const r = s.runs.get("r1");
+  assert.equal(r.correlationId, "req-7");
+  assert.deepEqual(r.request, { tenant: "acme", message: "q" });
+  assert.deepEqual(r.lanes.get("node:n001").turn, { model: "gpt", turn: 2, attempt: 1 });
+});

@@ -503,7 +503,7 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	async := m.asyncTasks()
 	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async+len(m.s.Calls))}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
-		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
+		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k)), Steps: m.s.ToolProgressSteps, StepMS: m.s.ToolStepMS})
 	}
 	for k := 1; k <= m.s.SubagentsPerNode; k++ {
 		c.add(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
@@ -601,7 +601,9 @@ type askArgs struct {
 }
 
 type searchArgs struct {
-	Query string `json:"query"`
+	Query  string `json:"query"`
+	Steps  int    `json:"steps,omitempty"`
+	StepMS int    `json:"step_ms,omitempty"`
 }
 
 type publishArgs struct {

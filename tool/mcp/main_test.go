@@ -115,6 +115,22 @@ func testServer(started func(context.Context), crash func()) *sdk.Server {
 			slices.Sort(env)
 			return text(strings.Join(env, "\n")), nil, nil
 		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "progress", Description: "Reports its progress three times, when asked to."},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ noArgs) (*sdk.CallToolResult, any, error) {
+			token := req.Params.GetProgressToken()
+			if token == nil {
+				return text("no progress token"), nil, nil
+			}
+			for i := 1; i <= 3; i++ {
+				if err := req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+					ProgressToken: token, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
+					return nil, nil, err
+				}
+			}
+			// A token that is not the call's: the client drops it.
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: "other", Progress: 9})
+			return text("reported"), nil, nil
+		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "block", Description: "Blocks until cancelled."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ noArgs) (*sdk.CallToolResult, any, error) {
 			started(ctx)

@@ -29,6 +29,10 @@ type server struct {
 	tools  []string // the remote names of the tools it offers (those adopted at Start)
 	listed []string // every name it listed at Start, adopted or not: a restart compares with these
 
+	// progress maps the progress tokens of this server's calls in flight
+	// to them: a server can report only on its own calls.
+	progress progressTokens
+
 	// mu guards the fields below. It is never held across I/O, nor
 	// while taking Servers.changeMu (notify is called after Unlock).
 	mu       sync.Mutex
@@ -39,11 +43,12 @@ type server struct {
 
 func newServer(s *Servers, sp Spec) *server {
 	log := s.log.With("mcp_server", sp.Name)
-	return &server{
+	v := &server{
 		s: s, spec: sp, name: sp.Name, cfg: &s.cfg, log: log,
-		client: newClient(log, s.cfg.PingInterval),
-		down:   errors.New("not started"),
+		down: errors.New("not started"),
 	}
+	v.client = newClient(log, s.cfg.PingInterval, v.progress.notified)
+	return v
 }
 
 // conn is one connection to the server: an MCP session and, for a stdio
@@ -389,6 +394,20 @@ func (v *server) call(ctx context.Context, remote string, args json.RawMessage) 
 		// The call's execute_tool span, in _meta as the MCP spec's
 		// trace-context convention has it.
 		params.Meta = sdk.Meta{"traceparent": tp}
+	}
+	if tool.WantsProgress(ctx) {
+		// _meta.progressToken asks the server for notifications/progress
+		// of this call; they become the call's progress reports.
+		token, forget := v.progress.add(ctx)
+		if ctx.Done() != nil {
+			// The SDK may hand a notification sent before the answer over
+			// after it: the token lives as long as the call's context
+			// (the engine's ends when the call returns).
+			context.AfterFunc(ctx, forget)
+		} else {
+			defer forget()
+		}
+		params.SetProgressToken(token)
 	}
 	res, err := c.sess.CallTool(cctx, params)
 	if err == nil {

@@ -291,11 +291,14 @@ var clientVersion = func() string {
 	return "devel"
 }()
 
-func newClient(log *slog.Logger, ping time.Duration) *sdk.Client {
+func newClient(log *slog.Logger, ping time.Duration, progress func(*sdk.ProgressNotificationParams)) *sdk.Client {
 	opts := &sdk.ClientOptions{
 		Logger: log,
 		// No roots, sampling or elicitation: Conclave only calls tools.
 		Capabilities: &sdk.ClientCapabilities{},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			progress(req.Params)
+		},
 	}
 	if ping > 0 {
 		opts.KeepAlive = ping

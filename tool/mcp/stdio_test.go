@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ func TestServers_StdioTools(t *testing.T) {
 		defs[d.Name] = d
 	}
 	long := "t." + strings.Repeat("long", 17) + "xy"
-	want := []string{"t.bad_name_", "t.big", "t.block", "t.crash", "t.echo", "t.env", "t.fail", "t.links", long[:tool.MaxNameBytes], "t.plain", "t.wipe"}
+	want := []string{"t.bad_name_", "t.big", "t.block", "t.crash", "t.echo", "t.env", "t.fail", "t.links", long[:tool.MaxNameBytes], "t.plain", "t.progress", "t.wipe"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %q, want %q", names, want)
 	}
@@ -110,6 +111,43 @@ func TestServers_StdioResults(t *testing.T) {
 	}
 	if st := s.Status(); !st[0].Up {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestServers_StdioProgress: a call whose context takes progress reports
+// sends a progressToken in its _meta, and the server's
+// notifications/progress of that token become the call's reports; one of
+// another token is dropped. A call whose context takes none sends no token.
+func TestServers_StdioProgress(t *testing.T) {
+	t.Parallel()
+	s := start(t, stdioConfig(t, newLogRecorder(t), stdioSpec(t, "t")))
+	reports := make(chan tool.Progress, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ctx = tool.WithProgress(ctx, func(p tool.Progress) { reports <- p })
+	res, err := lookup(t, s, "t.progress").Call(ctx, json.RawMessage(`{}`))
+	if err != nil || res.Content != "reported" {
+		t.Fatalf("progress: %+v, %v", res, err)
+	}
+	// The notifications were sent before the answer; the client may hand
+	// them over after it.
+	for i := 1; i <= 3; i++ {
+		select {
+		case p := <-reports:
+			if want := (tool.Progress{Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); p != want {
+				t.Errorf("report %d: %+v, want %+v", i, p, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("report %d never came", i)
+		}
+	}
+	select {
+	case p := <-reports:
+		t.Errorf("a report of another token was taken: %+v", p)
+	default:
+	}
+	if res, err := call(t, s, "t.progress", `{}`); err != nil || res.Content != "no progress token" {
+		t.Errorf("a call without a progress listener: %+v, %v", res, err)
 	}
 }
 

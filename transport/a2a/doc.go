@@ -56,6 +56,9 @@
 //	node_failed/cancelled  empty lastChunk closing the lane's artifact (if open) + status WORKING
 //	node_skipped           status WORKING
 //	tool_call_started/…    status WORKING "<agent> called <tool>", "<agent>: <tool> returned|failed"
+//	tool_call_progress     status WORKING "<agent>: <tool> 40/100 <message>" (no "/100" without a total)
+//	turn_started,          nothing
+//	request_received
 //	agent_restarted        artifact emptied (append false) + status WORKING
 //	warning                status WORKING
 //	subagent_started       status WORKING

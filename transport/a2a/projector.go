@@ -151,6 +151,8 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 			return p.progress(env, fmt.Sprintf("%s: %s failed: %s", env.AgentID, pl.Tool, clip(pl.Result, 200)))
 		}
 		return p.progress(env, fmt.Sprintf("%s: %s returned", env.AgentID, pl.Tool))
+	case *messages.ToolCallProgressPayload:
+		return p.progress(env, toolProgressText(env.AgentID, pl))
 	case *messages.FilePayload:
 		return p.progress(env, fmt.Sprintf("%s wrote %s (%d bytes)", env.AgentID, pl.Path, pl.Size))
 	case *messages.AgentRestartedPayload:
@@ -233,10 +235,23 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 	case *messages.RunErrorPayload:
 		return p.status1(env, errorState(pl.Code), fmt.Sprintf("%s: %s", pl.Code, pl.Message))
 	}
-	// reasoning_delta, token_usage, debate turns and the judge's lane
-	// opening: not part of the task's A2A view (their text is, in the
+	// reasoning_delta, token_usage, turn_started, request_received, debate
+	// turns and the judge's lane opening: not part of the task's A2A view (their text is, in the
 	// lanes' artifacts).
 	return nil
+}
+
+// toolProgressText is a tool call's progress report as a WORKING status:
+// "<agent>: <tool> 40/100 <message>" (no "/total" when it is unknown).
+func toolProgressText(agent string, pl *messages.ToolCallProgressPayload) string {
+	s := fmt.Sprintf("%s: %s %g", agent, pl.Tool, pl.Progress)
+	if pl.Total > 0 {
+		s += fmt.Sprintf("/%g", pl.Total)
+	}
+	if pl.Message != "" {
+		s += " " + pl.Message
+	}
+	return s
 }
 
 // errorState is the task state of a run that ended with run_error.

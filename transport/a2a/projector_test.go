@@ -233,6 +233,24 @@ func TestProjector_Mapping(t *testing.T) {
 				return s.node("n001", &messages.ToolCallStartedPayload{CallID: "c1", Tool: "search", Args: toolArgs})
 			},
 			[]string{`status WORKING "n001 called search"`}, a2a.StateWorking},
+		{"tool_call_progress", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", messages.NewToolCallProgress("c1", "search", 40, 100, "page 40"))
+			},
+			[]string{`status WORKING "n001: search 40/100 page 40"`}, a2a.StateWorking},
+		{"tool_call_progress without total", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", messages.NewToolCallProgress("c1", "search", 2.5, 0, ""))
+			},
+			[]string{`status WORKING "n001: search 2.5"`}, a2a.StateWorking},
+		{"turn_started", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.TurnStartedPayload{Model: "m", Turn: 1, Attempt: 1})
+			},
+			[]string{}, a2a.StateWorking},
+		{"request_received", started,
+			func(s *script) *messages.Envelope { return s.run(messages.NewRequestReceived("acme", "why?")) },
+			[]string{}, a2a.StateWorking},
 		{"tool_call_finished", started,
 			func(s *script) *messages.Envelope {
 				return s.node("n001", &messages.ToolCallFinishedPayload{CallID: "c1", Tool: "search", Result: "ok"})

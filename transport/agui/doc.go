@@ -49,7 +49,10 @@
 //	tool_call_started    close lane messages; TOOL_CALL_START{parentMessageId} + TOOL_CALL_ARGS + TOOL_CALL_END
 //	                     (the model's request, as in an AG-UI assistant message: not that it runs; see below)
 //	tool_call_finished   TOOL_CALL_RESULT{role:"tool"} (metadata.conclave.isError on errors)
-//	token_usage, warning, agent_restarted   CUSTOM (agent_restarted first closes the lane's messages)
+//	tool_call_progress   CUSTOM conclave.tool_call_progress {call_id,tool,progress,total,message,toolCallId}
+//	                     (AG-UI 1.0 has no tool progress event; toolCallId is the TOOL_CALL_START's)
+//	token_usage, warning, agent_restarted,  CUSTOM (agent_restarted first closes the lane's messages)
+//	turn_started, request_received
 //	node_progress, synthesis_progress,      CUSTOM
 //	node_compacting
 //	interrupt_raised     CUSTOM; the lane is parked (node_approval: STATE_DELTA awaiting_approval)

@@ -324,6 +324,10 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 			r.Metadata = Metadata{"conclave": map[string]any{"isError": true}}
 		}
 		dst = append(dst, r)
+	case *messages.ToolCallProgressPayload:
+		// AG-UI has no tool progress event: CUSTOM, naming the call by its
+		// AG-UI toolCallId as well.
+		dst = append(dst, custom(ts, p.laneOf(env), env.Type, toolProgressValue{pl, p.ToolCallID(env.Lane.StreamID, pl.CallID)}))
 	case *messages.TokenUsagePayload:
 		dst = append(dst, custom(ts, p.laneOf(env), env.Type, pl))
 	case *messages.AgentRestartedPayload:
@@ -388,6 +392,13 @@ func (p *Projector) Apply(dst []Event, env *messages.Envelope) []Event {
 		}
 	}
 	return dst
+}
+
+// toolProgressValue is the value of CUSTOM conclave.tool_call_progress:
+// the payload, and the toolCallId of the TOOL_CALL_START it is about.
+type toolProgressValue struct {
+	*messages.ToolCallProgressPayload
+	ToolCallID string `json:"toolCallId"`
 }
 
 // runStartedValue is the value of CUSTOM conclave.run_started.

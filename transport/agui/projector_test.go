@@ -89,6 +89,11 @@ func summary(evs []agui.Event) []string {
 		switch m["type"] {
 		case "CUSTOM":
 			s += " " + str("name")
+			if v, ok := m["value"].(map[string]any); ok {
+				if id, ok := v["toolCallId"].(string); ok {
+					s += " " + strings.TrimPrefix(id, "r1/")
+				}
+			}
 		case "STEP_STARTED", "STEP_FINISHED":
 			s += " " + str("stepName")
 		case "STATE_DELTA":
@@ -146,7 +151,9 @@ func TestProjector_Mapping(t *testing.T) {
 	}{
 		{"run and planning", nil, []step{
 			{runLane, &messages.RunStartedPayload{Question: "q"}, []string{"CUSTOM conclave.run_started"}},
+			{runLane, messages.NewRequestReceived("acme", "q"), []string{"CUSTOM conclave.request_received"}},
 			{director, &messages.PlanningStartedPayload{Question: "q"}, []string{"SUBAGENT_STARTED@director"}},
+			{director, &messages.TurnStartedPayload{Model: "m", Turn: 1, Attempt: 1}, []string{"CUSTOM@director conclave.turn_started"}},
 			{director, &messages.ReasoningDeltaPayload{Delta: "hm"}, []string{"REASONING_START@director m1", "REASONING_MESSAGE_START@director m1", "REASONING_MESSAGE_CONTENT@director m1"}},
 			{director, &messages.TextDeltaPayload{Delta: "{"}, []string{"REASONING_MESSAGE_END@director m1", "REASONING_END@director m1", "TEXT_MESSAGE_START@director m2", "TEXT_MESSAGE_CONTENT@director m2"}},
 			{director, &messages.TokenUsagePayload{Model: "m", Turn: 1}, []string{"CUSTOM@director conclave.token_usage"}},
@@ -178,6 +185,7 @@ func TestProjector_Mapping(t *testing.T) {
 			{nodeLane("n2"), &messages.TextDeltaPayload{Delta: "c"}, []string{"TEXT_MESSAGE_CONTENT@node:n2 m2"}},
 			{nodeLane("n1"), &messages.ToolCallStartedPayload{CallID: "c1", Tool: "search", Args: json.RawMessage(`{"query":"x"}`)},
 				[]string{"TEXT_MESSAGE_END@node:n1 m3", "TOOL_CALL_START@node:n1 node:n1#c1", "TOOL_CALL_ARGS@node:n1 node:n1#c1", "TOOL_CALL_END@node:n1 node:n1#c1"}},
+			{nodeLane("n1"), messages.NewToolCallProgress("c1", "search", 1, 2, "half"), []string{"CUSTOM@node:n1 conclave.tool_call_progress node:n1#c1"}},
 			{nodeLane("n1"), &messages.ToolCallFinishedPayload{CallID: "c1", Tool: "search", Result: "found"}, []string{"TOOL_CALL_RESULT@node:n1 node:n1#c1"}},
 			{nodeLane("n1"), &messages.WarningPayload{Code: "w", Message: "careful"}, []string{"CUSTOM@node:n1 conclave.warning"}},
 			{nodeLane("n1"), &messages.TextDeltaPayload{Delta: "d"}, []string{"TEXT_MESSAGE_START@node:n1 m4", "TEXT_MESSAGE_CONTENT@node:n1 m4"}},

@@ -113,8 +113,11 @@ export class LanesView {
     p.title.textContent = l.title + (l.agent && l.agent !== l.title ? ` · ${l.agent}` : "");
     p.outcome.textContent = l.open ? "running" : l.outcome;
     p.outcome.dataset.outcome = l.open ? "running" : l.outcome;
-    p.usage.textContent = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out`
+    const used = l.usage.input_tokens || l.usage.output_tokens ? `${fmt(l.usage.input_tokens)} in / ${fmt(l.usage.output_tokens)} out`
       : l.progress ? `reading its prompt: ${fmt(l.progress.processed)} of ${fmt(l.progress.total)}` : "";
+    // turn_started: the model turn the lane is on (attempt when restarted).
+    const turn = l.turn ? `turn ${l.turn.turn}${l.turn.attempt > 1 ? ` (attempt ${l.turn.attempt})` : ""} · ${l.turn.model}` : "";
+    p.usage.textContent = [turn, used].filter(Boolean).join(" · ");
     if (l.reasoning) {
       p.rdet.hidden = false;
       p.rsum.textContent = `reasoning (${fmt(l.reasoning.length)} chars)`;
@@ -127,10 +130,21 @@ export class LanesView {
       p.tools.replaceChildren(...[...l.tools.values()].slice(-MAX_CHILDREN).map((t) =>
         h("li", { class: t.isError ? "tool error" : "tool", dataset: { callId: t.id } },
           h("code", null, `${t.tool}(${t.args === null || t.args === undefined ? "" : tail(JSON.stringify(t.args), 300)})`),
-          t.result === null ? h("span", { class: "muted" }, " … running") : h("span", null, " → ", tail(String(t.result), 400)))));
+          t.result === null ? running(t) : h("span", null, " → ", tail(String(t.result), 400)))));
     }
     if (p.notes.childElementCount !== l.notes.length) {
       p.notes.replaceChildren(...l.notes.slice(-8).map((n) => h("li", { class: `note ${n.kind}` }, n.text)));
     }
   }
+}
+
+// running shows a running call: its latest progress report (a bar when the
+// total is known, tool_call_progress), or that it runs.
+function running(t) {
+  const pr = t.progress;
+  if (!pr) return h("span", { class: "muted" }, " … running");
+  const count = pr.total > 0 ? `${pr.progress}/${pr.total}` : `${pr.progress}`;
+  return h("span", { class: "tool-progress" },
+    pr.total > 0 ? h("progress", { max: pr.total, value: Math.min(pr.progress, pr.total) }) : null,
+    h("span", { class: "muted" }, ` ${count}${pr.message ? " " + pr.message : ""}`));
 }

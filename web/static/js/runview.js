@@ -120,6 +120,8 @@ export function runPage(root, runId, { setConn }) {
     if (run.estimate) parts.push(`estimate ${fmt(run.estimate.est_tokens)} tokens, ~${fmt(run.estimate.est_wall_seconds)} s`);
     if (run.durationMs) parts.push(`${(run.durationMs / 1000).toFixed(1)} s`);
     parts.push(`hitl ${run.hitl}`);
+    if (run.request?.tenant) parts.push(`tenant ${run.request.tenant}`);
+    if (run.correlationId) parts.push(`request ${run.correlationId}`);
     stats.textContent = parts.join(" · ");
     const otherKey = [...session.runs.values()].map((r) => r.id + r.status).join();
     if (session.runs.size > 1 && others.dataset.key !== otherKey) {
@@ -140,7 +142,7 @@ export function runPage(root, runId, { setConn }) {
         run.error ? h("p", { class: "status error", dataset: { errorCode: run.error.code } }, `${run.error.code}: ${run.error.message}`) : null,
         run.answer ? h("div", null, h("h3", null, "Answer"), h("pre", { class: "text" }, run.answer)) : null,
         run.citations.length ? h("div", null, h("h3", null, "Sources"), h("ol", { class: "citations" }, run.citations.map((c) =>
-          h("li", { value: c.number }, h("a", { href: c.url, rel: "noreferrer noopener", target: "_blank" }, c.title || c.url), h("span", { class: "muted" }, ` (first seen by ${c.first_seen_by})`))))) : null,
+          h("li", { value: c.number }, h("a", { href: c.url, rel: "noreferrer noopener", target: "_blank" }, c.title || c.url), h("span", { class: "muted" }, ` (first seen by ${c.first_seen_by}${c.first_seen_at ? ` at ${new Date(c.first_seen_at).toLocaleTimeString()}` : ""})`))))) : null,
       ].filter(Boolean));
     } else if (run.citations.length) {
       answer.hidden = false;

@@ -19,6 +19,7 @@ export const EVENT_TYPES = [
   "advisor", "escalation", "citation_added", "replay_truncated", "interrupt_raised", "interrupt_resolved",
   "interrupt_expired", "approval_signature_added", "replan_attempt",
   "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted", "file",
+  "request_received", "turn_started", "tool_call_progress",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -194,7 +195,16 @@ export function apply(session, env) {
       run.hitl = p.hitl || "none";
       run.scenario = p.scenario || null;
       run.budget = p.budget || null;
+      run.correlationId = env.correlation_id || "";
       l.title = "run";
+      break;
+    case "request_received":
+      run.request = { tenant: p.tenant || "", message: p.message || "" };
+      run.dirty.summary = true;
+      break;
+    case "turn_started":
+      // The lane's own model turns (an advisor's check carries a role).
+      if (!p.role) l.turn = { model: p.model || "", turn: p.turn || 0, attempt: p.attempt || 1 };
       break;
     case "run_rewound":
       setPlan(run, "", p.plan, p.waves);
@@ -273,8 +283,15 @@ export function apply(session, env) {
     case "tool_call_started":
       l.tools.set(p.call_id, { id: p.call_id, tool: p.tool, args: p.args, result: null, isError: false });
       break;
+    case "tool_call_progress": {
+      // The running call's latest report: a bar on the call while it runs.
+      const t = l.tools.get(p.call_id);
+      if (t && t.result === null) t.progress = { progress: p.progress, total: p.total || 0, message: p.message || "" };
+      break;
+    }
     case "tool_call_finished": {
       const t = l.tools.get(p.call_id) || { id: p.call_id, tool: p.tool, args: null };
+      t.progress = null;
       t.result = p.result;
       t.isError = !!p.is_error;
       l.tools.set(p.call_id, t);

@@ -161,6 +161,7 @@ export interface RunStartedPayload {
   trace_id?: string;
   trace_parent?: string;
   budget?: RunBudget;
+  files?: RunFile[];
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -171,6 +172,7 @@ export interface RunFinishedPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  files_bytes?: number;
   request_id?: string;
   tenant_id: string;
   conversation_id: string;
@@ -183,6 +185,7 @@ export interface RunErrorPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  files_bytes?: number;
   request_id?: string;
   tenant_id: string;
   conversation_id: string;
@@ -694,6 +697,15 @@ export interface AdvisorOptions {
 export interface RunBudget {
   tokens?: number;
   cost_usd?: number;
+}
+
+export interface RunFile {
+  name: string;
+  media_type: string;
+  size: number;
+  sha256: string;
+  url?: string;
+  data: string | null;
 }
 
 export interface Citation {

@@ -88,11 +88,11 @@ type FileErrorCode string
 
 // File error codes. The *TooLarge ones are answered 413, the others 422.
 const (
-	FileTooLarge       FileErrorCode = "file_too_large"
-	FilesTooLarge      FileErrorCode = "files_too_large"
-	FileInvalid        FileErrorCode = "file_invalid"
-	FileURLNotAllowed  FileErrorCode = "file_url_not_allowed"
-	FileFetchFailed    FileErrorCode = "file_fetch_failed"
+	FileTooLarge        FileErrorCode = "file_too_large"
+	FilesTooLarge       FileErrorCode = "files_too_large"
+	FileInvalid         FileErrorCode = "file_invalid"
+	FileURLNotAllowed   FileErrorCode = "file_url_not_allowed"
+	FileFetchFailed     FileErrorCode = "file_fetch_failed"
 	FileUnsupportedType FileErrorCode = "file_unsupported_type"
 )
 

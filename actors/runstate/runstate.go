@@ -349,6 +349,9 @@ type Run struct {
 	// CostUSD adds up token_usage's cost_usd; Unpriced names the first
 	// model whose turns had none (CostUSD then leaves them out).
 	CostUSD    float64
+	// FilesBytes adds up the file events' sizes: what the run's agents
+	// wrote (the terminal event's files_bytes).
+	FilesBytes int64
 	Unpriced   string
 	Citations  []messages.Citation // citation_added, in order
 	Lanes      map[messages.StreamID]*Lane
@@ -511,6 +514,8 @@ func (r *Run) Apply(env *messages.Envelope) {
 		if lane != nil {
 			lane.Text.WriteString(p.Delta)
 		}
+	case *messages.FilePayload:
+		r.FilesBytes += p.Size
 	case *messages.TokenUsagePayload:
 		r.Usage = r.Usage.Add(p.Usage)
 		put(&r.UsageByModel, p.Model, r.UsageByModel[p.Model].Add(p.Usage))

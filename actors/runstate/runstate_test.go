@@ -339,3 +339,15 @@ func TestApply_Spend(t *testing.T) {
 		t.Fatalf("after an unpriced turn: cost %v, unpriced %q", r.CostUSD, r.Unpriced)
 	}
 }
+
+// TestApply_FilesBytes: file events add up to what a run resumed after a
+// restart puts on its terminal event (files_bytes).
+func TestApply_FilesBytes(t *testing.T) {
+	f := newFold(t).
+		on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("a", nodeLane(run, "a"), &messages.FilePayload{Path: "x.md", Size: 40}).
+		on("a", nodeLane(run, "a"), &messages.FilePayload{Path: "y.md", Size: 2})
+	if f.r.FilesBytes != 42 {
+		t.Fatalf("FilesBytes %d, want 42", f.r.FilesBytes)
+	}
+}

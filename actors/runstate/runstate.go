@@ -348,7 +348,7 @@ type Run struct {
 	UsageByModel map[string]messages.Usage
 	// CostUSD adds up token_usage's cost_usd; Unpriced names the first
 	// model whose turns had none (CostUSD then leaves them out).
-	CostUSD    float64
+	CostUSD float64
 	// FilesBytes adds up the file events' sizes: what the run's agents
 	// wrote (the terminal event's files_bytes).
 	FilesBytes int64

@@ -205,9 +205,9 @@ type runCmd struct {
 	// --budget-usd), prices the --prices file its cost is estimated with.
 	budgetTokens int64
 	// files are the paths of the files the run starts with (--file).
-	files []string
-	budgetUSD    float64
-	prices       string
+	files     []string
+	budgetUSD float64
+	prices    string
 }
 
 func newRunCmd(a *app) *cobra.Command {

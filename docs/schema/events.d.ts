@@ -144,7 +144,7 @@ export type ConclaveEvent = {
   [T in EventType]: EnvelopeBase & { type: T; payload: EventPayloads[T] };
 }[EventType];
 
-/** First event of every run, exactly once. Opens the run lane. */
+/** First event of every run, exactly once. Opens the run lane. Records the run's options and the files it started with, bytes and all (`files`): a run rebuilt after a restart gives its agents the same ones. */
 export interface RunStartedPayload {
   question: string;
   hitl: "none" | "plan" | "node" | "tools";
@@ -164,7 +164,7 @@ export interface RunStartedPayload {
   files?: RunFile[];
 }
 
-/** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
+/** Terminal: the run succeeded. Carries the answer, token totals and `files_bytes` (the sizes of the run's file events added up). Exactly one terminal event per run, always last. */
 export interface RunFinishedPayload {
   answer: string;
   citations?: Citation[];

@@ -366,6 +366,17 @@ type Run struct {
 	outline bool
 }
 
+// withoutFileData is a copy of p whose files have no bytes.
+func withoutFileData(p *messages.RunStartedPayload) *messages.RunStartedPayload {
+	c := *p
+	c.Files = make([]messages.RunFile, len(p.Files))
+	for i, f := range p.Files {
+		f.Data = nil
+		c.Files[i] = f
+	}
+	return &c
+}
+
 // New returns the state of a run before its first event.
 func New(id messages.RunID) *Run {
 	// The maps are made on their first entry (put): a parked run's state
@@ -474,6 +485,9 @@ func (r *Run) Apply(env *messages.Envelope) {
 	}
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
+		if r.outline && len(p.Files) > 0 {
+			p = withoutFileData(p) // an outline keeps what the files are, not their bytes (up to 1 MiB a run)
+		}
 		r.Started, r.StartedAt, r.Tenant = p, env.Timestamp, p.Tenant
 	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
 		r.Ended, r.End, r.EndedAt = true, p, env.Timestamp

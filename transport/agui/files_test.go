@@ -60,10 +60,32 @@ func TestHandler_MediaParts(t *testing.T) {
 		t.Errorf("document %+v", f)
 	}
 
+	// The draft's "binary" part (before 1.0's media parts) maps the same way.
+	binary := map[string]any{"type": "binary", "mimeType": "text/markdown", "data": base64.StdEncoding.EncodeToString([]byte("# Notes")), "filename": "notes.md"}
+	run = h.do(withParts("r4", binary), newVerifier("tf"))
+	sum, err = h.engine.Run(messages.LocalTenant, run.conclaveRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err = testkit.Follow(ctx, h.engine, actors.RunRef{RunID: run.conclaveRunID(), SessionID: sum.SessionID}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.RunStartedPayload); ok && env.RunID == run.conclaveRunID() {
+			if len(p.Files) != 1 || p.Files[0].Name != "notes.md" || string(p.Files[0].Data) != "# Notes" {
+				t.Errorf("binary part: files %+v", p.Files)
+			}
+		}
+	}
+
 	handle := map[string]any{"type": "document", "source": map[string]any{"type": "file", "value": "file-abc", "provider": "openai"}}
 	b, _ := json.Marshal(withParts("r2", handle))
 	h.errorBody(b, "application/json", http.StatusUnprocessableEntity, "file_invalid")
 	byURL := map[string]any{"type": "image", "source": map[string]any{"type": "url", "value": "https://files.example/a.png"}}
 	b, _ = json.Marshal(withParts("r3", byURL))
 	h.errorBody(b, "application/json", http.StatusUnprocessableEntity, "file_url_not_allowed")
+	idOnly := map[string]any{"type": "binary", "mimeType": "image/png", "id": "upload-1"}
+	b, _ = json.Marshal(withParts("r5", idOnly))
+	h.errorBody(b, "application/json", http.StatusUnprocessableEntity, "file_invalid")
 }

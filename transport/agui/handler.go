@@ -333,18 +333,29 @@ func question(msgs []InputMessage) (string, int) {
 
 // mediaPart is an AG-UI media content part (image, audio, video,
 // document): where its bytes are (source) and, in metadata, an optional
-// filename.
+// filename; or a part of the multimodal draft that came before 1.0's
+// (type "binary": mimeType, data or url, filename), which clients still
+// send.
 type mediaPart struct {
-	Type   string `json:"type"`
-	ID     string `json:"id"`
-	Source *struct {
-		Type     string `json:"type"` // data, url or file
-		Value    string `json:"value"`
-		MimeType string `json:"mimeType"`
-	} `json:"source"`
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// The "binary" part's fields.
+	MimeType string       `json:"mimeType"`
+	Data     string       `json:"data"`
+	URL      string       `json:"url"`
+	Filename string       `json:"filename"`
+	Source   *mediaSource `json:"source"`
 	Metadata struct {
 		Filename string `json:"filename"`
 	} `json:"metadata"`
+}
+
+// mediaSource is where a media part's bytes are: data (inline base64),
+// url, or file (a provider's handle, not read here).
+type mediaSource struct {
+	Type     string `json:"type"`
+	Value    string `json:"value"`
+	MimeType string `json:"mimeType"`
 }
 
 // mediaFiles are the run's files of the question's message (messages[at],
@@ -369,6 +380,17 @@ func mediaFiles(at int, c json.RawMessage) ([]messages.InputFile, *apiError) {
 			continue
 		}
 		where := fmt.Sprintf("messages[%d].content[%d]", at, j)
+		if p.Type == "binary" { // the draft's shape, as a source
+			p.Metadata.Filename = p.Filename
+			switch {
+			case p.Data != "":
+				p.Source = &mediaSource{Type: "data", Value: p.Data, MimeType: p.MimeType}
+			case p.URL != "":
+				p.Source = &mediaSource{Type: "url", Value: p.URL, MimeType: p.MimeType}
+			default:
+				p.Source = &mediaSource{Type: "id", Value: p.ID}
+			}
+		}
 		if p.Source == nil {
 			return nil, errorf(http.StatusUnprocessableEntity, string(messages.FileInvalid), where+": a "+p.Type+" part needs a source")
 		}

@@ -246,6 +246,9 @@ func TestRun_Files(t *testing.T) {
 	if fin.FilesBytes == 0 {
 		t.Fatalf("files_bytes 0 after two writes")
 	}
+	if !strings.Contains(fin.Answer, "(with the attached files brief.md)") {
+		t.Errorf("the answer does not name the attached file: %q", fin.Answer)
+	}
 
 	r = runCLI(t, t.Context(), nil, false, args...)
 	if r.code != exitOK {

@@ -50,11 +50,18 @@ func fetchFiles(ctx context.Context, f FileFetcher, files []messages.InputFile) 
 			return nil, fail(messages.FileURLNotAllowed, "url files are not fetched by this server (conclave serve --allow-file-url)")
 		}
 		limit := min(int64(messages.MaxFileBytes), messages.MaxRunFilesBytes-total)
+		if limit <= 0 {
+			return nil, fail(messages.FilesTooLarge, fmt.Sprintf("the files before it already take the run's %d bytes", messages.MaxRunFilesBytes))
+		}
 		data, mt, err := f.FetchFile(ctx, in.URL, limit)
 		if err != nil {
 			var fe *messages.FileError
 			if errors.As(err, &fe) {
-				return nil, fail(fe.Code, fe.Problem)
+				code := fe.Code
+				if code == messages.FileTooLarge && limit < messages.MaxFileBytes {
+					code = messages.FilesTooLarge // over what the run has left, not over a file's limit
+				}
+				return nil, fail(code, fe.Problem)
 			}
 			return nil, fail(messages.FileFetchFailed, err.Error())
 		}

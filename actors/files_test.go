@@ -134,9 +134,9 @@ func TestEngine_StartRunFilesRefused(t *testing.T) {
 		{"not allowed", fakeFetcher{err: &messages.FileError{Code: messages.FileURLNotAllowed, Problem: "no"}}, url, messages.FileURLNotAllowed},
 		{"too large", fakeFetcher{files: map[string]string{url[0].URL: strings.Repeat("x", messages.MaxFileBytes+1)}}, url, messages.FileTooLarge},
 		{"data and url", fakeFetcher{}, []messages.InputFile{{Name: "b.txt", URL: url[0].URL, Data: []byte("x")}}, messages.FileInvalid},
-		// Two inline files of 500 KiB leave the URL 24 KiB of the run's 1 MiB.
+		// Two inline files of 300 KiB leave the URL 40 KiB of the run's 640 KiB.
 		{"over the run's rest", fakeFetcher{files: map[string]string{url[0].URL: strings.Repeat("x", 100<<10)}},
-			[]messages.InputFile{url[0], {Name: "a.txt", Data: make([]byte, 500<<10)}, {Name: "c.txt", Data: make([]byte, 500<<10)}}, messages.FilesTooLarge},
+			[]messages.InputFile{url[0], {Name: "a.txt", Data: make([]byte, 300<<10)}, {Name: "c.txt", Data: make([]byte, 300<<10)}}, messages.FilesTooLarge},
 	} {
 		e := testkit.NewEngine(t, actors.Config{FileFetcher: tc.fetcher})
 		_, err := e.StartRun(ctx, messages.StartRun{Question: "q", Files: tc.files})

@@ -27,13 +27,15 @@ import (
 // before run_started: a restart does not fetch it again, so the agents
 // see what the run started with, not what the URL serves later.
 
-// Bounds of a run's attached files. Data counts decoded bytes; inline
-// data also has to fit the request's body (the server's MaxBody, 1 MiB by
-// default, base64 adding a third).
+// Bounds of a run's attached files; data counts decoded bytes.
+// MaxRunFilesBytes is what run_started can carry and still be one message
+// of the cluster journal at NATS's default max payload (1 MiB): 640 KiB
+// is 853 KiB in base64, leaving room for the question and the options;
+// it is also what fits, inline, the server's default 1 MiB request body.
 const (
 	MaxFiles         = 8
 	MaxFileBytes     = 512 << 10
-	MaxRunFilesBytes = 1 << 20
+	MaxRunFilesBytes = 640 << 10
 	MaxFileNameBytes = 255
 )
 

@@ -66,7 +66,7 @@ func TestStartRunOptions_FilesRefused(t *testing.T) {
 	t.Parallel()
 	d := RunDefaults{Concurrency: 8, ApprovalTimeout: time.Minute}
 	big := bytes.Repeat([]byte("a"), MaxFileBytes+1)
-	half := bytes.Repeat([]byte("a"), MaxFileBytes)
+	third := bytes.Repeat([]byte("a"), MaxRunFilesBytes/3+1)
 	many := make([]InputFile, MaxFiles+1)
 	for i := range many {
 		many[i] = InputFile{Name: "f.txt", Data: []byte("x")}
@@ -83,7 +83,7 @@ func TestStartRunOptions_FilesRefused(t *testing.T) {
 		{"neither", []InputFile{{Name: "a.txt"}}, FileInvalid, 0, "needs data or url"},
 		{"url not fetched", []InputFile{{Name: "a.txt", URL: "https://x.example/a"}}, FileURLNotAllowed, 0, "--allow-file-url"},
 		{"too large", []InputFile{{Name: "a.txt", Data: []byte("x")}, {Name: "b.txt", Data: big}}, FileTooLarge, 1, "over the 524288-byte limit"},
-		{"run too large", []InputFile{{Name: "a.txt", Data: half}, {Name: "b.txt", Data: half}, {Name: "c.txt", Data: []byte("x")}}, FilesTooLarge, 2, "over 1048576 bytes"},
+		{"run too large", []InputFile{{Name: "a.txt", Data: third}, {Name: "b.txt", Data: third}, {Name: "c.txt", Data: third}}, FilesTooLarge, 2, "over 655360 bytes"},
 		{"too many", many, FilesTooLarge, -1, "at most 8 files"},
 		{"unknown extension", []InputFile{{Name: "a.bin", Data: []byte("x")}}, FileUnsupportedType, 0, `extension ".bin"`},
 		{"unsupported type", []InputFile{{Name: "a.zip", MediaType: "application/zip", Data: []byte("PK")}}, FileUnsupportedType, 0, "application/zip is not one"},

@@ -79,6 +79,11 @@ type Options struct {
 	// run, Workspace.Dir/<tenant>/<run id>, whose writes are published as file
 	// events. The engine never removes it. See package tool/workspace.
 	Workspace *workspace.Config
+	// FileURLs, when set, lets runs attach files by URL (StartRun.Files)
+	// from under its Prefixes: the engine fetches them before the run
+	// starts, through the fetch tool's address guard. Without it a URL
+	// file is refused (file_url_not_allowed). See fetch.FilesConfig.
+	FileURLs *fetch.FilesConfig
 	// Journal stores the events. The engine never closes a journal it was
 	// given: close it after Shutdown returns (see OpenJournal). Default: a
 	// new in-memory journal, which keeps nothing after the process ends.
@@ -173,6 +178,7 @@ type HTTPOptions struct {
 type Engine struct {
 	engine *actors.Engine
 	http   *transport.Server
+	files  *fetch.Files // nil without Options.FileURLs
 
 	shutMu sync.Mutex // serialises Shutdown
 	done   chan struct{}
@@ -194,6 +200,14 @@ func New(opts Options) (*Engine, error) {
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
 		Prices: opts.Prices,
+	}
+	var files *fetch.Files
+	if opts.FileURLs != nil {
+		f, err := fetch.NewFiles(*opts.FileURLs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		cfg.FileFetcher, files = f, f
 	}
 	tools := slices.Clone(opts.Tools)
 	builtin, err := builtinTools(opts.Fetch, opts.Workspace)
@@ -234,8 +248,10 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, errors.Join(err, engine.Shutdown(context.Background()))
 	}
-	return &Engine{engine: engine, http: srv, done: make(chan struct{})}, nil
+	return &Engine{engine: engine, http: srv, files: files, done: make(chan struct{})}, nil
 }
+
+var _ actors.FileFetcher = (*fetch.Files)(nil)
 
 // ErrInvalidOptions is returned by New for Options it cannot run with.
 var ErrInvalidOptions = errors.New("conclave: invalid options")
@@ -264,6 +280,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	if err := e.http.Shutdown(ctx); err != nil {
 		return err
+	}
+	if e.files != nil {
+		e.files.Close()
 	}
 	close(e.done)
 	return nil

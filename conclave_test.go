@@ -169,6 +169,7 @@ func TestNew_InvalidOptions(t *testing.T) {
 		"KeepRunsOnShutdown and no Journal": {KeepRunsOnShutdown: true},
 		"a tool twice":                      {Tools: []tool.Tool{echo, echo}},
 		"a runtime tool":                    {Tools: []tool.Tool{delegate}},
+		"FileURLs without a prefix":         {FileURLs: &fetch.FilesConfig{}},
 	} {
 		if _, err := conclave.New(opts); !errors.Is(err, conclave.ErrInvalidOptions) {
 			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
@@ -637,5 +638,30 @@ func TestNew_PricesAndCostBudget(t *testing.T) {
 	}
 	if sum.CostUSD == nil || *sum.CostUSD <= 0.001 || sum.Budget == nil || sum.Budget.CostUSD != 0.001 {
 		t.Fatalf("summary cost %v budget %+v", sum.CostUSD, sum.Budget)
+	}
+}
+
+// TestNew_FileURLs: with Options.FileURLs a run's file by URL under the
+// prefix is fetched into run_started; without it the run is refused.
+func TestNew_FileURLs(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "the brief")
+	}))
+	defer srv.Close()
+	ap := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
+	req := conclave.RunRequest{Question: "q", Scenario: &conclave.Scenario{Nodes: 1, Tokens: 2},
+		Files: []conclave.InputFile{{Name: "brief.txt", URL: srv.URL + "/pub/brief.txt"}}}
+	e := newEngine(t, conclave.Options{FileURLs: &fetch.FilesConfig{Prefixes: []string{srv.URL + "/pub/"}, Allow: []netip.AddrPort{ap}}})
+	events := follow(t, e, start(t, e, req))
+	st := events[0].Payload.(*conclave.RunStartedPayload)
+	if len(st.Files) != 1 || string(st.Files[0].Data) != "the brief" {
+		t.Fatalf("run_started files %+v", st.Files)
+	}
+	_, err := newEngine(t, conclave.Options{}).Start(t.Context(), req)
+	var fe *messages.FileError
+	if !errors.As(err, &fe) || fe.Code != messages.FileURLNotAllowed {
+		t.Fatalf("without FileURLs: %v, want file_url_not_allowed", err)
 	}
 }

@@ -278,6 +278,7 @@ type (
 	ErrorCode           = messages.ErrorCode
 	EvidencePackage     = messages.EvidencePackage
 	GraphDiff           = messages.GraphDiff
+	InputFile           = messages.InputFile
 	InterruptKind       = messages.InterruptKind
 	InterruptStatus     = messages.InterruptStatus
 	Lane                = messages.Lane
@@ -295,6 +296,7 @@ type (
 	ReusedNode          = messages.ReusedNode
 	RewindOf            = messages.RewindOf
 	RiskLevel           = messages.RiskLevel
+	RunFile             = messages.RunFile
 	RunIdentity         = messages.RunIdentity
 	SignedBy            = messages.SignedBy
 	SpawnRequest        = messages.SpawnRequest

@@ -534,7 +534,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	round := a.spec.round + 1
 	spec := &agentSpec{
 		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
-		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task, Depth: round},
+		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Files: a.spec.run.files, Goal: task, Depth: round},
 		shared: &agentShared{},
 	}
 	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },

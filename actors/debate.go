@@ -63,7 +63,7 @@ const (
 )
 
 func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
-	req.Role, req.RunID, req.AgentID, req.Question = model.RoleWorker, r.spec.runID, info.node.ID, r.spec.question
+	req.Role, req.RunID, req.AgentID, req.Question, req.Files = model.RoleWorker, r.spec.runID, info.node.ID, r.spec.question, r.spec.files
 	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
 	var restore *runstate.Debate
 	if res != nil {
@@ -252,7 +252,7 @@ func (d *debateActor) agentIndex(id string) int {
 
 // turn starts a model turn on lane; goal and context are the node's.
 func (d *debateActor) turn(ctx actor.Context, lane messages.Lane, req model.Request) {
-	req.RunID, req.Question, req.Turn, req.Attempt = d.spec.run.runID, d.spec.run.question, 1, d.spec.shared.attempts
+	req.RunID, req.Question, req.Files, req.Turn, req.Attempt = d.spec.run.runID, d.spec.run.question, d.spec.run.files, 1, d.spec.shared.attempts
 	if d.phase == debateTurn || d.phase == debateJudge {
 		req.Attempt = max(req.Attempt, d.attempt) // the round's restarts are its agents' attempts
 	}

@@ -92,6 +92,10 @@ type Config struct {
 	Journal journal.Journal
 	// Models builds the model of each run. Default: the scripted model.
 	Models model.Factory
+	// FileFetcher fetches the files a run attaches by URL (StartRun.Files)
+	// before the run starts; nil: a URL file is refused
+	// (file_url_not_allowed).
+	FileFetcher FileFetcher
 	// Tools are the tools agents may call besides the runtime's own
 	// (tool.Builtins). Default: the scripted tools (search, and the
 	// high-risk publish).
@@ -557,6 +561,11 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 	if e.closing.Load() {
 		return RunRef{}, ErrShuttingDown
 	}
+	files, err := fetchFiles(ctx, e.cfg.FileFetcher, cmd.Files)
+	if err != nil {
+		return RunRef{}, err
+	}
+	cmd.Files = files
 	spec, err := e.prepareRun(cmd)
 	if err != nil {
 		return RunRef{}, err
@@ -603,6 +612,9 @@ func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
 
 func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 	o, err := cmd.Options(e.runDefaults())
+	if fe := (*messages.FileError)(nil); errors.As(err, &fe) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, fe) // its code says more than bad_request
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}

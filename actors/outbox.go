@@ -49,7 +49,10 @@ type outbox struct {
 	hub     atomic.Pointer[actor.PID] // the session's hub (replaced if it fails: sessions.go)
 	credits chan struct{}             // one token per streamed event in flight
 	sent    atomic.Int64
-	budget  int64 // <= 0: none
+	// filesBytes adds up the sizes of the run's file events (the
+	// terminal event's files_bytes).
+	filesBytes atomic.Int64
+	budget     int64 // <= 0: none
 	// meter counts the run's model spend (token_usage) against its
 	// budget and its tenant's day (package budget).
 	meter *budget.Meter
@@ -137,6 +140,9 @@ func (o *outbox) count(em *messages.Emit) {
 	if n := o.sent.Add(1); o.budget > 0 && n > o.budget {
 		o.exceeded(budgetStop(o.budget))
 	}
+	if f, ok := p.(*messages.FilePayload); ok {
+		o.filesBytes.Add(f.Size)
+	}
 	if u, ok := p.(*messages.TokenUsagePayload); ok && o.meter != nil {
 		v := o.meter.Add(u.Model, u.Usage)
 		if v.Spend.Unpriced == "" { // an unknown cost is not a cost of 0
@@ -182,6 +188,11 @@ func (o *outbox) afterJournaled(ctx actor.SenderContext, then func()) *actor.PID
 	ctx.Send(hub, &hubBarrier{then: then})
 	return hub
 }
+
+// FilesBytes is the total size of the files the run's agents wrote (its
+// file events, from its start: a resumed run's outbox is given what its
+// journal had, newOutbox).
+func (o *outbox) FilesBytes() int64 { return o.filesBytes.Load() }
 
 // Sent is how many events the run has emitted.
 func (o *outbox) Sent() int64 { return o.sent.Load() }

@@ -259,7 +259,7 @@ func (a *engineActor) resumeRun(ctx actor.Context, s *sessionEntry, k sessKey, r
 			rs.Resumed(r.ID, r.Started)
 		}
 	}
-	spec.out = a.newOutbox(spec, s.pid, r.Events, r.UsageByModel)
+	spec.out = a.newOutbox(spec, s.pid, r.Events, r.FilesBytes, r.UsageByModel)
 	emit := func(agent string, lane messages.Lane, p messages.Payload) { spec.post(ctx, agent, lane, p) }
 	const lost = "lost in a server restart"
 

@@ -256,7 +256,7 @@ func (a *engineActor) startRun(ctx actor.Context, spec *runSpec) any {
 	if err := a.quotas.admit(spec.tenant, limits, a.e.cfg.Now(), live); err != nil {
 		return err
 	}
-	spec.out = a.newOutbox(spec, s.pid, 0, nil)
+	spec.out = a.newOutbox(spec, s.pid, 0, 0, nil)
 	// Registered before the run exists, so its first event finds it.
 	a.e.index.Register(spec.tenant, spec.runID, spec.session, spec.question, a.e.cfg.Now())
 	acked := s.shared.ackOf(spec.runID)
@@ -280,15 +280,16 @@ func (a *engineActor) liveRuns(tenant messages.TenantID) int {
 }
 
 // newOutbox makes the outbox of a run whose session hub is hub; sent and
-// used count the events and the model usage (per model) it already has (a
+// filesBytes and used count the events, the bytes of files written and the model usage (per model) it already has (a
 // run resumed after a restart: its spend so far counts against its
 // budgets).
-func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent int64, used map[string]messages.Usage) *outbox {
+func (a *engineActor) newOutbox(spec *runSpec, hub *actor.PID, sent, filesBytes int64, used map[string]messages.Usage) *outbox {
 	meter := a.e.newMeter(spec.tenant, spec.budget)
 	meter.Restore(used)
 	o := newOutbox(a.e, hub, a.e.limits(spec.tenant), meter)
 	o.sent.Store(sent)
 	o.correlation = spec.requestID
+	o.filesBytes.Store(filesBytes)
 	return o
 }
 

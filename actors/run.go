@@ -50,6 +50,9 @@ type runSpec struct {
 	// budget is the run's spend budget (nil: none): the one it asked for,
 	// else its tenant's per-run quotas (spend.go); run_started records it.
 	budget *messages.RunBudget
+	// files are the files the run started with (run_started records
+	// them): every agent spawned with the question is given them.
+	files []messages.RunFile
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -65,7 +68,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		tenant: o.Tenant, runID: id, session: o.SessionID, question: o.Question, hitl: o.HITL, scenario: &sc,
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
-		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget,
+		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget, files: o.Files,
 	}
 }
 
@@ -302,7 +305,8 @@ func (r *runActor) Receive(ctx actor.Context) {
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
 			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
-			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget}
+			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget,
+			Files: r.spec.files}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -372,7 +376,7 @@ func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string,
 // spawnWithSpec spawns an agent; spec holds the role-specific fields, the
 // rest is filled in here.
 func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
-	req.Role, req.RunID, req.AgentID, req.Question = role, r.spec.runID, agentID, r.spec.question
+	req.Role, req.RunID, req.AgentID, req.Question, req.Files = role, r.spec.runID, agentID, r.spec.question, r.spec.files
 	spec.e, spec.run, spec.role, spec.agentID, spec.lane, spec.req = r.e, r.spec, role, agentID, lane, req
 	if spec.shared == nil {
 		spec.shared = &agentShared{}
@@ -775,11 +779,12 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	if r.g != nil {
 		counts = r.g.Counts()
 	}
+	files := r.spec.out.FilesBytes()
 	switch p := p.(type) {
 	case *messages.RunFinishedPayload:
-		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
+		p.Usage, p.Nodes, p.DurationMS, p.FilesBytes, p.RunIdentity = r.usage, counts, dur, files, r.spec.identity()
 	case *messages.RunErrorPayload:
-		p.Usage, p.Nodes, p.DurationMS, p.RunIdentity = r.usage, counts, dur, r.spec.identity()
+		p.Usage, p.Nodes, p.DurationMS, p.FilesBytes, p.RunIdentity = r.usage, counts, dur, files, r.spec.identity()
 		if r.team == nil {
 			r.sealFailure(ctx, p)
 		}

@@ -115,13 +115,14 @@ func TestEngine_ScenarioCallsWorkspace(t *testing.T) {
 	if term := testkit.Terminal(events, ref.RunID); term.Type != messages.RunFinished {
 		t.Fatalf("the run ended with %s", term.Type)
 	}
-	files := 0
+	files, written := 0, int64(0)
 	for i, env := range events {
 		p, ok := env.Payload.(*messages.FilePayload)
 		if !ok {
 			continue
 		}
 		files++
+		written += p.Size
 		if p.Path != "notes.md" || p.Encoding != "utf-8" || p.Size != int64(len(p.Content)) || p.Tool != workspace.WriteName || p.CallID == "" {
 			t.Errorf("file event %+v", p)
 		}
@@ -132,6 +133,10 @@ func TestEngine_ScenarioCallsWorkspace(t *testing.T) {
 	}
 	if files != 2 {
 		t.Errorf("%d file events, want 2 (one per worker)", files)
+	}
+	// The terminal event adds up what the run wrote.
+	if fin := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunFinishedPayload); written == 0 || fin.FilesBytes != written {
+		t.Errorf("run_finished files_bytes %d, want %d (the file events' sizes)", fin.FilesBytes, written)
 	}
 	if b, err := os.ReadFile(filepath.Join(w.Dir(ref.Tenant, ref.RunID), "notes.md")); err != nil || !strings.HasPrefix(string(b), "# Notes") {
 		t.Errorf("workspace file: %q, %v", b, err)

@@ -41,6 +41,10 @@ type StartRun struct {
 	// Budget caps the run's model tokens and estimated cost, below the
 	// tenant's per-run quotas (RunBudget).
 	Budget *RunBudget `json:"budget,omitempty"`
+	// Files are files the run starts with (at most MaxFiles, MaxFileBytes
+	// each, MaxRunFilesBytes in all): its agents see them (text in their
+	// context, images and PDFs as model content parts).
+	Files []InputFile `json:"files,omitempty"`
 	// RequestID names the request that started the run; set by the
 	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
 	RequestID string `json:"-"`

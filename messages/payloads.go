@@ -74,6 +74,10 @@ type RunStartedPayload struct {
 	// Budget is the run's spend budget: the one asked for in the request,
 	// else the tenant's tokens_per_run and cost_per_run (absent: none).
 	Budget *RunBudget `json:"budget,omitempty"`
+	// Files are the files the run started with (StartRun.Files), with
+	// their bytes: every agent of the run is given them, after a restart
+	// or a rewind too.
+	Files []RunFile `json:"files,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -111,6 +115,9 @@ type RunFinishedPayload struct {
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
+	// FilesBytes is the total size of the files the run's agents wrote
+	// (its file events' sizes); absent when they wrote none.
+	FilesBytes int64 `json:"files_bytes,omitempty"`
 	RunIdentity
 }
 
@@ -205,6 +212,8 @@ type RunErrorPayload struct {
 	Usage      Usage      `json:"usage"`
 	Nodes      NodeCounts `json:"nodes"`
 	DurationMS int64      `json:"duration_ms"`
+	// FilesBytes: as run_finished's.
+	FilesBytes int64 `json:"files_bytes,omitempty"`
 	RunIdentity
 }
 

@@ -42,6 +42,10 @@ type RunOptions struct {
 	// resumed after a restart, as it got it (run_started); nil: the
 	// tenant's quotas.
 	Budget *RunBudget
+	// Files are the run's attached files, checked (StartRun.Files), or,
+	// for a run rebuilt after a restart or rewound, as run_started
+	// recorded them.
+	Files []RunFile
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -54,7 +58,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + " " + e.Problem }
 
 // Options validates s and applies d and the protocol's defaults. Errors
-// are *FieldError, or a Scenario.Validate error (which names its fields),
+// are *FieldError, *FileError (Files), or a Scenario.Validate error (which names its fields),
 // or an id error (ErrInvalidID).
 func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	bad := func(field, format string, args ...any) (RunOptions, error) {
@@ -71,6 +75,10 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 			return RunOptions{}, err
 		}
 	}
+	var err error
+	if o.Files, err = runFiles(s.Files); err != nil {
+		return RunOptions{}, err
+	}
 	if s.RequestID != "" && !ValidRequestID(s.RequestID) {
 		return bad("request_id", "must be 1..%d printable ASCII characters without spaces", MaxRequestIDBytes)
 	}
@@ -80,7 +88,6 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	case len(s.Question) > MaxQuestionBytes:
 		return bad("question", "is longer than %d bytes", MaxQuestionBytes)
 	}
-	var err error
 	if o.HITL, err = ParseHITLMode(string(s.HITL)); err != nil {
 		return bad("hitl", "must be none, plan, node or tools, got %q", truncate(string(s.HITL), 32))
 	}
@@ -149,7 +156,7 @@ func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
 		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID,
-		TraceParent: p.TraceParent, TraceID: p.TraceID, Budget: p.Budget}
+		TraceParent: p.TraceParent, TraceID: p.TraceID, Budget: p.Budget, Files: p.Files}
 	if p.MaxReplans != nil { // runs of older versions did not re-plan
 		o.MaxReplans = *p.MaxReplans
 	}

@@ -222,8 +222,8 @@ type spec struct {
 // specList is the catalogue: one row per event type. It is the only table
 // that maps kinds to payload types, stream roles and documentation.
 var specList = []spec{
-	{RunStarted, RoleOpens, func() Payload { return new(RunStartedPayload) }, "First event of every run, exactly once. Opens the run lane."},
-	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last."},
+	{RunStarted, RoleOpens, func() Payload { return new(RunStartedPayload) }, "First event of every run, exactly once. Opens the run lane. Records the run's options and the files it started with, bytes and all (`files`): a run rebuilt after a restart gives its agents the same ones."},
+	{RunFinished, RoleCloses, func() Payload { return new(RunFinishedPayload) }, "Terminal: the run succeeded. Carries the answer, token totals and `files_bytes` (the sizes of the run's file events added up). Exactly one terminal event per run, always last."},
 	{RunError, RoleCloses, func() Payload { return new(RunErrorPayload) }, "Terminal: the run failed, was aborted or was interrupted. `code` says which."},
 	{RunAbortRequested, RoleWithin, func() Payload { return new(RunAbortRequestedPayload) }, "On the run lane: an abort was accepted. It is journaled (fsynced) before the abort is answered, so the run's terminal event is run_error{code: aborted} even if the server restarts before the run has stopped. At most once per run, before its terminal event."},
 	{RunRewound, RoleWithin, func() Payload { return new(RunRewoundPayload) }, "Right after run_started and request_received of a run created by a rewind: the plan it reuses, the wave it re-runs from, the steering note, and the nodes of the earlier waves whose outputs it reuses (they count as completed; they have no lanes in this run)."},

@@ -111,6 +111,11 @@ type Request struct {
 	RunID    messages.RunID
 	AgentID  string
 	Question string
+	// Files are the files the run started with (StartRun.Files): every
+	// agent given the question is given them. A backend puts text files
+	// in the prompt and passes images and PDFs as content parts where its
+	// server accepts them.
+	Files []messages.RunFile
 	// Goal is the agent's own task (the node goal, the delegated task, ...).
 	Goal string
 	// Context holds inputs from other agents: dependency outputs for a

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -387,6 +388,10 @@ func TestOpenAPI_Contract(t *testing.T) {
 	}
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: plan, token: acme, want: 422, hdr: []string{"Idempotency-Key", "k-1"}})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":""}`, token: acme, want: 422})
+	// An attached file over its limit (base64 of 512 KiB + 1 bytes fits the body).
+	bigFile := `{"question":"q","files":[{"name":"a.txt","data":"` + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("a"), messages.MaxFileBytes+1)) + `"}]}`
+	ct.do(call{method: "POST", target: "/api/v1/runs", body: bigFile, token: acme, want: 413})
+	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":"q","files":[{"name":"a.txt","url":"https://files.example/a.txt"}]}`, token: acme, want: 422})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":"q","colour":"red"}`, token: acme, want: 400, breaks: true})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":"q","seed":"x"}`, token: acme, want: 400, breaks: true})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: long, token: acme, want: 400, breaks: true, hdr: []string{"X-Request-Id", "has space"}})

@@ -348,7 +348,10 @@ type Run struct {
 	UsageByModel map[string]messages.Usage
 	// CostUSD adds up token_usage's cost_usd; Unpriced names the first
 	// model whose turns had none (CostUSD then leaves them out).
-	CostUSD    float64
+	CostUSD float64
+	// FilesBytes adds up the file events' sizes: what the run's agents
+	// wrote (the terminal event's files_bytes).
+	FilesBytes int64
 	Unpriced   string
 	Citations  []messages.Citation // citation_added, in order
 	Lanes      map[messages.StreamID]*Lane
@@ -361,6 +364,17 @@ type Run struct {
 	// streamed, and nodes and debate turns without their outputs
 	// (NewOutline).
 	outline bool
+}
+
+// withoutFileData is a copy of p whose files have no bytes.
+func withoutFileData(p *messages.RunStartedPayload) *messages.RunStartedPayload {
+	c := *p
+	c.Files = make([]messages.RunFile, len(p.Files))
+	for i, f := range p.Files {
+		f.Data = nil
+		c.Files[i] = f
+	}
+	return &c
 }
 
 // New returns the state of a run before its first event.
@@ -471,6 +485,9 @@ func (r *Run) Apply(env *messages.Envelope) {
 	}
 	switch p := env.Payload.(type) {
 	case *messages.RunStartedPayload:
+		if r.outline && len(p.Files) > 0 {
+			p = withoutFileData(p) // an outline keeps what the files are, not their bytes (up to 1 MiB a run)
+		}
 		r.Started, r.StartedAt, r.Tenant = p, env.Timestamp, p.Tenant
 	case *messages.RunFinishedPayload, *messages.RunErrorPayload:
 		r.Ended, r.End, r.EndedAt = true, p, env.Timestamp
@@ -511,6 +528,8 @@ func (r *Run) Apply(env *messages.Envelope) {
 		if lane != nil {
 			lane.Text.WriteString(p.Delta)
 		}
+	case *messages.FilePayload:
+		r.FilesBytes += p.Size
 	case *messages.TokenUsagePayload:
 		r.Usage = r.Usage.Add(p.Usage)
 		put(&r.UsageByModel, p.Model, r.UsageByModel[p.Model].Add(p.Usage))

@@ -339,3 +339,36 @@ func TestApply_Spend(t *testing.T) {
 		t.Fatalf("after an unpriced turn: cost %v, unpriced %q", r.CostUSD, r.Unpriced)
 	}
 }
+
+// TestApply_FilesBytes: file events add up to what a run resumed after a
+// restart puts on its terminal event (files_bytes).
+func TestApply_FilesBytes(t *testing.T) {
+	f := newFold(t).
+		on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("a", nodeLane(run, "a"), &messages.FilePayload{Path: "x.md", Size: 40}).
+		on("a", nodeLane(run, "a"), &messages.FilePayload{Path: "y.md", Size: 2})
+	if f.r.FilesBytes != 42 {
+		t.Fatalf("FilesBytes %d, want 42", f.r.FilesBytes)
+	}
+}
+
+// TestApply_OutlineDropsFileBytes: an outline (the run index's) keeps a
+// run's attached files without their bytes; the full state keeps them
+// (recovery and rewind give them to the agents), and the event's payload
+// is not changed.
+func TestApply_OutlineDropsFileBytes(t *testing.T) {
+	p := &messages.RunStartedPayload{Question: "q", Files: []messages.RunFile{{Name: "a.md", Size: 3, Data: []byte("abc")}}}
+	env := &messages.Envelope{Seq: 1, Type: messages.RunStarted, RunID: "run-1", Lane: run, Payload: p}
+	full, outline := New("run-1"), NewOutline("run-1")
+	full.Apply(env)
+	outline.Apply(env)
+	if string(full.Started.Files[0].Data) != "abc" {
+		t.Fatalf("full state files %+v", full.Started.Files)
+	}
+	if f := outline.Started.Files; len(f) != 1 || f[0].Name != "a.md" || f[0].Size != 3 || f[0].Data != nil {
+		t.Fatalf("outline files %+v", f)
+	}
+	if string(p.Files[0].Data) != "abc" {
+		t.Fatal("the event's payload was changed")
+	}
+}

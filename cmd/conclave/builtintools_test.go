@@ -216,3 +216,55 @@ func TestServe_BuiltinTools(t *testing.T) {
 		t.Errorf("DATA/workspaces/local/%s/notes.md: %q, %v", rc.RunID, got, err)
 	}
 }
+
+// TestRun_Files: `conclave run --file` attaches files to the run
+// (run_started records them with their bytes; a file over the limit is a
+// usage error naming --file), and the summary lists the files the run's
+// agents wrote, with files_bytes.
+func TestRun_Files(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "brief.md")
+	if err := os.WriteFile(notes, []byte("# Brief\nThe sky."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := filepath.Join(dir, "scenario.json")
+	if err := os.WriteFile(sc, []byte(`{"nodes":2,"waves":1,"tokens":3,"seed":4,"calls":["workspace.write"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", "why is the sky blue", "--scenario", sc, "--tool-workspace", "--file", notes}
+	r := runCLI(t, t.Context(), nil, false, append(args, "--json")...)
+	if r.code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	st := events[0].Payload.(*messages.RunStartedPayload)
+	if len(st.Files) != 1 || st.Files[0].Name != "brief.md" || string(st.Files[0].Data) != "# Brief\nThe sky." || st.Files[0].MediaType != "text/markdown" {
+		t.Fatalf("run_started files %+v", st.Files)
+	}
+	fin := events[len(events)-1].Payload.(*messages.RunFinishedPayload)
+	if fin.FilesBytes == 0 {
+		t.Fatalf("files_bytes 0 after two writes")
+	}
+	if !strings.Contains(fin.Answer, "(with the attached files brief.md)") {
+		t.Errorf("the answer does not name the attached file: %q", fin.Answer)
+	}
+
+	r = runCLI(t, t.Context(), nil, false, args...)
+	if r.code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	out := r.stdout + r.stderr
+	if want := fmt.Sprintf("files written: 1 (%d bytes written in all)\n", fin.FilesBytes); !strings.Contains(out, want) || !strings.Contains(out, "  notes.md ") {
+		t.Errorf("no %q and notes.md line in\n%s", want, out)
+	}
+
+	big := filepath.Join(dir, "big.txt")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("a"), messages.MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, t.Context(), nil, false, "run", "q", "--file", big)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "invalid --file (file_too_large): files[0]") {
+		t.Errorf("a file over the limit: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

@@ -40,7 +40,8 @@ type modelFlags struct {
 	roleModels       []string // ROLE=NAME
 	contextTokens    int
 	noResponseFormat bool
-	unavailable      string // --model-unavailable: fail or wait
+	inputs           []string // --model-inputs: image, pdf
+	unavailable      string   // --model-unavailable: fail or wait
 	// Bounds of every model turn, whatever the backend (actors.Config).
 	idleTimeout, turnTimeout time.Duration
 	maxDelta, maxOutput      int
@@ -56,6 +57,7 @@ func (f *modelFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.roleModels, "role-model", nil, "model name of one role, ROLE=NAME (repeatable); roles: "+strings.Join(roleNames(), ", "))
 	fs.IntVar(&f.contextTokens, "model-context-tokens", 0, "context budget of one request in estimated tokens (4 bytes a token); over it the oldest inputs and turns are left out (0: no budget)")
 	fs.BoolVar(&f.noResponseFormat, "model-no-response-format", false, "do not ask the director and steerer for response_format json_schema")
+	fs.StringSliceVar(&f.inputs, "model-inputs", nil, "attached files the model takes as content parts: image (PNG, JPEG, GIF, WebP as image_url), pdf (as file parts); comma-separated. Without them a run's images and PDFs are only named in the prompt (text files always go in it)")
 	fs.StringVar(&f.unavailable, "model-unavailable", unavailableFail, "while the model endpoint's circuit breaker is open: fail (new turns fail at once with model_unavailable) or wait (they wait for it to answer again, at most --model-turn-timeout)")
 	f.registered = true
 	fs.DurationVar(&f.idleTimeout, "model-idle-timeout", actors.DefaultModelIdleTimeout, "fail a model turn that sends no chunk for this long, the first one included (node_failed code timeout); 0: no bound")
@@ -130,8 +132,8 @@ var errNoAPIKey = errors.New("--model openai needs an API key: set " + openai.En
 func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, error) {
 	switch f.backend {
 	case backendScripted, "": // the zero modelFlags (a command built without flags) is the scripted model
-		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat || f.unavailable == unavailableWait {
-			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens, --model-no-response-format and --model-unavailable wait need --model openai")
+		if f.url != "" || f.name != "" || len(f.roleModels) > 0 || f.contextTokens != 0 || f.noResponseFormat || f.unavailable == unavailableWait || len(f.inputs) > 0 {
+			return nil, errors.New("--model-url, --model-name, --role-model, --model-context-tokens, --model-no-response-format, --model-inputs and --model-unavailable wait need --model openai")
 		}
 		return nil, nil
 	case backendOpenAI:
@@ -166,13 +168,24 @@ func (f *modelFlags) openaiConfig(getenv func(string) string) (*openai.Config, e
 		}
 		roles[r] = name
 	}
+	var in openai.Inputs
+	for _, v := range f.inputs {
+		switch strings.TrimSpace(v) {
+		case "image":
+			in.Images = true
+		case "pdf":
+			in.PDF = true
+		default:
+			return nil, fmt.Errorf("invalid --model-inputs %q: want image, pdf or both", v)
+		}
+	}
 	key := openai.KeyFromEnv(getenv)
 	if key == "" && !isLoopbackHost(u.Hostname()) {
 		return nil, errNoAPIKey
 	}
 	return &openai.Config{
 		BaseURL: f.url, APIKey: key, Model: f.name, RoleModels: roles,
-		ContextTokens: f.contextTokens, NoResponseFormat: f.noResponseFormat,
+		ContextTokens: f.contextTokens, NoResponseFormat: f.noResponseFormat, Inputs: in,
 		WaitWhenUnavailable: f.unavailable == unavailableWait,
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/model"
+	"github.com/conclave-ai/conclave/model/openai"
 )
 
 func parseModelFlags(t *testing.T, args ...string) *modelFlags {
@@ -75,6 +76,13 @@ func TestModelFlags_OpenAI(t *testing.T) {
 	if cfg, err := f2.openaiConfig(env("OPENAI_API_KEY", "k")); err != nil || !cfg.WaitWhenUnavailable {
 		t.Fatalf("--model-unavailable wait: %+v, %v", cfg, err)
 	}
+	if cfg.Inputs != (openai.Inputs{}) {
+		t.Fatalf("inputs by default %+v, want none", cfg.Inputs)
+	}
+	f3 := parseModelFlags(t, "--model", "openai", "--model-url", "https://api.example.com/v1", "--model-name", "big", "--model-inputs", "image,pdf")
+	if cfg, err := f3.openaiConfig(env("OPENAI_API_KEY", "k")); err != nil || !cfg.Inputs.Images || !cfg.Inputs.PDF {
+		t.Fatalf("--model-inputs image,pdf: %+v, %v", cfg, err)
+	}
 	if names := f.modelNames(); strings.Join(names, ",") != "big,small,big-2" {
 		t.Fatalf("model names %v", names)
 	}
@@ -110,6 +118,8 @@ func TestModelFlags_Errors(t *testing.T) {
 		{[]string{"--role-model", "worker=x"}, key, "need --model openai"},
 		{[]string{"--model", "openai", url, name, "--model-unavailable", "retry"}, key, `invalid --model-unavailable "retry": must be fail or wait`},
 		{[]string{"--model-unavailable", "wait"}, key, "need --model openai"},
+		{[]string{"--model", "openai", url, name, "--model-inputs", "image,audio"}, key, `invalid --model-inputs "audio": want image, pdf or both`},
+		{[]string{"--model-inputs", "image"}, key, "need --model openai"},
 	} {
 		_, err := parseModelFlags(t, tc.args...).openaiConfig(tc.env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -42,9 +42,19 @@ type renderer struct {
 	// come yet, not shown.
 	asking   string
 	answered map[string]bool
+	// files are the files the run's agents wrote (file events), by path
+	// in the order first written; a later write of a path replaces it.
+	files     []writtenFile
+	filesByAt map[string]int
 	// tools are the running tool calls that reported progress, in the
 	// order they first did, with their latest report.
 	tools []toolLine
+}
+
+// writtenFile is a file an agent of the run wrote: the summary lists it.
+type writtenFile struct {
+	path, agent string
+	size        int64
 }
 
 // toolLine is a running tool call's latest progress report.
@@ -262,6 +272,7 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		add(noteWarn, "warning from %s: %s: %s", env.AgentID, p.Code, p.Message)
 	case *messages.FilePayload:
 		add(noteInfo, "%s wrote %s (%d bytes)", env.AgentID, p.Path, p.Size)
+		r.wrote(writtenFile{path: p.Path, agent: env.AgentID, size: p.Size})
 	case *messages.ToolCallProgressPayload:
 		text := toolProgressLine(env.AgentID, p)
 		r.setTool(env.Lane.StreamID, p.CallID, text)
@@ -459,12 +470,53 @@ func toolProgressLine(agent string, p *messages.ToolCallProgressPayload) string 
 	return b.String()
 }
 
+func (r *renderer) wrote(f writtenFile) {
+	if i, ok := r.filesByAt[f.path]; ok {
+		r.files[i] = f
+		return
+	}
+	if r.filesByAt == nil {
+		r.filesByAt = map[string]int{}
+	}
+	r.filesByAt[f.path] = len(r.files)
+	r.files = append(r.files, f)
+}
+
 // Summary returns the closing lines: the answer of run_finished, or the
-// code and message of run_error.
+// code and message of run_error; then the files the run's agents wrote.
 func (r *renderer) Summary() []note {
 	if r.term == nil {
 		return []note{{noteBad, "the run did not end"}}
 	}
+	return append(r.ending(), r.filesWritten()...)
+}
+
+// filesWritten lists the files the run wrote, with their sizes and
+// writers, and the terminal event's files_bytes (every write counted).
+func (r *renderer) filesWritten() []note {
+	if len(r.files) == 0 {
+		return nil
+	}
+	var total int64
+	switch p := r.term.Payload.(type) {
+	case *messages.RunFinishedPayload:
+		total = p.FilesBytes
+	case *messages.RunErrorPayload:
+		total = p.FilesBytes
+	}
+	out := []note{{noteInfo, fmt.Sprintf("files written: %d (%d bytes written in all)", len(r.files), total)}}
+	width := 0
+	for _, f := range r.files {
+		width = max(width, len(f.path))
+	}
+	for _, f := range r.files {
+		out = append(out, note{noteInfo, fmt.Sprintf("  %-*s %8d bytes  by %s", width, f.path, f.size, f.agent)})
+	}
+	return out
+}
+
+// ending is the summary's lines about how the run ended.
+func (r *renderer) ending() []note {
 	switch p := r.term.Payload.(type) {
 	case *messages.RunFinishedPayload:
 		out := []note{{noteInfo, ""}, {noteInfo, strings.TrimSpace(p.Answer)}, {noteInfo, ""}}

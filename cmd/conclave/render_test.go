@@ -564,3 +564,29 @@ func TestRenderer_ToolProgress(t *testing.T) {
 		t.Errorf("many tools:\n%s", got)
 	}
 }
+
+// TestRenderer_SummaryFiles: the summary lists the files the run wrote
+// (a path written twice once, with its last size and writer) and the
+// terminal event's files_bytes; a run that wrote none lists nothing.
+func TestRenderer_SummaryFiles(t *testing.T) {
+	t.Parallel()
+	onNode := func(id string, p messages.Payload) laned { return laned{nodeLane(id), id, p} }
+	r, _ := feed(t,
+		&messages.RunStartedPayload{Question: "why"},
+		onNode("n001", &messages.FilePayload{Path: "notes.md", Size: 5, Encoding: messages.FileEncodingUTF8, Content: "hello"}),
+		onNode("n002", &messages.FilePayload{Path: "out/report.md", Size: 1200, Encoding: messages.FileEncodingUTF8}),
+		onNode("n002", &messages.FilePayload{Path: "notes.md", Size: 7, Encoding: messages.FileEncodingUTF8, Content: "hello!!"}),
+		&messages.RunFinishedPayload{Answer: "A.", DurationMS: 42, FilesBytes: 1212, Nodes: messages.NodeCounts{Total: 2, Completed: 2}},
+	)
+	sum := texts(r.Summary())
+	want := "files written: 2 (1212 bytes written in all)\n" +
+		"  notes.md             7 bytes  by n002\n" +
+		"  out/report.md     1200 bytes  by n002\n"
+	if !strings.HasSuffix(sum, want) {
+		t.Errorf("summary:\n%s\nwant it to end with:\n%s", sum, want)
+	}
+	r, _ = feed(t, &messages.RunStartedPayload{Question: "why"}, &messages.RunFinishedPayload{Answer: "A."})
+	if sum := texts(r.Summary()); strings.Contains(sum, "files written") {
+		t.Errorf("a run without files: %q", sum)
+	}
+}

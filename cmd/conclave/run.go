@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -203,8 +204,10 @@ type runCmd struct {
 	// budgetTokens and budgetUSD are the run's budget (--budget-tokens,
 	// --budget-usd), prices the --prices file its cost is estimated with.
 	budgetTokens int64
-	budgetUSD    float64
-	prices       string
+	// files are the paths of the files the run starts with (--file).
+	files     []string
+	budgetUSD float64
+	prices    string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -271,6 +274,8 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	fs.StringVar(&c.session, "session", "", "session id to run in (default: a new one)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "engine log level on stderr: debug|info|warn|error")
 	registerLogFormat(fs, &c.logFormat)
+	fs.StringArrayVar(&c.files, "file", nil, fmt.Sprintf("attach this `PATH` to the run (repeatable; at most %d files, %d KiB each, %d KiB in all): text files go in the agents' context, images and PDFs to a model that takes them (--model-inputs)",
+		messages.MaxFiles, messages.MaxFileBytes>>10, messages.MaxRunFilesBytes>>10))
 	fs.Int64Var(&c.budgetTokens, "budget-tokens", 0, "the run's token budget: past it the run ends with run_error budget_exceeded (0: none)")
 	fs.Float64Var(&c.budgetUSD, "budget-usd", 0, "the run's cost budget in USD at the model prices (--prices): past it, likewise (0: none)")
 	fs.StringVar(&c.prices, "prices", "", "JSON file of model prices in USD per million tokens overriding and extending the built-in ones (as serve --prices)")
@@ -385,11 +390,36 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 	if fs.Changed("concurrency") && c.concurrency == 0 {
 		req.Concurrency = -1 // --concurrency 0 is refused, not the default
 	}
+	for _, path := range c.files {
+		f, err := readInputFile(path)
+		if err != nil {
+			return req, messages.RunOptions{}, usageError(err)
+		}
+		req.Files = append(req.Files, f)
+	}
 	o, err := req.Options(messages.RunDefaults{Concurrency: actors.DefaultConcurrency, ApprovalTimeout: actors.DefaultInterruptTimeout})
 	if err != nil {
 		return req, o, usageError(flagError(err))
 	}
 	return req, o, nil
+}
+
+// readInputFile reads a --file: at most one byte over the per-file limit
+// (StartRun.Options says what is wrong with it), named by its base name.
+func readInputFile(path string) (messages.InputFile, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return messages.InputFile{}, fmt.Errorf("--file: %w", err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, messages.MaxFileBytes+1))
+	if err != nil {
+		return messages.InputFile{}, fmt.Errorf("--file %s: %w", path, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return messages.InputFile{Name: filepath.Base(path), Data: data}, nil
 }
 
 // flagNames are the flags of StartRun's fields.
@@ -412,6 +442,10 @@ func flagError(err error) error {
 	}
 	if errors.Is(err, messages.ErrInvalidID) {
 		return fmt.Errorf("invalid --session: %w", err)
+	}
+	var file *messages.FileError
+	if errors.As(err, &file) {
+		return fmt.Errorf("invalid --file (%s): %w", file.Code, err)
 	}
 	return err
 }

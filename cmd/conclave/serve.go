@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/runmetrics"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/tool/fetch"
 	"github.com/conclave-ai/conclave/transport"
 	"github.com/conclave-ai/conclave/web"
 )
@@ -61,6 +63,10 @@ type serveCmd struct {
 	journalMemtable int
 	model           modelFlags
 	cluster         clusterFlags
+	// fileURLs are the prefixes runs' files may be fetched from
+	// (--allow-file-url), fileURLAddrs the private addresses those
+	// fetches may reach (--allow-file-url-addr).
+	fileURLs, fileURLAddrs []string
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -107,7 +113,33 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	c.quotas.flags(fs)
 	c.model.register(fs)
 	c.tools.register(fs)
+	fs.StringArrayVar(&c.fileURLs, "allow-file-url", nil, "let runs attach files by URL from under this `PREFIX` (an http or https URL; repeatable): the server fetches them before the run starts (loopback, private and link-local addresses refused)")
+	fs.StringArrayVar(&c.fileURLAddrs, "allow-file-url-addr", nil, "let --allow-file-url fetches connect to exactly this `IP:PORT` even though it is private or local (repeatable)")
 	return cmd
+}
+
+// fileFetcher is the fetcher of runs' files by URL the flags ask for (nil
+// without --allow-file-url).
+func (c *serveCmd) fileFetcher() (*fetch.Files, error) {
+	if len(c.fileURLs) == 0 {
+		if len(c.fileURLAddrs) > 0 {
+			return nil, errors.New("--allow-file-url-addr needs --allow-file-url")
+		}
+		return nil, nil
+	}
+	cfg := fetch.FilesConfig{Prefixes: c.fileURLs}
+	for _, v := range c.fileURLAddrs {
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --allow-file-url-addr %q: want IP:PORT", truncateFlag(v))
+		}
+		cfg.Allow = append(cfg.Allow, ap)
+	}
+	f, err := fetch.NewFiles(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-file-url: %w", err)
+	}
+	return f, nil
 }
 
 func (c *serveCmd) run(ctx context.Context) (err error) {
@@ -151,6 +183,15 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		Secrets: secretValues}
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
+	}
+	files, err := c.fileFetcher()
+	if err != nil {
+		return usageError(err)
+	}
+	if files != nil {
+		ecfg.FileFetcher = files
+		defer files.Close()
+		logger.Info("runs may attach files by URL", "prefixes", c.fileURLs)
 	}
 	var closeModel func()
 	if ecfg.Models, closeModel, err = c.model.factory(c.app.env, logger); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,127 @@ func TestServe_Dashboard(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("POST / = %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestServe_AllowFileURL: serve --allow-file-url PREFIX (and
+// --allow-file-url-addr for the local file server) fetches a run's file by
+// URL before the run starts, into run_started; a URL under no prefix is
+// 422 file_url_not_allowed, and one on a private address not allowed is
+// 422 file_fetch_failed (the address guard).
+func TestServe_AllowFileURL(t *testing.T) {
+	t.Parallel()
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/markdown")
+		_, _ = io.WriteString(w, "# Brief from "+r.URL.Path)
+	}))
+	defer files.Close()
+	start := func(prefixes, addrs []string) string {
+		var stderr bytes.Buffer
+		a := &app{stdout: &bytes.Buffer{}, stderr: &stderr, isTTY: func(io.Writer) bool { return false }, now: time.Now}
+		ctx, cancel := context.WithCancel(context.Background())
+		addr := make(chan string, 1)
+		done := make(chan error, 1)
+		sc := &serveCmd{app: a, addr: "127.0.0.1:0", heartbeat: 10 * time.Second, logLevel: "warn", memory: true, ready: func(s string) { addr <- s },
+			fileURLs: prefixes, fileURLAddrs: addrs} // --allow-file-url, --allow-file-url-addr
+		go func() { done <- sc.run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		select {
+		case s := <-addr:
+			return "http://" + s
+		case err := <-done:
+			t.Fatalf("serve ended before it listened: %v\n%s", err, stderr.String())
+		}
+		return ""
+	}
+	post := func(base, url string) (int, []byte) {
+		body, _ := json.Marshal(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2},
+			Files: []messages.InputFile{{Name: "brief.md", URL: url}}})
+		resp, err := http.Post(base+"/api/v1/runs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	hostPort := strings.TrimPrefix(files.URL, "http://")
+	base := start([]string{files.URL + "/pub/"}, []string{hostPort})
+	code, b := post(base, files.URL+"/pub/brief.md")
+	if code != http.StatusCreated {
+		t.Fatalf("allowed URL: %d %s", code, b)
+	}
+	var rc messages.RunCreated
+	if err := json.Unmarshal(b, &rc); err != nil {
+		t.Fatal(err)
+	}
+	events, err := readStream(t, rc.StreamURL+"&until=run_end&run_id="+string(rc.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := events[0].Payload.(*messages.RunStartedPayload)
+	if len(st.Files) != 1 || string(st.Files[0].Data) != "# Brief from /pub/brief.md" || st.Files[0].URL != files.URL+"/pub/brief.md" {
+		t.Fatalf("run_started files %+v", st.Files)
+	}
+	if code, b := post(base, files.URL+"/secret.md"); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "file_url_not_allowed") {
+		t.Errorf("URL under no prefix: %d %s", code, b)
+	}
+	guarded := start([]string{files.URL + "/pub/"}, nil)
+	if code, b := post(guarded, files.URL+"/pub/brief.md"); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "file_fetch_failed") || !strings.Contains(string(b), "loopback") {
+		t.Errorf("loopback without --allow-file-url-addr: %d %s", code, b)
+	}
+}
+
+// readStream reads an SSE stream that ends (until=run_end) into envelopes.
+func readStream(t *testing.T, url string) ([]*messages.Envelope, error) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := skipSSERetry(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	r := testkit.NewSSEReader(body)
+	var out []*messages.Envelope
+	for {
+		f, err := r.Next()
+		if err != nil {
+			return out, nil // the stream ended
+		}
+		if f.Data == "" || f.Event == "" || !messages.EventType(f.Event).Known() {
+			continue
+		}
+		env := new(messages.Envelope)
+		if err := json.Unmarshal([]byte(f.Data), env); err != nil {
+			return nil, err
+		}
+		out = append(out, env)
+	}
+}
+
+// TestServeCmd_FileFetcher: the --allow-file-url flags' mistakes.
+func TestServeCmd_FileFetcher(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		prefixes, addrs []string
+		want            string
+	}{
+		{nil, []string{"127.0.0.1:80"}, "--allow-file-url-addr needs --allow-file-url"},
+		{[]string{"https://files.example/"}, []string{"localhost"}, `invalid --allow-file-url-addr "localhost"`},
+		{[]string{"ftp://files.example/"}, nil, "--allow-file-url: "},
+	} {
+		sc := &serveCmd{fileURLs: tc.prefixes, fileURLAddrs: tc.addrs}
+		if _, err := sc.fileFetcher(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.prefixes, tc.addrs, err, tc.want)
+		}
+	}
+	if f, err := (&serveCmd{}).fileFetcher(); f != nil || err != nil {
+		t.Errorf("no flags: %v, %v; want no fetcher", f, err)
 	}
 }

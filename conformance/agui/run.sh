@@ -61,7 +61,7 @@ echo "conclave serve at $url"
 
 passed=0
 failed=0
-for script in council.mjs parallel.mjs abort.mjs hitl.mjs features.mjs; do
+for script in council.mjs parallel.mjs abort.mjs hitl.mjs features.mjs files.mjs; do
   echo "== node $script"
   if (cd "$here" && node "$script" "$url"); then
     passed=$((passed + 1))

@@ -152,7 +152,7 @@ export type ConclaveEvent = {
   [T in EventType]: EnvelopeBase & { type: T; payload: EventPayloads[T] };
 }[EventType];
 
-/** First event of every run, exactly once. Opens the run lane. */
+/** First event of every run, exactly once. Opens the run lane. Records the run's options and the files it started with, bytes and all (`files`): a run rebuilt after a restart gives its agents the same ones. */
 export interface RunStartedPayload {
   question: string;
   hitl: "none" | "plan" | "node" | "tools";
@@ -169,9 +169,10 @@ export interface RunStartedPayload {
   trace_id?: string;
   trace_parent?: string;
   budget?: RunBudget;
+  files?: RunFile[];
 }
 
-/** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
+/** Terminal: the run succeeded. Carries the answer, token totals and `files_bytes` (the sizes of the run's file events added up). Exactly one terminal event per run, always last. */
 export interface RunFinishedPayload {
   answer: string;
   citations?: Citation[];
@@ -179,6 +180,7 @@ export interface RunFinishedPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  files_bytes?: number;
   request_id?: string;
   tenant_id: string;
   conversation_id: string;
@@ -191,6 +193,7 @@ export interface RunErrorPayload {
   usage: Usage;
   nodes: NodeCounts;
   duration_ms: number;
+  files_bytes?: number;
   request_id?: string;
   tenant_id: string;
   conversation_id: string;
@@ -729,6 +732,15 @@ export interface AdvisorOptions {
 export interface RunBudget {
   tokens?: number;
   cost_usd?: number;
+}
+
+export interface RunFile {
+  name: string;
+  media_type: string;
+  size: number;
+  sha256: string;
+  url?: string;
+  data: string | null;
 }
 
 export interface Citation {

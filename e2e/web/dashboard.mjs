@@ -344,6 +344,45 @@ const scenarios = {
     }
   },
 
+  // Files in and out: a run started with an attached file, whose workers
+  // write a file each (the workspace tool): the page lists the attached
+  // file and the written one (last size, writer), its content one click
+  // away, and the terminal event's files_bytes.
+  async files({ browser, bin }) {
+    const server = new Server(bin, { args: ["--tool-workspace"] });
+    await server.start();
+    try {
+      const brief = "# Brief\nWhy is the sky blue? Keep it short.\n";
+      const page = await newPage(browser);
+      await page.goto(server.url + "/");
+      await page.setInputFiles('input[name="files"]', { name: "brief.md", mimeType: "text/markdown", buffer: Buffer.from(brief) });
+      const runId = await startFromPage(page, { question: "why is the sky blue", calls: ["workspace.write"],
+        fields: { nodes: 2, waves: 1, tokens: 6, token_delay_ms: 10, teams: "", reasoning_tokens: "", tools_per_node: "", subagents_per_node: "" } });
+      await waitStatus(page, "finished", 30000);
+      const events = await server.events(runId);
+      const started = events.find((e) => e.run_id === runId && e.type === "run_started").payload;
+      assert(started.files.length === 1 && Buffer.from(started.files[0].data, "base64").toString() === brief, "the picked file reaches run_started");
+      const written = events.filter((e) => e.run_id === runId && e.type === "file");
+      const fin = events.find((e) => e.run_id === runId && e.type === "run_finished").payload;
+      assert(written.length === 2 && fin.files_bytes === written.reduce((a, e) => a + e.payload.size, 0),
+        `files_bytes ${fin.files_bytes} is the file events' sizes (${written.length} events)`);
+      await page.waitForSelector('.files [data-attached-file="brief.md"]', { timeout: 10000 });
+      const last = written[written.length - 1].payload;
+      const row = await page.waitForSelector(`.files [data-written-file="${last.path}"][data-size="${last.size}"]`, { timeout: 10000 });
+      await page.waitForSelector(`.files [data-files-bytes="${fin.files_bytes}"]`);
+      await (await row.$("summary")).click();
+      const shown = await row.$eval("pre.file-content", (el) => el.textContent);
+      assert(shown === last.content, `the written file's content is shown: ${JSON.stringify(shown.slice(0, 80))}`);
+      await (await page.$(".files")).screenshot({ path: join(out, "files.png") });
+      await shot(page, "files-page");
+      await checkNoGap(page);
+      assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
+      await page.context().close();
+    } finally {
+      await server.stop();
+    }
+  },
+
   // Steer and abort a running run from the page.
   async abort({ browser, server }) {
     const page = await newPage(browser);

@@ -152,3 +152,20 @@ test("request_received, turn_started and correlation_id reach the run and its la
   assert.deepEqual(r.request, { tenant: "acme", message: "q" });
   assert.deepEqual(r.lanes.get("node:n001").turn, { model: "gpt", turn: 2, attempt: 1 });
 });
+
+test("files: attached ones from run_started, written ones by path (the last write wins), files_bytes from the terminal event", () => {
+  seq = 0;
+  const s = newSession();
+  apply(s, ev("run_started", { question: "q", hitl: "none", files: [{ name: "brief.md", media_type: "text/markdown", size: 12, sha256: "x", data: "IyBCcmllZgo=" }] }));
+  const r = s.runs.get("r1");
+  assert.deepEqual(r.attached, [{ name: "brief.md", mediaType: "text/markdown", size: 12, url: "" }]);
+  apply(s, ev("file", { path: "notes.md", size: 5, encoding: "utf-8", content: "hello", call_id: "c1", tool: "workspace.write" }, lane("node:n001")));
+  apply(s, ev("file", { path: "out/a.md", size: 1, encoding: "utf-8", content: "a", call_id: "c2", tool: "workspace.write" }, lane("node:n002")));
+  apply(s, ev("file", { path: "notes.md", size: 7, encoding: "utf-8", content: "hello!!", call_id: "c3", tool: "workspace.write" }, lane("node:n002")));
+  assert.deepEqual([...r.files.keys()], ["notes.md", "out/a.md"]);
+  assert.equal(r.files.get("notes.md").content, "hello!!");
+  assert.equal(r.files.get("notes.md").lane, "node:n002");
+  assert.equal(r.filesBytes, 0);
+  apply(s, ev("run_finished", { answer: "a", usage: {}, nodes: {}, duration_ms: 1, files_bytes: 13 }));
+  assert.equal(r.filesBytes, 13);
+});

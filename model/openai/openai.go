@@ -112,6 +112,10 @@ type Config struct {
 	// tokens (EstimateTokens); 0: no budget. Over it, the oldest inputs,
 	// transcript lines and earlier turns are left out (see prompt.fit).
 	ContextTokens int
+	// Inputs says which attached files (images, PDFs) the server's models
+	// take as content parts (default: none; text files always go in the
+	// prompt's text). conclave serve --model-inputs.
+	Inputs Inputs
 	// NoResponseFormat turns off response_format json_schema for the
 	// director and the steerer (for servers that mishandle it).
 	NoResponseFormat bool
@@ -335,7 +339,7 @@ func (m *Model) params(req model.Request) (oa.ChatCompletionNewParams, int, erro
 	if plansTools(req.Role) {
 		callable = nil // the tools a plan may give its nodes: listed in the task (newPrompt), not called
 	}
-	p := newPrompt(req)
+	p := newPrompt(req, m.cfg.Inputs)
 	names := p.names
 	for _, t := range callable {
 		var params shared.FunctionParameters // the SDK's type for a schema: any JSON object

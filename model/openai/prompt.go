@@ -7,6 +7,7 @@ import (
 
 	oa "github.com/openai/openai-go/v3"
 
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 )
 
@@ -64,12 +65,15 @@ type prompt struct {
 // taskParts is the task message, kept in parts so that the budget can drop
 // its oldest inputs and transcript lines.
 type taskParts struct {
-	head       string   // agent, question, goal, plan, note, review
+	head       string   // agent, question, goal, plan, note, review, text files
 	inputs     []string // req.Context
 	transcript []string // req.Transcript
+	// media are the run's images and PDFs the server accepts: content
+	// parts after the task's text (the message is then an array of parts).
+	media []messages.RunFile
 }
 
-func newPrompt(req model.Request) *prompt {
+func newPrompt(req model.Request, in Inputs) *prompt {
 	p := &prompt{system: SystemPrompt(req.Role), names: wireNamesOf(req)}
 	var b strings.Builder
 	tag(&b, "agent", req.AgentID)
@@ -113,7 +117,8 @@ func newPrompt(req model.Request) *prompt {
 		}
 		tag(&b, "available_tools", tb.String())
 	}
-	p.task = taskParts{head: b.String(), inputs: req.Context, transcript: req.Transcript}
+	p.task.media = writeFiles(&b, req.Files, in)
+	p.task.head, p.task.inputs, p.task.transcript = b.String(), req.Context, req.Transcript
 	p.turns = req.History
 
 	b.Reset()
@@ -169,11 +174,94 @@ func (p *prompt) taskText() string {
 func (p *prompt) messages() []oa.ChatCompletionMessageParamUnion {
 	turns := p.turns[p.droppedTurns:]
 	msgs := make([]oa.ChatCompletionMessageParamUnion, 0, 3+2*len(turns))
-	msgs = append(msgs, oa.SystemMessage(p.system), oa.UserMessage(p.taskText()))
+	msgs = append(msgs, oa.SystemMessage(p.system), p.taskMessage())
 	for _, ex := range turns {
 		msgs = append(msgs, exchangeMessages(ex, p.names)...)
 	}
 	return append(msgs, oa.UserMessage(p.last))
+}
+
+// Inputs says which of a run's attached files (model.Request.Files) the
+// server's models take as content parts. Text files are always put in the
+// task's text; an image or PDF the server does not take is named there,
+// with a note that it was left out. The zero value takes none: many
+// OpenAI-compatible servers (text-only models) refuse content parts.
+type Inputs struct {
+	// Images: PNG, JPEG, GIF and WebP images as image_url parts (a
+	// base64 data URL), for models with vision.
+	Images bool
+	// PDF: PDFs as file parts (file_data, a base64 data URL, and the
+	// filename); the Chat Completions API takes PDFs only as file parts.
+	PDF bool
+}
+
+// takes reports whether in takes f as a content part.
+func (in Inputs) takes(f messages.RunFile) bool {
+	switch f.Kind() {
+	case messages.FileImage:
+		return in.Images
+	case messages.FilePDF:
+		return in.PDF
+	}
+	return false
+}
+
+// writeFiles writes the run's files into the task: text files whole, in
+// a <file> tag; the images and PDFs the server takes as a <file> tag that
+// says which attached part it is; the others as a <file> tag saying they
+// were left out. It returns the files to attach as parts, in order.
+func writeFiles(b *strings.Builder, files []messages.RunFile, in Inputs) []messages.RunFile {
+	var media []messages.RunFile
+	for _, f := range files {
+		open := `<file name="` + attr(f.Name) + `" media_type="` + attr(f.MediaType) + `" size="` + strconv.FormatInt(f.Size, 10) + `"`
+		switch {
+		case f.Kind() == messages.FileText:
+			b.WriteString(open + ">\n" + string(f.Data) + "\n</file>\n")
+		case in.takes(f):
+			media = append(media, f)
+			b.WriteString(open + ` part="` + strconv.Itoa(len(media)) + `"/>` + "\n")
+		default:
+			b.WriteString(open + ` omitted="this model does not take ` + attr(f.MediaType) + ` input"/>` + "\n")
+		}
+	}
+	return media
+}
+
+// taskMessage is the task as a user message: text, or, with media, the
+// text part then one part per file.
+func (p *prompt) taskMessage() oa.ChatCompletionMessageParamUnion {
+	if len(p.task.media) == 0 {
+		return oa.UserMessage(p.taskText())
+	}
+	parts := make([]oa.ChatCompletionContentPartUnionParam, 0, 1+len(p.task.media))
+	parts = append(parts, oa.TextContentPart(p.taskText()))
+	for _, f := range p.task.media {
+		if f.Kind() == messages.FileImage {
+			parts = append(parts, oa.ImageContentPart(oa.ChatCompletionContentPartImageImageURLParam{URL: f.DataURL()}))
+			continue
+		}
+		parts = append(parts, oa.FileContentPart(oa.ChatCompletionContentPartFileFileParam{
+			FileData: oa.String(f.DataURL()), Filename: oa.String(f.Name)}))
+	}
+	return oa.UserMessage(parts)
+}
+
+// Token estimates of the media parts (the budget's): an image at most
+// what a high-detail 1024x1024 one costs on OpenAI's tile scheme
+// (85 + 4 tiles of 170); a PDF one token per four bytes of it, which
+// over-counts (its text and page images cost less than its bytes).
+const imageTokens = 765
+
+func mediaTokens(files []messages.RunFile) int {
+	n := 0
+	for _, f := range files {
+		if f.Kind() == messages.FileImage {
+			n += imageTokens
+		} else {
+			n += int(f.Size+3) / 4
+		}
+	}
+	return n
 }
 
 // exchangeMessages is one earlier turn: the assistant message (text and
@@ -240,7 +328,7 @@ func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
 const messageOverhead = 4
 
 func (p *prompt) estimate(tools int) int {
-	n := tools + 3*messageOverhead + EstimateTokens(p.system) + EstimateTokens(p.taskText()) + EstimateTokens(p.last)
+	n := tools + 3*messageOverhead + EstimateTokens(p.system) + EstimateTokens(p.taskText()) + mediaTokens(p.task.media) + EstimateTokens(p.last)
 	for _, ex := range p.turns[p.droppedTurns:] {
 		n += exchangeTokens(ex)
 	}

@@ -331,7 +331,7 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 		turns = m.subagent(st, req)
 	case model.RoleSynthesizer:
 		if req.Turn == 1 {
-			st.add(step{kind: kindText, lead: []string{"Answer to: " + req.Question + " — "}, n: m.s.SynthesisTokens})
+			st.add(step{kind: kindText, lead: []string{"Answer to: " + req.Question + filesNote(req.Files) + " — "}, n: m.s.SynthesisTokens})
 		}
 	case model.RoleDebater:
 		if req.Turn == 1 {
@@ -935,7 +935,28 @@ func inputWords(req model.Request) int64 {
 	for _, r := range req.ToolResults {
 		n += countWords(r.Content)
 	}
+	for _, f := range req.Files { // what a model reads of them: text as words, the others as a word per 4 bytes
+		if f.Kind() == messages.FileText {
+			n += countWords(string(f.Data))
+		} else {
+			n += int(f.Size+3) / 4
+		}
+	}
 	return int64(n)
+}
+
+// filesNote names the run's attached files in the synthesiser's answer
+// (" (with the attached files a.md, b.png)"), so that a scripted run shows
+// its agents were given them; "" without files.
+func filesNote(files []messages.RunFile) string {
+	if len(files) == 0 {
+		return ""
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	return " (with the attached files " + strings.Join(names, ", ") + ")"
 }
 
 // countWords counts the space-separated words of s without allocating.

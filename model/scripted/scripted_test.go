@@ -685,3 +685,25 @@ func BenchmarkWorkerTurn(b *testing.B) {
 		_ = st.Close()
 	}
 }
+
+// TestModel_SynthesizerNamesFiles: the synthesiser's answer names the
+// run's attached files (what shows that agents were given them), and a
+// turn's input tokens count them; without files nothing changes.
+func TestModel_SynthesizerNamesFiles(t *testing.T) {
+	t.Parallel()
+	m := newModel(t, messages.Scenario{SynthesisTokens: 2})
+	req := model.Request{Role: model.RoleSynthesizer, AgentID: "synthesizer", Question: "why", Turn: 1, Attempt: 1}
+	plain := run(t, m, t.Context(), req)
+	req.Files = []messages.RunFile{{Name: "brief.md", MediaType: "text/markdown", Size: 11, Data: []byte("three words here")},
+		{Name: "chart.png", MediaType: "image/png", Size: 40}}
+	with := run(t, m, t.Context(), req)
+	if got := with.chunks[0].(*model.Text).Text; got != "Answer to: why (with the attached files brief.md, chart.png) — " {
+		t.Errorf("first text %q", got)
+	}
+	if got := plain.chunks[0].(*model.Text).Text; got != "Answer to: why — " {
+		t.Errorf("without files: first text %q", got)
+	}
+	if d := with.usage(t).InputTokens - plain.usage(t).InputTokens; d != 3+10 {
+		t.Errorf("the files add %d input tokens, want 13 (3 words, 40 bytes / 4)", d)
+	}
+}

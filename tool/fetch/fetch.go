@@ -108,18 +108,7 @@ func New(cfg Config) (*Tool, error) {
 			return nil, fmt.Errorf("fetch: default url: %w", err)
 		}
 	}
-	g := guard{allowPrivate: cfg.AllowPrivate, allow: cfg.Allow}
-	d := &dialer{resolver: cfg.Resolver, net: net.Dialer{Timeout: cfg.Timeout, Control: g.check}}
-	tr := &http.Transport{
-		Proxy:                  nil, // never a proxy: the guard must see the real destination
-		DialContext:            d.DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  cfg.Timeout,
-		MaxIdleConns:           16,
-		IdleConnTimeout:        30 * time.Second,
-		MaxResponseHeaderBytes: 64 << 10,
-	}
+	tr := guardedTransport(guard{allowPrivate: cfg.AllowPrivate, allow: cfg.Allow}, cfg.Resolver, cfg.Timeout)
 	t := &Tool{cfg: cfg}
 	t.client = &http.Client{Transport: tr, CheckRedirect: t.checkRedirect}
 	schema, err := t.schema()
@@ -159,6 +148,23 @@ func (t *Tool) schema() (json.RawMessage, error) {
 		"required":             []string{"url"},
 		"additionalProperties": false,
 	})
+}
+
+// guardedTransport connects only where g allows (checked at connect
+// time, on the address dialled), never through a proxy, with timeout
+// bounding the connection and the wait for the answer's headers.
+func guardedTransport(g guard, r Resolver, timeout time.Duration) *http.Transport {
+	d := &dialer{resolver: r, net: net.Dialer{Timeout: timeout, Control: g.check}}
+	return &http.Transport{
+		Proxy:                  nil, // never a proxy: the guard must see the real destination
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  timeout,
+		MaxIdleConns:           16,
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
 }
 
 // Def returns the tool's definition.

@@ -17,7 +17,11 @@
 // order with newlines, are the question; its contextId (optional) the
 // session; its metadata may carry the run options of POST /api/v1/runs
 // (hitl, scenario, seed, concurrency, approval_timeout_seconds,
-// approval_timeout_action). Without a scenario, the scripted model runs
+// approval_timeout_action); its file parts (raw bytes or a url, with
+// filename and mediaType; the card's input modes list the types) are
+// the run's files (StartRun.Files; a url is fetched only from the
+// operator's allowed prefixes; a refused file is -32602 with its code and
+// REST's HTTP status, 413 or 422). Without a scenario, the scripted model runs
 // DefaultScenario: the engine's default at 15 ms per token, so a task is
 // WORKING for a few seconds, as a real council would be, rather than done
 // before a client can look.
@@ -99,7 +103,7 @@
 // -32002 CancelTask on a terminal task, -32003 push notifications, -32004
 // a message to a terminal task or to a task not waiting for input, and
 // SubscribeToTask on a terminal task, -32005 a Content-Type other than
-// JSON or a raw or url part in a question, -32007 GetExtendedAgentCard,
+// JSON or a raw or url part in an answer, -32007 GetExtendedAgentCard,
 // -32009 an A2A-Version other than 1.0 (no header means 0.3). A failed
 // authentication is HTTP 401. Refusals that carry their own HTTP status,
 // the same REST and AG-UI answer: a tenant's quota (too many runs, the

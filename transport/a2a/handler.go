@@ -168,6 +168,9 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		scheme = "https"
 	}
+	// Text and data parts are the question; file parts (raw bytes or a
+	// url) of these types are the run's files.
+	inputModes := []string{"text/plain", "application/json", "text/markdown", "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
 	card := AgentCard{
 		Name:        "Conclave",
 		Description: "A council of agents: a director plans the question as a graph of nodes, the nodes work in parallel waves (delegating to sub-agents and calling tools, with optional human approval), and a synthesiser composes the answer.",
@@ -176,7 +179,7 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 		}},
 		Version:            h.cfg.Version,
 		Capabilities:       AgentCapabilities{Streaming: true},
-		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultInputModes:  inputModes,
 		DefaultOutputModes: []string{"text/plain"},
 		Skills: []AgentSkill{{
 			ID: "council", Name: "Council",
@@ -186,7 +189,7 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 				"Approvals and questions arrive as TASK_STATE_INPUT_REQUIRED; answer with a message carrying the same taskId.",
 			Tags:        []string{"council", "multi-agent", "planning", "synthesis", "human-in-the-loop"},
 			Examples:    []string{"Why is the sky blue?"},
-			InputModes:  []string{"text/plain", "application/json"},
+			InputModes:  inputModes,
 			OutputModes: []string{"text/plain"},
 		}},
 	}
@@ -453,6 +456,7 @@ func (c *call) decodeParams(params json.RawMessage, dst any) *RPCError {
 // status REST and AG-UI answer for it).
 func engineError(err error) *RPCError {
 	var quota *actors.QuotaError
+	var file *messages.FileError
 	switch {
 	case errors.As(err, &quota) && quota.Permanent():
 		// It can never fit: the request is at fault, as REST's 422 says.
@@ -463,6 +467,14 @@ func engineError(err error) *RPCError {
 		return quotaError(string(quota.Code), quota.Message, quota.RetryAfter)
 	case errors.Is(err, actors.ErrRunNotFound), errors.Is(err, actors.ErrSessionNotFound):
 		return rpcErrorf(CodeTaskNotFound, "task not found")
+	case errors.As(err, &file):
+		// A file the run does not take: its code, and REST's status.
+		e := rpcErrorf(CodeInvalidParams, "%s: %s", file.Code, file.Error())
+		e.status = http.StatusUnprocessableEntity
+		if file.TooLarge() {
+			e.status = http.StatusRequestEntityTooLarge
+		}
+		return e
 	case errors.Is(err, actors.ErrInvalidRequest):
 		return rpcErrorf(CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "actors: invalid request: "))
 	case errors.Is(err, actors.ErrUnavailable):

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -54,7 +55,8 @@ func checkMessage(msg *Message) *RPCError {
 
 // startRunFrom turns a message without taskId into the run it asks for:
 // the question is its text parts joined with newlines, the session its
-// contextId (a new one when empty), the options its metadata.
+// contextId (a new one when empty), the options its metadata; its file
+// parts (raw bytes or a url) are the run's files (StartRun.Files).
 func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 	var cmd messages.StartRun
 	var texts []string
@@ -70,8 +72,12 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 				return cmd, invalidParams(fmt.Sprintf("message.parts[%d].data", i), err)
 			}
 			texts = append(texts, b.String())
-		default:
-			return cmd, rpcErrorf(CodeContentTypeNotSupported, "message.parts[%d]: a new task takes text and data parts (the question); raw and url parts are not supported", i)
+		case p.Raw != nil, p.URL != nil:
+			f, rerr := filePart(i, p)
+			if rerr != nil {
+				return cmd, rerr
+			}
+			cmd.Files = append(cmd.Files, f)
 		}
 	}
 	cmd.Question = strings.Join(texts, "\n")
@@ -101,6 +107,27 @@ func startRunFrom(msg *Message) (messages.StartRun, *RPCError) {
 	cmd.Advisor, cmd.MaxDelegationRounds, cmd.MaxReplans = opts.Advisor, opts.MaxDelegationRounds, opts.MaxReplans
 	cmd.Budget = opts.Budget
 	return cmd, nil
+}
+
+// filePart is the file of a raw or url part (an A2A FilePart): its
+// filename names it ("file-<i>" without one), its mediaType is its media
+// type (else the name's extension tells it). The engine checks it as any
+// run's file; a url is fetched only from the operator's allowed prefixes.
+func filePart(i int, p Part) (messages.InputFile, *RPCError) {
+	f := messages.InputFile{Name: p.Filename, MediaType: p.MediaType}
+	if f.Name == "" {
+		f.Name = fmt.Sprintf("file-%d", i)
+	}
+	if p.URL != nil {
+		f.URL = *p.URL
+		return f, nil
+	}
+	data, err := base64.StdEncoding.DecodeString(*p.Raw)
+	if err != nil {
+		return f, invalidParams(fmt.Sprintf("message.parts[%d].raw", i), err)
+	}
+	f.Data = data
+	return f, nil
 }
 
 // DefaultScenario is the scripted model's scenario of a task whose message

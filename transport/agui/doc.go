@@ -134,4 +134,17 @@
 // they have in POST /api/v1/runs, and question (used when messages hold no
 // user message; otherwise the question is the last user message's text).
 // Other forwardedProps keys, tools, context and state are ignored.
+//
+// # Files
+//
+// The media parts of the question's user message are the run's files
+// (StartRun.Files): AG-UI 1.0's image, audio, video and document parts
+// with a data source (base64) or a url source (fetched by the engine
+// from the operator's allowed prefixes only), and the pre-1.0 draft's
+// binary parts (mimeType, data or url, filename). A file is named by
+// metadata.filename (binary: filename), else the part's id, else
+// "<type>-<index>". A part with a provider's file handle (source file, or
+// a binary part with only an id) is refused, 422 file_invalid: no bytes
+// travel with it. The engine checks the files as any run's (sizes,
+// types: docs/api.md); CUSTOM conclave.run_started does not carry them.
 package agui

@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -271,7 +272,14 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 		}
 		cmd.Scenario = &s
 	}
-	cmd.Question = question(in.Messages)
+	var at int
+	cmd.Question, at = question(in.Messages)
+	if at >= 0 {
+		var aerr *apiError
+		if cmd.Files, aerr = mediaFiles(at, in.Messages[at].Content); aerr != nil {
+			return messages.StartRun{}, aerr
+		}
+	}
 	if cmd.Question == "" {
 		cmd.Question = o.Question
 	}
@@ -281,8 +289,9 @@ func (h *Handler) startCommand(in *RunAgentInput, tenant messages.TenantID, sess
 	return cmd, nil
 }
 
-// question is the text of the last user message.
-func question(msgs []InputMessage) string {
+// question is the text of the last user message with text, and its
+// index (-1: none).
+func question(msgs []InputMessage) (string, int) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
 		if m.Role != "user" {
@@ -295,7 +304,7 @@ func question(msgs []InputMessage) string {
 		if c[0] == '"' {
 			var s string
 			if json.Unmarshal(c, &s) == nil && s != "" {
-				return s
+				return s, i
 			}
 			continue
 		}
@@ -316,10 +325,98 @@ func question(msgs []InputMessage) string {
 			}
 		}
 		if b.Len() > 0 {
-			return b.String()
+			return b.String(), i
 		}
 	}
-	return ""
+	return "", -1
+}
+
+// mediaPart is an AG-UI media content part (image, audio, video,
+// document): where its bytes are (source) and, in metadata, an optional
+// filename; or a part of the multimodal draft that came before 1.0's
+// (type "binary": mimeType, data or url, filename), which clients still
+// send.
+type mediaPart struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// The "binary" part's fields.
+	MimeType string       `json:"mimeType"`
+	Data     string       `json:"data"`
+	URL      string       `json:"url"`
+	Filename string       `json:"filename"`
+	Source   *mediaSource `json:"source"`
+	Metadata struct {
+		Filename string `json:"filename"`
+	} `json:"metadata"`
+}
+
+// mediaSource is where a media part's bytes are: data (inline base64),
+// url, or file (a provider's handle, not read here).
+type mediaSource struct {
+	Type     string `json:"type"`
+	Value    string `json:"value"`
+	MimeType string `json:"mimeType"`
+}
+
+// mediaFiles are the run's files of the question's message (messages[at],
+// content c): its media parts, bytes inline (source data, base64) or by URL
+// (source url, fetched by the engine from the operator's prefixes only).
+// A part named by a provider's file handle (source file) is refused: no
+// bytes travel with it and this server cannot read the provider's store.
+// A file is named by metadata.filename, else its id, else
+// "<type>-<index>".
+func mediaFiles(at int, c json.RawMessage) ([]messages.InputFile, *apiError) {
+	c = bytes.TrimSpace(c)
+	if len(c) == 0 || c[0] != '[' {
+		return nil, nil
+	}
+	var parts []mediaPart
+	if err := json.Unmarshal(c, &parts); err != nil {
+		return nil, nil // not parts this server reads: the question's text is what counts
+	}
+	var out []messages.InputFile
+	for j, p := range parts {
+		if p.Type == "text" {
+			continue
+		}
+		where := fmt.Sprintf("messages[%d].content[%d]", at, j)
+		if p.Type == "binary" { // the draft's shape, as a source
+			p.Metadata.Filename = p.Filename
+			switch {
+			case p.Data != "":
+				p.Source = &mediaSource{Type: "data", Value: p.Data, MimeType: p.MimeType}
+			case p.URL != "":
+				p.Source = &mediaSource{Type: "url", Value: p.URL, MimeType: p.MimeType}
+			default:
+				p.Source = &mediaSource{Type: "id", Value: p.ID}
+			}
+		}
+		if p.Source == nil {
+			return nil, errorf(http.StatusUnprocessableEntity, string(messages.FileInvalid), where+": a "+p.Type+" part needs a source")
+		}
+		f := messages.InputFile{Name: p.Metadata.Filename, MediaType: p.Source.MimeType}
+		if f.Name == "" {
+			f.Name = p.ID
+		}
+		if f.Name == "" {
+			f.Name = fmt.Sprintf("%s-%d", p.Type, j)
+		}
+		switch p.Source.Type {
+		case "data":
+			data, err := base64.StdEncoding.DecodeString(p.Source.Value)
+			if err != nil {
+				return nil, errorf(http.StatusUnprocessableEntity, string(messages.FileInvalid), where+".source.value is not base64: "+err.Error())
+			}
+			f.Data = data
+		case "url":
+			f.URL = p.Source.Value
+		default:
+			return nil, errorf(http.StatusUnprocessableEntity, string(messages.FileInvalid),
+				fmt.Sprintf("%s: a source of type %q is not read here (data or url)", where, p.Source.Type))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // start answers a RunAgentInput without resume: a new Conclave run in the

@@ -1,9 +1,11 @@
 package openaitest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,6 +23,10 @@ const (
 	MaxTools               = 128
 	MaxFunctionName        = 64
 	MaxFunctionDescription = 1024
+	// Images: at most 500 in a request, 50 MB of image bytes in all
+	// (OpenAI's "Images and vision" guide: image input requirements).
+	MaxImages     = 500
+	MaxImageBytes = 50 << 20
 )
 
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -73,7 +79,10 @@ func CheckRequest(r *Request) *InvalidRequest {
 			}
 		}
 	}
-	return checkMessages(r.Messages)
+	if e := checkMessages(r.Messages); e != nil {
+		return e
+	}
+	return checkParts(r.Messages)
 }
 
 func checkName(param, name string) *InvalidRequest {
@@ -138,4 +147,163 @@ func checkMessages(msgs []Message) *InvalidRequest {
 		}
 	}
 	return unanswered()
+}
+
+// partTypes are the content part types each role's messages take.
+var partTypes = map[string][]string{
+	"system":    {"text"},
+	"developer": {"text"},
+	"user":      {"text", "image_url", "input_audio", "file"},
+	"assistant": {"text", "refusal"},
+	"tool":      {"text"},
+}
+
+// imageTypes are the image types the API takes (PNG, JPEG, WEBP and
+// non-animated GIF); Chat Completions takes files (file_data) as PDFs only.
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// checkParts checks array contents: each part's type is one its role
+// takes, with what that type needs; an image is an http(s) URL or a
+// base64 data URL of an image type the API takes; a file part has
+// file_data (a base64 data URL of a PDF) or file_id, not both; and the
+// request's images stay within MaxImages and MaxImageBytes.
+func checkParts(msgs []Message) *InvalidRequest {
+	images, imageBytes := 0, 0
+	for i, m := range msgs {
+		if m.Parts != nil && len(m.Parts) == 0 {
+			return &InvalidRequest{Message: fmt.Sprintf("Invalid 'messages[%d].content': empty array. Expected an array with minimum length 1, but got an empty array instead.", i),
+				Param: fmt.Sprintf("messages[%d].content", i), Code: "empty_array"}
+		}
+		for j, p := range m.Parts {
+			at := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			allowed := partTypes[m.Role]
+			if !slices.Contains(allowed, p.Type) {
+				return &InvalidRequest{Message: fmt.Sprintf("Invalid value: '%s'. Supported values are: %s.", p.Type, quoteList(allowed)),
+					Param: at + ".type", Code: "invalid_value"}
+			}
+			missing := func(field string) *InvalidRequest {
+				return &InvalidRequest{Message: fmt.Sprintf("Missing required parameter: '%s.%s'.", at, field), Param: at + "." + field, Code: "missing_required_parameter"}
+			}
+			switch p.Type {
+			case "text":
+				if p.Text == nil {
+					return missing("text")
+				}
+			case "refusal":
+				if p.Refusal == nil {
+					return missing("refusal")
+				}
+			case "input_audio":
+				if len(p.InputAudio) == 0 {
+					return missing("input_audio")
+				}
+			case "image_url":
+				if p.ImageURL == nil {
+					return missing("image_url")
+				}
+				if d := p.ImageURL.Detail; d != "" && d != "auto" && d != "low" && d != "high" {
+					return &InvalidRequest{Message: fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto', 'low', and 'high'.", d), Param: at + ".image_url.detail", Code: "invalid_value"}
+				}
+				n, e := checkImageURL(at+".image_url.url", p.ImageURL.URL)
+				if e != nil {
+					return e
+				}
+				images, imageBytes = images+1, imageBytes+n
+			case "file":
+				if p.File == nil {
+					return missing("file")
+				}
+				if e := checkFilePart(at+".file", p.File); e != nil {
+					return e
+				}
+			}
+		}
+	}
+	if images > MaxImages {
+		return &InvalidRequest{Message: fmt.Sprintf("Too many images in request. Max is %d.", MaxImages), Param: "messages", Code: "invalid_value"}
+	}
+	if imageBytes > MaxImageBytes {
+		return &InvalidRequest{Message: fmt.Sprintf("Total image size exceeds the limit of %d bytes.", MaxImageBytes), Param: "messages", Code: "invalid_value"}
+	}
+	return nil
+}
+
+// checkImageURL checks an image's url and returns its data's size (0
+// for an http(s) URL).
+func checkImageURL(param, u string) (int, *InvalidRequest) {
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return 0, nil
+	}
+	mt, data, ok := parseDataURL(u)
+	if !ok || !slices.Contains(imageTypes, mt) {
+		return 0, &InvalidRequest{Message: fmt.Sprintf("Invalid image URL: '%s'. Expected a URL or a base64-encoded data URL with an image MIME type of %s, but got '%s'.", param, quoteList(imageTypes), truncateValue(u)),
+			Param: param, Code: "invalid_value"}
+	}
+	return len(data), nil
+}
+
+// checkFilePart: file_data (a base64 data URL of a PDF) or file_id.
+func checkFilePart(param string, f *FilePart) *InvalidRequest {
+	switch {
+	case f.FileData == nil && f.FileID == nil:
+		return &InvalidRequest{Message: fmt.Sprintf("Missing required parameter: one of '%s.file_data' or '%s.file_id'.", param, param), Param: param, Code: "missing_required_parameter"}
+	case f.FileData != nil && f.FileID != nil:
+		return &InvalidRequest{Message: fmt.Sprintf("Invalid '%s': 'file_data' and 'file_id' are mutually exclusive.", param), Param: param, Code: "invalid_value"}
+	case f.FileData != nil:
+		if mt, _, ok := parseDataURL(*f.FileData); !ok || mt != "application/pdf" {
+			return &InvalidRequest{Message: fmt.Sprintf("Invalid file data: '%s.file_data'. Expected a base64-encoded data URL with an application/pdf MIME type (the Chat Completions API takes PDF files only), but got '%s'.", param, truncateValue(*f.FileData)),
+				Param: param + ".file_data", Code: "invalid_value"}
+		}
+	}
+	return nil
+}
+
+// parseDataURL parses "data:<media type>;base64,<data>".
+func parseDataURL(u string) (mediaType string, data []byte, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", nil, false
+	}
+	head, b64, found := strings.Cut(rest, ",")
+	mt, isB64 := strings.CutSuffix(head, ";base64")
+	if !found || !isB64 {
+		return "", nil, false
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", nil, false
+	}
+	return strings.ToLower(mt), data, true
+}
+
+func quoteList(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = "'" + v + "'"
+	}
+	if len(q) <= 1 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + ", and " + q[len(q)-1]
+}
+
+func truncateValue(s string) string {
+	if len(s) > 48 {
+		return s[:48] + "..."
+	}
+	return s
+}
+
+// CheckTextOnly returns what a text-only model's server refuses in r: an
+// image_url, input_audio or file part.
+func CheckTextOnly(r *Request) *InvalidRequest {
+	for i, m := range r.Messages {
+		for j, p := range m.Parts {
+			if p.Type != "text" && p.Type != "refusal" {
+				return &InvalidRequest{Message: fmt.Sprintf("Invalid content type. %s is only supported by certain models.", p.Type),
+					Param: fmt.Sprintf("messages.[%d].content.[%d].type", i, j), Code: "invalid_value"}
+			}
+		}
+	}
+	return nil
 }

@@ -76,6 +76,10 @@ type Config struct {
 	// Dialect is the server whose streaming the council's answers take
 	// (the zero Dialect: openaitest's rendering of OpenAI's format).
 	Dialect Dialect
+	// TextOnly makes the model text-only: a request with an image_url,
+	// input_audio or file part is refused, as upstream refuses them for a
+	// model without vision (CheckTextOnly).
+	TextOnly bool
 }
 
 // MaxRecorded bounds the requests a Server keeps for Requests; later ones
@@ -84,7 +88,8 @@ const MaxRecorded = 1024
 
 // Server is the fake server. Safe for concurrent use.
 type Server struct {
-	council *council
+	council  *council
+	textOnly bool
 
 	mu       sync.Mutex
 	replies  []Reply
@@ -110,7 +115,7 @@ func (s *Server) Refused() int { return int(s.refused.Load()) }
 
 // New returns an unstarted Server (see Start and InMemory).
 func New(cfg Config) (*Server, error) {
-	s := &Server{replies: append([]Reply(nil), cfg.Replies...)}
+	s := &Server{replies: append([]Reply(nil), cfg.Replies...), textOnly: cfg.TextOnly}
 	if cfg.Council != nil {
 		c, err := newCouncil(*cfg.Council, cfg.Dialect)
 		if err != nil {
@@ -195,6 +200,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req.Authorization = r.Header.Get("Authorization")
 	req.Traceparent = r.Header.Get("Traceparent")
 	if bad := CheckRequest(&req); bad != nil { // what upstream refuses, the fake refuses (rules.go)
+		writeInvalid(w, bad)
+		return
+	}
+	if bad := CheckTextOnly(&req); s.textOnly && bad != nil {
 		writeInvalid(w, bad)
 		return
 	}

@@ -72,6 +72,38 @@ func TestServer_CouncilRejectsUnknownPrompts(t *testing.T) {
 // TestServer_RefusesWhatUpstreamRefuses: each documented request rule of
 // the Chat Completions API is a 400 with upstream's error body (message,
 // type, param, code); the request is not served.
+// png is a data URL of a PNG; pdfPart a file part of a PDF.
+const (
+	png     = "data:image/png;base64,iVBORw0KGgo="
+	pdfPart = `{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjc="}}`
+)
+
+func imagePart(url string) string { return `{"type":"image_url","image_url":{"url":"` + url + `"}}` }
+
+// TestServer_AcceptsContentParts: what the API takes passes the fake's
+// rules (a user message of text, image and PDF parts), and a text-only
+// model's server refuses the image.
+func TestServer_AcceptsContentParts(t *testing.T) {
+	t.Parallel()
+	body := `{"model":"m","messages":[{"role":"system","content":[{"type":"text","text":"s"}]},{"role":"user","content":[{"type":"text","text":"q"},` +
+		imagePart(png) + `,` + imagePart("https://img.example/a.png") + `,` + pdfPart + `]}]}`
+	var req openaitest.Request
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	if bad := openaitest.CheckRequest(&req); bad != nil {
+		t.Fatalf("refused: %v", bad)
+	}
+	if len(req.Messages[1].Parts) != 4 || req.Messages[1].Content != "q" || req.Messages[1].Parts[3].File == nil {
+		t.Fatalf("parts %+v", req.Messages[1])
+	}
+	srv := openaitest.NewServer(t, openaitest.Config{TextOnly: true})
+	res, out := post(t, srv.URL, body)
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(out, "Invalid content type. image_url is only supported by certain models.") {
+		t.Fatalf("text-only: %d %s", res.StatusCode, out)
+	}
+}
+
 func TestServer_RefusesWhatUpstreamRefuses(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, openaitest.Config{})
@@ -101,6 +133,27 @@ func TestServer_RefusesWhatUpstreamRefuses(t *testing.T) {
 			"messages.[1].role", "must be a response to a preceeding message with 'tool_calls'"},
 		{"temperature", `{"model":"m","temperature":2.5,"messages":[` + user + `]}`, "temperature", "Expected a value between 0 and 2"},
 		{"no messages", `{"model":"m","messages":[]}`, "messages", "empty array"},
+		// Content parts (the Chat Completions API's and its vision and PDF guides' rules).
+		{"image in a system message", `{"model":"m","messages":[{"role":"system","content":[` + imagePart(png) + `]},` + user + `]}`,
+			"messages[0].content[0].type", "Supported values are: 'text'."},
+		{"file part in a tool message", `{"model":"m","messages":[` + user + `,` + call + `,{"role":"tool","tool_call_id":"c1","content":[` + pdfPart + `]},{"role":"tool","tool_call_id":"c2","content":"r"}]}`,
+			"messages[2].content[0].type", "Supported values are: 'text'."},
+		{"unknown part type", `{"model":"m","messages":[{"role":"user","content":[{"type":"video","video":{}}]}]}`,
+			"messages[0].content[0].type", "Invalid value: 'video'. Supported values are: 'text', 'image_url', 'input_audio', and 'file'."},
+		{"text part without text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text", "Missing required parameter"},
+		{"empty parts", `{"model":"m","messages":[{"role":"user","content":[]}]}`, "messages[0].content", "empty array"},
+		{"tiff image", `{"model":"m","messages":[{"role":"user","content":[` + imagePart("data:image/tiff;base64,AAAA") + `]}]}`,
+			"messages[0].content[0].image_url.url", "image MIME type of 'image/png', 'image/jpeg', 'image/gif', and 'image/webp'"},
+		{"image not base64", `{"model":"m","messages":[{"role":"user","content":[` + imagePart("data:image/png;base64,%%%") + `]}]}`,
+			"messages[0].content[0].image_url.url", "Invalid image URL"},
+		{"image detail", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + png + `","detail":"max"}}]}]}`,
+			"messages[0].content[0].image_url.detail", "Invalid value: 'max'"},
+		{"a text file as file_data", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.txt","file_data":"data:text/plain;base64,aGk="}}]}]}`,
+			"messages[0].content[0].file.file_data", "application/pdf MIME type"},
+		{"file_data and file_id", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1","file_data":"data:application/pdf;base64,JVBERg=="}}]}]}`,
+			"messages[0].content[0].file", "mutually exclusive"},
+		{"neither", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf"}}]}]}`,
+			"messages[0].content[0].file", "one of"},
 	} {
 		res, body := post(t, srv.URL, tc.body)
 		var e struct {

@@ -176,6 +176,61 @@ type Message struct {
 	Content    Content    `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Parts is the content when it was sent as an array of parts (Content
+	// is then their text, joined); nil for a string content.
+	Parts []ContentPart `json:"-"`
+}
+
+// UnmarshalJSON reads a message, keeping an array content's parts.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	type plain Message // without the method
+	var raw struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = Message(raw.plain)
+	c := bytes.TrimSpace(raw.Content)
+	if len(c) > 0 && c[0] == '[' {
+		if err := json.Unmarshal(c, &m.Parts); err != nil {
+			return fmt.Errorf("content: %w", err)
+		}
+		if m.Parts == nil {
+			m.Parts = []ContentPart{}
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return m.Content.UnmarshalJSON(c)
+}
+
+// ContentPart is one part of an array content: text, image_url,
+// input_audio, file (user messages), refusal (assistant messages).
+type ContentPart struct {
+	Type       string          `json:"type"`
+	Text       *string         `json:"text,omitempty"`
+	Refusal    *string         `json:"refusal,omitempty"`
+	ImageURL   *ImageURL       `json:"image_url,omitempty"`
+	File       *FilePart       `json:"file,omitempty"`
+	InputAudio json.RawMessage `json:"input_audio,omitempty"`
+}
+
+// ImageURL is an image_url part's image: an http(s) URL or a base64
+// data URL.
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// FilePart is a file part's file: file_data (a base64 data URL) with its
+// filename, or the file_id of an uploaded file.
+type FilePart struct {
+	FileData *string `json:"file_data,omitempty"`
+	FileID   *string `json:"file_id,omitempty"`
+	Filename *string `json:"filename,omitempty"`
 }
 
 // Content is a message's content: a string, or text parts (joined).

@@ -131,7 +131,14 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // EngineError maps an engine error to an answer.
 func EngineError(err error) *Error {
 	var quota *actors.QuotaError
+	var file *messages.FileError
 	switch {
+	case errors.As(err, &file): // an attached file: its own code, 413 for a size
+		status := http.StatusUnprocessableEntity
+		if file.TooLarge() {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return NewError(status, string(file.Code), file.Error())
 	case errors.As(err, &quota):
 		status := http.StatusTooManyRequests
 		if quota.Permanent() {

@@ -85,6 +85,23 @@ export function runsPage(root, { navigate }) {
   };
 }
 
+// readFile is a picked file as a run's file: its name, its type (the
+// server tells it by the name's extension when the browser has none) and
+// its bytes in base64.
+function readFile(file) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => {
+      const url = String(r.result); // data:<type>;base64,<data>
+      const f = { name: file.name, data: url.slice(url.indexOf(",") + 1) };
+      if (file.type) f.media_type = file.type;
+      resolve(f);
+    };
+    r.onerror = () => reject(r.error || new Error(`cannot read ${file.name}`));
+    r.readAsDataURL(file);
+  });
+}
+
 function startForm(onSubmit) {
   const question = h("input", { type: "text", name: "question", required: true, placeholder: "Question", value: "why is the sky blue", class: "wide" });
   const hitl = h("select", { name: "hitl" }, ["none", "plan", "node", "tools"].map((m) => h("option", { value: m }, m)));
@@ -106,6 +123,8 @@ function startForm(onSubmit) {
   const advisor = h("input", { type: "checkbox", name: "advisor" });
   const redirects = num("advisor_max_redirects", "redirects the advisor may make per agent");
   const err = h("p", { class: "status error" });
+  // Files the run starts with: sent inline (base64); the server checks their size and type.
+  const files = h("input", { type: "file", name: "files", multiple: true, title: "text, Markdown, JSON, PNG, JPEG, GIF, WebP or PDF" });
   // The tools agents may call (GET /api/v1/tools), but the runtime's own:
   // ticked ones go in the scenario's calls (every worker calls each once).
   const toolBoxes = h("span", { class: "tools", dataset: { tools: "loading" } }, "loading…");
@@ -145,13 +164,19 @@ function startForm(onSubmit) {
     for (const [name, input] of Object.entries(opts)) if (input.value !== "") body[name] = Number(input.value);
     if (timeoutAction.value) body.approval_timeout_action = timeoutAction.value;
     if (advisor.checked) body.advisor = redirects.value !== "" ? { max_redirects: Number(redirects.value) } : {};
-    onSubmit(body);
+    Promise.all([...files.files].map(readFile)).then((list) => {
+      if (list.length) body.files = list;
+      onSubmit(body);
+    }, (x) => {
+      err.textContent = `files: ${x.message}`;
+    });
   } },
   h("div", { class: "row" }, h("label", { class: "grow" }, "question ", question), h("label", null, "hitl ", hitl), h("label", null, "session ", session)),
   h("div", { class: "row fields" }, nums.map(([, input, label]) => h("label", null, label, " ", input)), h("label", null, debate, " debate node")),
   h("div", { class: "row fields options" }, ...Object.entries(opts).map(([name, input]) => h("label", null, name.replaceAll("_", " "), " ", input)),
     h("label", null, "on timeout ", timeoutAction), h("label", null, advisor, " advisor, max redirects ", redirects)),
   h("div", { class: "row" }, h("span", { class: "muted" }, "workers call "), toolBoxes),
+  h("div", { class: "row" }, h("label", null, "attach files ", files)),
   h("div", { class: "row" }, h("label", { class: "grow" }, "scenario ", extra), h("button", { type: "submit", class: "primary", dataset: { action: "start" } }, "Start run")),
   err);
   return form;

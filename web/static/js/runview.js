@@ -76,11 +76,14 @@ export function runPage(root, runId, { setConn }) {
   const laneBox = h("section", { class: "card" });
   const timelineBox = h("section", { class: "card timeline-card" });
   const answer = h("section", { class: "card answer", hidden: true });
+  // The files the run started with and those its agents wrote (with a
+  // written file's content one click away).
+  const filesBox = h("section", { class: "card files", hidden: true });
   const steerList = h("ul", { class: "steering" });
   const others = h("p", { class: "muted small others" });
   const page = h("div", { class: "run", dataset: { runId } },
     h("section", { class: "card head" }, question, h("div", { class: "row" }, statusEl, stats), controls, confirmRow, msg, steerList, others),
-    h("div", { class: "grid" }, dagBox, intBox), answer, timelineBox, h("h2", null, "Lanes"), laneBox);
+    h("div", { class: "grid" }, dagBox, intBox), answer, filesBox, timelineBox, h("h2", null, "Lanes"), laneBox);
   root.replaceChildren(page);
 
   const lanes = new LanesView(laneBox, () => requestAnimationFrame(frame));
@@ -123,6 +126,7 @@ export function runPage(root, runId, { setConn }) {
     if (run.request?.tenant) parts.push(`tenant ${run.request.tenant}`);
     if (run.correlationId) parts.push(`request ${run.correlationId}`);
     stats.textContent = parts.join(" · ");
+    drawFiles(run);
     const otherKey = [...session.runs.values()].map((r) => r.id + r.status).join();
     if (session.runs.size > 1 && others.dataset.key !== otherKey) {
       others.dataset.key = otherKey;
@@ -148,6 +152,27 @@ export function runPage(root, runId, { setConn }) {
       answer.hidden = false;
       answer.replaceChildren(h("h3", null, "Sources so far"), h("ol", { class: "citations" }, run.citations.map((c) => h("li", { value: c.number }, c.title || c.url))));
     }
+  };
+
+  // drawFiles redraws the files card when the files changed (its key).
+  const drawFiles = (run) => {
+    const key = `${run.attached.length}/${[...run.files.values()].map((f) => f.seq).join(",")}/${run.filesBytes}`;
+    if (filesBox.dataset.key === key) return;
+    filesBox.dataset.key = key;
+    filesBox.hidden = run.attached.length === 0 && run.files.size === 0;
+    const written = [...run.files.values()];
+    filesBox.replaceChildren(...[
+      run.attached.length ? h("div", null, h("h3", null, "Attached files"), h("ul", { class: "attached-files" }, run.attached.map((f) =>
+        h("li", { dataset: { attachedFile: f.name } }, h("code", null, f.name), h("span", { class: "muted" }, ` ${f.mediaType} · ${fmt(f.size)} bytes${f.url ? ` · from ${f.url}` : ""}`))))) : null,
+      written.length ? h("div", null,
+        h("h3", null, "Files written", h("span", { class: "muted small", dataset: { filesBytes: String(run.filesBytes) } },
+          run.filesBytes ? ` · ${fmt(run.filesBytes)} bytes written in all` : "")),
+        h("ul", { class: "written-files" }, written.map((f) =>
+          h("li", { dataset: { writtenFile: f.path, size: String(f.size) } },
+            h("details", null,
+              h("summary", null, h("code", null, f.path), h("span", { class: "muted" }, ` ${fmt(f.size)} bytes · by ${f.agent}`)),
+              h("pre", { class: "text file-content" }, f.content)))))) : null,
+    ].filter(Boolean));
   };
 
   let slowAt = 0;

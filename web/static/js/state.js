@@ -49,6 +49,10 @@ function newRun(id) {
     // budget (run_started's: {tokens, cost_usd}, or null).
     cost: 0, costUnknown: false, budget: null,
     answer: "", error: null, durationMs: 0, lastSeq: 0,
+    // The files the run started with (run_started's, without their bytes)
+    // and those its agents wrote (file events, by path: a later write of a
+    // path replaces it), and the terminal event's files_bytes.
+    attached: [], files: new Map(), filesBytes: 0,
     timeline: newTimeline(), // where the run's time went (timeline.js)
     // What changed since the views last drew.
     dirty: { layout: true, nodes: new Set(), lanes: new Set(), interrupts: true, summary: true, laneSet: true },
@@ -196,6 +200,7 @@ export function apply(session, env) {
       run.scenario = p.scenario || null;
       run.budget = p.budget || null;
       run.correlationId = env.correlation_id || "";
+      run.attached = (p.files || []).map((f) => ({ name: f.name, mediaType: f.media_type, size: f.size, url: f.url || "" }));
       l.title = "run";
       break;
     case "request_received":
@@ -304,6 +309,11 @@ export function apply(session, env) {
       run.usage.output_tokens += p.output_tokens || 0;
       if (typeof p.cost_usd === "number") run.cost += p.cost_usd;
       else run.costUnknown = true;
+      run.dirty.summary = true;
+      break;
+    case "file":
+      run.files.set(p.path, { path: p.path, size: p.size, agent: env.agent_id || "", lane: env.lane.stream_id, content: p.content || "", seq: env.seq });
+      l.notes.push({ kind: "info", text: `wrote ${p.path} (${p.size} bytes)` });
       run.dirty.summary = true;
       break;
     case "agent_restarted":
@@ -468,6 +478,7 @@ export function apply(session, env) {
       run.usage = p.usage || run.usage;
       run.counts = p.nodes;
       run.durationMs = p.duration_ms;
+      run.filesBytes = p.files_bytes || 0;
       l.open = false;
       break;
     case "run_error":
@@ -476,6 +487,7 @@ export function apply(session, env) {
       run.usage = p.usage || run.usage;
       run.counts = p.nodes;
       run.durationMs = p.duration_ms;
+      run.filesBytes = p.files_bytes || 0;
       l.open = false;
       break;
   }

@@ -30,6 +30,11 @@ type agentShared struct {
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
 	approved  bool   // a human approved the node (hitl node and above)
 
+	// remoteTask and remoteContext are a remote node's task (remote.go),
+	// once the remote named it; remoteOpen: it has not ended.
+	remoteTask, remoteContext string
+	remoteOpen                bool
+
 	// done is the agent's report, stored before it is sent. protoactor
 	// delivers a child's Terminated (a system message) ahead of queued user
 	// messages, so a parent may learn that the child stopped before it
@@ -89,7 +94,8 @@ type agentActor struct {
 	turnText  string
 	reasoning []string // the reasoning of this attempt's turns, for evidence packages
 	subs      map[string]*subagent
-	parked    *parking // the pending interrupt, while parked
+	parked    *parking      // the pending interrupt, while parked
+	remote    *remoteHandle // a remote node's running call of its task (remote.go)
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -157,6 +163,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.deleg.injected = append(a.deleg.injected, m.text)
 	case *toolDone:
 		a.toolFinished(ctx, m)
+	case *remoteDone:
+		a.remoteDone(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
 		if a.backoff != nil {
@@ -166,6 +174,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.target().cancelParked(ctx)
 		a.stopTurn()
 		a.tools.cancelAll()
+		_, restarting := m.(*actor.Restarting)
+		a.stopRemote(!restarting)
 	}
 }
 

@@ -61,7 +61,8 @@ export type EventType =
   | "interrupt_raised"
   | "interrupt_resolved"
   | "interrupt_expired"
-  | "approval_signature_added";
+  | "approval_signature_added"
+  | "remote_task";
 
 /** The fields every event has; ConclaveEvent adds type and payload. */
 export interface EnvelopeBase {
@@ -137,6 +138,7 @@ export interface EventPayloads {
   interrupt_resolved: InterruptResolvedPayload;
   interrupt_expired: InterruptExpiredPayload;
   approval_signature_added: ApprovalSignatureAddedPayload;
+  remote_task: RemoteTaskPayload;
 }
 
 /** One event: its type says which payload it carries. */
@@ -644,6 +646,15 @@ export interface ApprovalSignatureAddedPayload {
   is_fully_signed: boolean;
 }
 
+/** On the lane of a node run by a remote A2A agent (its plan node's `agent`): first the remote task's id and state, journaled before the task's stream is followed (a restarted server re-subscribes to it), then each status update of the remote task with its state and status text. The remote's artifact chunks are the lane's text_delta; its final answer the node's output. */
+export interface RemoteTaskPayload {
+  agent: string;
+  task_id: string;
+  context_id?: string;
+  state: string;
+  message?: string;
+}
+
 export interface Lane {
   stream_id: string;
   depth: number;
@@ -805,6 +816,7 @@ export interface PlanNode {
   role?: string;
   team?: Plan;
   debate?: DebateConfig;
+  agent?: string;
 }
 
 export interface DiffOp {

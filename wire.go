@@ -283,6 +283,7 @@ type (
 	PlanNode            = messages.PlanNode
 	PromptProgress      = messages.PromptProgress
 	RecommendedAction   = messages.RecommendedAction
+	RemoteScenario      = messages.RemoteScenario
 	ResumeSignature     = messages.ResumeSignature
 	ReusedNode          = messages.ReusedNode
 	RewindOf            = messages.RewindOf

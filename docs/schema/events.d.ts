@@ -688,6 +688,7 @@ export interface Scenario {
   advisor?: AdvisorScenario;
   delegations?: DelegationScenario;
   calls?: string[];
+  remote?: RemoteScenario;
   seed?: number;
 }
 
@@ -805,6 +806,11 @@ export interface AdvisorScenario {
 export interface DelegationScenario {
   async?: number;
   depth?: number;
+}
+
+export interface RemoteScenario {
+  agent: string;
+  nodes: string[] | number;
 }
 
 export interface PlanNode {

@@ -672,7 +672,8 @@ func SearchResult(query string) string {
 // and ask_human for their share of Approvals, RiskyApprovals and
 // InfoRequests, then spawn_subteam for the nodes
 // Spawn selects, then the five async task tools when Delegations.Async > 0,
-// then the tools of Calls they do not have yet.
+// then the tools of Calls they do not have yet. A leaf Remote selects
+// names Remote.Agent and has no tools.
 func PlanFor(s messages.Scenario) messages.Plan {
 	s = s.WithDefaults()
 	if s.Nodes < 1 {
@@ -690,6 +691,10 @@ func PlanFor(s messages.Scenario) messages.Plan {
 	teams, nonLeaf := min(max(s.Teams, 0), s.Nodes), nonLeafCount(s)
 	spawn := toSet(selectLeaves(s, s.Spawn, "spawn"))
 	async := s.Delegations != nil && s.Delegations.Async > 0
+	var remote map[string]struct{}
+	if s.Remote != nil {
+		remote = toSet(selectLeaves(s, s.Remote.Nodes, "remote"))
+	}
 
 	nodes := make([]messages.PlanNode, 0, s.Nodes)
 	pcg := rand.NewPCG(0, 0)
@@ -725,6 +730,8 @@ func PlanFor(s messages.Scenario) messages.Plan {
 			case i <= nonLeaf:
 				n.Kind = messages.KindDebate
 				n.Debate = debateConfig(s.Debate)
+			case remote != nil && has(remote, id):
+				n.Agent = s.Remote.Agent // run by the remote agent: no tools
 			default:
 				n.Tools = slices.Clone(tools)
 				// The plan names every tool the node's worker calls, so that
@@ -863,6 +870,11 @@ func sortedKeys(set map[string]struct{}) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+func has(set map[string]struct{}, id string) bool {
+	_, ok := set[id]
+	return ok
 }
 
 func toSet(ids []string) map[string]struct{} {

@@ -132,7 +132,9 @@ func (f *fakeA2A) callLog() []string {
 }
 
 // frame is one SSE frame of a JSON-RPC result.
-func frame(result string) string { return `data: {"jsonrpc":"2.0","id":$ID,"result":` + result + "}\n\n" }
+func frame(result string) string {
+	return `data: {"jsonrpc":"2.0","id":$ID,"result":` + result + "}\n\n"
+}
 
 // Wire samples of our server (transport/a2a) for a one-node council.
 var (
@@ -245,7 +247,7 @@ func TestAgent_Run_Resubscribes(t *testing.T) {
 	t.Parallel()
 	snapshot := frame(`{"task":{"id":"r-1","contextId":"s-1","status":{"state":"TASK_STATE_WORKING"},"artifacts":[{"artifactId":"answer","name":"answer","parts":[{"text":"Hello "}]}]}}`)
 	f, srv := newFake(t,
-		sampleSubmitted+sampleChunk1+"data: {\"jsonr", // dropped mid-frame
+		sampleSubmitted+sampleChunk1+"data: {\"jsonr",     // dropped mid-frame
 		`{"code":-32603,"message":"journal unavailable"}`, // the first re-subscription fails
 		snapshot+sampleChunk2+sampleCompleted)
 	var waits []time.Duration

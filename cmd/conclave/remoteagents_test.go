@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/transport/a2a"
+	"github.com/conclave-ai/conclave/transport/a2a/a2aclient"
+)
+
+func TestRemoteAgentFlags_Parse(t *testing.T) {
+	t.Parallel()
+	f := remoteAgentFlags{specs: []string{"helper=http://127.0.0.1:8081/.well-known/agent-card.json,auth_env=HELPER_AUTH", "b=https://x.example/card"}}
+	specs, err := f.parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 || specs[0] != (remoteAgentSpec{name: "helper", cardURL: "http://127.0.0.1:8081/.well-known/agent-card.json", authEnv: "HELPER_AUTH"}) {
+		t.Fatalf("%+v", specs)
+	}
+	if got := f.secretValues(func(k string) string { return map[string]string{"HELPER_AUTH": "Bearer xyz-secret"}[k] }); len(got) != 1 || got[0] != "Bearer xyz-secret" {
+		t.Fatalf("secrets %q", got)
+	}
+	for _, bad := range []string{"helper", "=http://x/", "h=ftp://x/", "h=http://x/,token=abc", "h h=http://x/"} {
+		if _, err := (&remoteAgentFlags{specs: []string{bad}}).parse(); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := (&remoteAgentFlags{specs: []string{"h=http://x/", "h=http://y/"}}).parse(); err == nil {
+		t.Error("a name given twice was accepted")
+	}
+}
+
+// TestServe_RemoteAgentKillNine: `conclave serve` A has a council node run
+// by `conclave serve` B (--a2a-agent). A is killed with SIGKILL while the
+// remote task works; restarted on the same data directory, it follows the
+// same remote task again (its id was journaled before the task's stream
+// was followed) and the run finishes with B's answer as the node's output.
+func TestServe_RemoteAgentKillNine(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(args ...string) *crashChild {
+		cmd := exec.Command(exe, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "info"}, args...)...)
+		cmd.Env = append(os.Environ(), crashChildEnv+"=1")
+		c := startChild(t, cmd, "")
+		c.base = "http://" + c.base
+		return c
+	}
+	b := serve("--memory")
+	defer b.terminate()
+	dir := t.TempDir()
+	aArgs := []string{"--data", dir, "--a2a-agent", "helper=" + b.base + a2a.CardPath}
+	a := serve(aArgs...)
+	ctx, cancel := context.WithTimeout(t.Context(), crashFinishWait)
+	defer cancel()
+	client := &http.Client{}
+
+	start := messages.StartRun{Question: "remote council", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2, SynthesisTokens: 2,
+		Remote: &messages.RemoteScenario{Agent: "helper", Nodes: messages.NodeSelector{IDs: []string{"n001"}}}}}
+	body, _ := json.Marshal(start)
+	resp, err := client.Post(a.base+"/api/v1/runs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc messages.RunCreated
+	err = json.NewDecoder(resp.Body).Decode(&rc)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /api/v1/runs = %d %v", resp.StatusCode, err)
+	}
+	node := messages.NodeStream("n001")
+	var taskID string
+	err = readSessionSSE(ctx, client, a.base, rc.SessionID, 0, func(f crashFrame) bool {
+		if p, ok := f.env.Payload.(*messages.RemoteTaskPayload); ok && taskID == "" {
+			taskID = p.TaskID
+		}
+		return !(taskID != "" && f.env.Lane.StreamID == node && f.env.Type == messages.TextDelta)
+	})
+	if err != nil || taskID == "" {
+		t.Fatalf("follow A before the kill: %v (task %q)\n%s", err, taskID, a.log.tail(4<<10))
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	a.reap()
+
+	a = serve(aArgs...)
+	defer a.terminate()
+	var events []*messages.Envelope
+	err = readSessionSSE(ctx, client, a.base, rc.SessionID, 0, func(f crashFrame) bool {
+		events = append(events, f.env)
+		return !(f.env.RunID == rc.RunID && f.env.Type.Terminal())
+	})
+	if err != nil {
+		t.Fatalf("follow A after the restart: %v\n%s", err, a.log.tail(4<<10))
+	}
+	if last := events[len(events)-1]; last.Type != messages.RunFinished {
+		t.Fatalf("the run ended with %s %s\n%s", last.Type, mustJSON(t, last.Payload), a.log.tail(4<<10))
+	}
+	var restarted bool
+	var output string
+	var lane []string
+	for _, ev := range events {
+		if ev.Lane.StreamID != node {
+			continue
+		}
+		lane = append(lane, string(ev.Type))
+		switch p := ev.Payload.(type) {
+		case *messages.AgentRestartedPayload:
+			restarted = true
+		case *messages.RemoteTaskPayload:
+			if p.TaskID != taskID {
+				t.Fatalf("a second remote task %s (the first was %s)", p.TaskID, taskID)
+			}
+		case *messages.NodeCompletedPayload:
+			output = p.Output
+		}
+	}
+	t.Logf("lane %s: %s", node, strings.Join(lane, " "))
+	bc, err := a2aclient.Dial(ctx, b.base+a2a.CardPath, a2aclient.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := bc.GetTask(ctx, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer string
+	if task.Status.Message != nil && len(task.Status.Message.Parts) > 0 && task.Status.Message.Parts[0].Text != nil {
+		answer = *task.Status.Message.Parts[0].Text
+	}
+	if !restarted || task.Status.State != a2a.StateCompleted || output != answer || answer == "" {
+		t.Fatalf("restarted %v, remote task %s, node output %q, remote answer %q", restarted, task.Status.State, output, answer)
+	}
+}

@@ -57,6 +57,7 @@
 //	node_skipped           status WORKING
 //	tool_call_started/…    status WORKING "<agent> called <tool>", "<agent>: <tool> returned|failed"
 //	agent_restarted        artifact emptied (append false) + status WORKING
+//	remote_task            status WORKING "<node>: remote agent <a>, task <id>: <state>[: <text>]"
 //	warning                status WORKING
 //	subagent_started       status WORKING
 //	subagent_finished      ok: artifact replaced by its output, lastChunk; else as node_failed

@@ -143,3 +143,70 @@ func TestServe_RemoteAgentKillNine(t *testing.T) {
 		t.Fatalf("restarted %v, remote task %s, node output %q, remote answer %q", restarted, task.Status.State, output, answer)
 	}
 }
+
+// TestReadme_RemoteAgents runs the README's "Remote agents" example: the
+// two servers (on free ports: the second's --a2a-agent names the first's
+// real address) and the curl that starts the council; the run must finish
+// with node n002 completed as the remote's task.
+func TestReadme_RemoteAgents(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	b, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## Remote agents\n")
+	if !ok {
+		t.Fatal("the README has no Remote agents section")
+	}
+	_, block, _ := strings.Cut(sec, "```console\n")
+	block, _, _ = strings.Cut(block, "```")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("the example has %d commands, want 3 (two servers, one curl):\n%s", len(lines), block)
+	}
+	const prefix = "go run ./cmd/conclave serve "
+	serveArgs := func(line string) []string {
+		if !strings.HasPrefix(line, prefix) {
+			t.Fatalf("not a serve command: %s", line)
+		}
+		var args []string
+		fields := strings.Fields(strings.TrimPrefix(line, prefix))
+		for i := 0; i < len(fields); i++ {
+			if fields[i] == "--addr" { // startServe listens on a free port
+				i++
+				continue
+			}
+			args = append(args, fields[i])
+		}
+		return args
+	}
+	remoteSrv := startServe(t, 0, nil, serveArgs(lines[0])...)
+	second := strings.ReplaceAll(lines[1], "127.0.0.1:8081", remoteSrv.base)
+	srv := startServe(t, 0, nil, serveArgs(second)...)
+	out, err := exec.Command("sh", "-c", strings.ReplaceAll(lines[2], "localhost:8080", srv.base)).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", lines[2], err)
+	}
+	var rc messages.RunCreated
+	if err := json.Unmarshal(out, &rc); err != nil || rc.RunID == "" {
+		t.Fatalf("the curl answered %s (%v)", out, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), crashFinishWait)
+	defer cancel()
+	var remoteTask, completed bool
+	var last *messages.Envelope
+	err = readSessionSSE(ctx, &http.Client{}, "http://"+srv.base, rc.SessionID, 0, func(f crashFrame) bool {
+		last = f.env
+		if f.env.Lane.StreamID == messages.NodeStream("n002") {
+			remoteTask = remoteTask || f.env.Type == messages.RemoteTask
+			completed = completed || f.env.Type == messages.NodeCompleted
+		}
+		return !(f.env.RunID == rc.RunID && f.env.Type.Terminal())
+	})
+	if err != nil || last.Type != messages.RunFinished || !remoteTask || !completed {
+		t.Fatalf("the run: %v, last %s, remote_task %v, n002 completed %v", err, last.Type, remoteTask, completed)
+	}
+}

@@ -59,6 +59,8 @@ type agentSpec struct {
 	steeringID string
 	shared     *agentShared
 	restore    *agentRestore // set for an agent rebuilt parked after a restart
+	// remoteAgent: a sub-agent whose task a remote agent runs (delegate's "agent").
+	remoteAgent string
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -522,7 +524,9 @@ func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error)
 		DisplayName: a.spec.e.cfg.Tools.DisplayName(r.Name), DurationMS: took.Milliseconds(), DurationDisplay: messages.DurationDisplay(took)})
 }
 
-func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool) *subagent {
+// spawnSubagent starts a sub-agent for call idx; agent, when set, names
+// the remote agent whose task the sub-agent is (remote.go).
+func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool, agent string) *subagent {
 	sh := a.spec.shared
 	sh.subSeq++
 	name := "sub" + strconv.Itoa(sh.subSeq)
@@ -532,7 +536,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	spec := &agentSpec{
 		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task, Depth: round},
-		shared: &agentShared{},
+		shared: &agentShared{}, remoteAgent: agent,
 	}
 	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))

@@ -55,10 +55,13 @@ type remoteDone struct {
 	err error
 }
 
-// remoteAgentName is the remote agent the worker's node names ("" for a
-// model-driven agent).
+// remoteAgentName is the remote agent the worker's node names, or the
+// one a sub-agent was delegated to ("" for a model-driven agent).
 func (a *agentActor) remoteAgentName() string {
-	if a.spec.role != model.RoleWorker || a.spec.node == nil || a.spec.node.node == nil {
+	switch {
+	case a.spec.role == model.RoleSubagent:
+		return a.spec.remoteAgent
+	case a.spec.role != model.RoleWorker || a.spec.node == nil || a.spec.node.node == nil:
 		return ""
 	}
 	return a.spec.node.node.Agent

@@ -100,7 +100,10 @@ type RemoteScenario struct {
 	// Agent is the registered name of the remote agent (serve --a2a-agent).
 	Agent string `json:"agent"`
 	// Nodes selects the leaf nodes it runs (ids, or a fraction).
-	Nodes NodeSelector `json:"nodes"`
+	Nodes NodeSelector `json:"nodes,omitzero"`
+	// Delegate makes every worker's delegate calls (SubagentsPerNode)
+	// name the agent: their tasks are its, not sub-agents'.
+	Delegate bool `json:"delegate,omitempty"`
 }
 
 // DebateScenario shapes the scripted debate nodes. Agent k (1-based) of a

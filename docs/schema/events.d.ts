@@ -810,7 +810,8 @@ export interface DelegationScenario {
 
 export interface RemoteScenario {
   agent: string;
-  nodes: string[] | number;
+  nodes?: string[] | number;
+  delegate?: boolean;
 }
 
 export interface PlanNode {

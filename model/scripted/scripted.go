@@ -506,7 +506,11 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
 	}
 	for k := 1; k <= m.s.SubagentsPerNode; k++ {
-		c.add(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
+		args := delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID}
+		if r := m.s.Remote; r != nil && r.Delegate {
+			args.Agent = r.Agent // the remote agent takes the task
+		}
+		c.add(model.ToolDelegate, args)
 	}
 	for k := 1; k <= approvals; k++ {
 		if k <= risky { // the node's share of RiskyApprovals comes first
@@ -609,7 +613,8 @@ type publishArgs struct {
 }
 
 type delegateArgs struct {
-	Task string `json:"task"`
+	Task  string `json:"task"`
+	Agent string `json:"agent,omitempty"`
 }
 
 type spawnArgs struct {

@@ -270,3 +270,45 @@ func TestAgent_CouncilUnavailable(t *testing.T) {
 		t.Fatalf("run ended with %s", term.Type)
 	}
 }
+
+// TestAgent_CouncilDelegate: a delegate call naming the remote agent: the
+// sub-agent's lane is the remote task, and its answer is the call's result.
+func TestAgent_CouncilDelegate(t *testing.T) {
+	t.Parallel()
+	rc := newRemoteConclave(t, messages.Scenario{Nodes: 1, Tokens: 2, SynthesisTokens: 3})
+	e := caller(t, rc)
+	ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2, SynthesisTokens: 2,
+		SubagentsPerNode: 1, Remote: &messages.RemoteScenario{Agent: "helper", Delegate: true}}})
+	testkit.AssertInvariants(t, events)
+	if term := testkit.Terminal(events, ref.RunID); term.Type != messages.RunFinished {
+		t.Fatalf("run ended with %s %+v", term.Type, term.Payload)
+	}
+	var task *messages.RemoteTaskPayload
+	var finished *messages.SubagentFinishedPayload
+	var result string
+	for _, ev := range events {
+		switch p := ev.Payload.(type) {
+		case *messages.RemoteTaskPayload:
+			if task == nil && ev.Lane.Depth == 2 { // the sub-agent's lane, under node:n001
+				task = p
+			}
+		case *messages.SubagentFinishedPayload:
+			finished = p
+		case *messages.ToolCallFinishedPayload:
+			if p.Tool == "delegate" {
+				result = p.Result
+			}
+		}
+	}
+	if task == nil || finished == nil || finished.Outcome != messages.OutcomeOK {
+		t.Fatalf("remote task %+v, sub-agent %+v", task, finished)
+	}
+	remoteEvents, err := testkit.Follow(t.Context(), rc.engine, actors.RunRef{RunID: messages.RunID(task.TaskID), SessionID: messages.SessionID(task.ContextID)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := testkit.Terminal(remoteEvents, messages.RunID(task.TaskID)).Payload.(*messages.RunFinishedPayload).Answer
+	if finished.Output != answer || result != answer {
+		t.Fatalf("sub-agent output %q, delegate result %q, remote answer %q", finished.Output, result, answer)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
@@ -55,11 +56,18 @@ func newRemoteConclave(t *testing.T, sc messages.Scenario) *remoteConclave {
 // caller is the Conclave whose council has a remote-agent node.
 func caller(t *testing.T, rc *remoteConclave) *actors.Engine {
 	t.Helper()
+	return callerWith(t, rc, actors.Config{})
+}
+
+// callerWith is caller with an engine configured by cfg.
+func callerWith(t *testing.T, rc *remoteConclave, cfg actors.Config) *actors.Engine {
+	t.Helper()
 	var reg remote.Registry
 	if err := reg.Add("helper", a2aclient.NewAgent("helper", rc.client), nil); err != nil {
 		t.Fatal(err)
 	}
-	return testkit.NewEngine(t, actors.Config{Remote: &reg})
+	cfg.Remote = &reg
+	return testkit.NewEngine(t, cfg)
 }
 
 // councilScenario: n001, then n002 (depending on it), run by "helper".
@@ -145,8 +153,21 @@ func types(events []*messages.Envelope) []messages.EventType {
 // answer goes to the remote task, which goes on to the end.
 func TestAgent_CouncilInputRequired(t *testing.T) {
 	t.Parallel()
+	t.Run("awake", func(t *testing.T) { t.Parallel(); testInputRequired(t, false) })
+	// The caller's run falls asleep while its node waits for the human
+	// (its agents stop without cancelling the remote task); the answer
+	// wakes it, rebuilt from the journal, parked on the same interrupt,
+	// and the answer still reaches the same remote task.
+	t.Run("asleep", func(t *testing.T) { t.Parallel(); testInputRequired(t, true) })
+}
+
+func testInputRequired(t *testing.T, sleep bool) {
 	rc := newRemoteConclave(t, messages.Scenario{Nodes: 1, Tokens: 2, SynthesisTokens: 2, InfoRequests: 1})
-	e := caller(t, rc)
+	cfg := actors.Config{}
+	if sleep {
+		cfg.SleepAfter = time.Millisecond
+	}
+	e := callerWith(t, rc, cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), testkit.Watchdog)
 	defer cancel()
 	ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: councilScenario()})
@@ -166,6 +187,9 @@ func TestAgent_CouncilInputRequired(t *testing.T) {
 	in := raised.Payload.(*messages.InterruptRaisedPayload)
 	if raised.Lane.StreamID != messages.NodeStream("n002") || in.Kind != messages.InterruptInfoRequest || in.Question == "" {
 		t.Fatalf("interrupt on %s: %+v", raised.Lane.StreamID, in)
+	}
+	if sleep {
+		testkit.Eventually(t, func() bool { return e.Stats().AsleepRuns == 1 })
 	}
 	if _, err := e.Resume(messages.Resume{InterruptID: in.InterruptID, Response: "forty-two"}); err != nil {
 		t.Fatal(err)

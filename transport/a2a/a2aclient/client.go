@@ -183,6 +183,12 @@ func Dial(ctx context.Context, cardURL string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.Header) > 0 && origin(rpc) != origin(cardURL) {
+		// The credentials were given for the card's server: a card must
+		// not be able to send them elsewhere.
+		return nil, fmt.Errorf("%w: its interface %s is on another origin than the card (%s); refusing to send the credentials there",
+			ErrBadCard, redactURL(rpc), origin(cardURL))
+	}
 	return &Client{cfg: cfg, rpcURL: rpc, card: *card}, nil
 }
 
@@ -245,6 +251,15 @@ func pickInterface(cardURL string, card *a2a.AgentCard) (string, error) {
 		return u.String(), nil
 	}
 	return "", fmt.Errorf("%w: %q has no JSONRPC interface of A2A 1.x (it has %v)", ErrBadCard, card.Name, seen)
+}
+
+// origin is a URL's scheme://host[:port].
+func origin(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // redactURL drops a URL's user info and query (where tokens hide).

@@ -205,6 +205,17 @@ func TestDial_Card(t *testing.T) {
 	if _, err := a2aclient.Dial(t.Context(), old.URL, a2aclient.Config{}); !errors.Is(err, a2aclient.ErrBadCard) || !strings.Contains(err.Error(), "JSONRPC 0.3") {
 		t.Fatalf("0.3 card: %v", err)
 	}
+	// A card whose interface is elsewhere gets no credentials.
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"name":"E","capabilities":{"streaming":true},"supportedInterfaces":[{"url":"http://evil.example/a2a","protocolBinding":"JSONRPC","protocolVersion":"1.0"}]}`)
+	}))
+	defer elsewhere.Close()
+	if _, err := a2aclient.Dial(t.Context(), elsewhere.URL, a2aclient.Config{Header: http.Header{"Authorization": {"Bearer x"}}}); !errors.Is(err, a2aclient.ErrBadCard) || !strings.Contains(err.Error(), "another origin") {
+		t.Fatalf("other origin: %v", err)
+	}
+	if _, err := a2aclient.Dial(t.Context(), elsewhere.URL, a2aclient.Config{}); err != nil {
+		t.Fatalf("other origin, no credentials: %v", err)
+	}
 	// Nobody there.
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()

@@ -336,3 +336,66 @@ func TestAgent_CouncilDelegate(t *testing.T) {
 		t.Fatalf("sub-agent output %q, delegate result %q, remote answer %q", finished.Output, result, answer)
 	}
 }
+
+// TestAgent_CouncilToolApproval: a remote that asks to approve a tool call
+// (INPUT_REQUIRED with a tool_approval data part) parks the node on a
+// tool_approval; the approval goes to the remote task as "approve", a
+// rejection as "reject: <feedback>".
+func TestAgent_CouncilToolApproval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		resume messages.Resume
+		sent   string
+	}{
+		{"approve", messages.Resume{Decision: messages.DecisionApprove}, `"text":"approve"`},
+		{"reject", messages.Resume{Decision: messages.DecisionReject, Feedback: "not now"}, `"text":"reject: not now"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ask := frame(`{"statusUpdate":{"taskId":"r-1","contextId":"s-1","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"m-3","role":"ROLE_AGENT","parts":[{"text":"n001 wants to call publish"},{"data":{"interruptId":"i-1","reason":"tool_approval","agentId":"n001","lane":"node:n001","toolCallId":"c1","toolName":"publish","toolArgs":{"title":"x"},"timeoutSeconds":600,"responseSchema":{}}}]}}}}`)
+			resumed := frame(`{"task":{"id":"r-1","contextId":"s-1","status":{"state":"TASK_STATE_WORKING"}}}`)
+			f, srv := newFake(t, sampleSubmitted+ask, resumed+sampleChunk1+sampleChunk2+sampleCompleted)
+			var reg remote.Registry
+			if err := reg.Add("helper", a2aclient.NewAgent("helper", dial(t, srv, a2aclient.Config{})), nil); err != nil {
+				t.Fatal(err)
+			}
+			e := testkit.NewEngine(t, actors.Config{Remote: &reg})
+			ctx, cancel := context.WithTimeout(t.Context(), testkit.Watchdog)
+			defer cancel()
+			ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: councilScenario()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := testkit.NewProbe(ctx, e, ref.Tenant, ref.SessionID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			asked, err := p.Until(ctx, func(ev *messages.Envelope) bool { return ev.Type == messages.InterruptRaised })
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := asked[len(asked)-1].Payload.(*messages.InterruptRaisedPayload)
+			if in.Kind != messages.InterruptToolApproval || in.ToolName != "publish" || string(in.ToolArgs) != `{"title":"x"}` {
+				t.Fatalf("interrupt %+v", in)
+			}
+			tc.resume.InterruptID = in.InterruptID
+			if _, err := e.Resume(tc.resume); err != nil {
+				t.Fatal(err)
+			}
+			rest, err := p.Until(ctx, testkit.TerminalOf(ref.RunID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.AssertInvariants(t, append(asked, rest...))
+			if term := rest[len(rest)-1]; term.Type != messages.RunFinished {
+				t.Fatalf("run ended with %s", term.Type)
+			}
+			calls := f.callLog()
+			if len(calls) != 2 || !strings.Contains(calls[1], `"taskId":"r-1"`) || !strings.Contains(calls[1], tc.sent) {
+				t.Fatalf("calls %q", calls)
+			}
+		})
+	}
+}

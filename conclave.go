@@ -49,6 +49,7 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/remote"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/fetch"
 	"github.com/conclave-ai/conclave/tool/workspace"
@@ -79,6 +80,10 @@ type Options struct {
 	// run, Workspace.Dir/<tenant>/<run id>, whose writes are published as file
 	// events. The engine never removes it. See package tool/workspace.
 	Workspace *workspace.Config
+	// Remote are the remote agents a plan node (its "agent") or a delegate
+	// call may name: build it with remote.Registry.Add, each agent an
+	// a2aclient.Agent (a2aclient.Dial fetches its card). Default: none.
+	Remote *remote.Registry
 	// Journal stores the events. The engine never closes a journal it was
 	// given: close it after Shutdown returns (see OpenJournal). Default: a
 	// new in-memory journal, which keeps nothing after the process ends.
@@ -193,7 +198,7 @@ func New(opts Options) (*Engine, error) {
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
-		Prices: opts.Prices,
+		Prices: opts.Prices, Remote: opts.Remote,
 	}
 	tools := slices.Clone(opts.Tools)
 	builtin, err := builtinTools(opts.Fetch, opts.Workspace)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -208,5 +209,51 @@ func TestReadme_RemoteAgents(t *testing.T) {
 	})
 	if err != nil || last.Type != messages.RunFinished || !remoteTask || !completed {
 		t.Fatalf("the run: %v, last %s, remote_task %v, n002 completed %v", err, last.Type, remoteTask, completed)
+	}
+}
+
+// TestServe_RemoteAgentUnavailable: an agent nobody answers for at start
+// is a warning, the server starts, and a node that names it fails with the
+// reason (the run ends run_error, no crash); the Authorization value never
+// appears in the log.
+func TestServe_RemoteAgentUnavailable(t *testing.T) {
+	t.Parallel()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	srv := startServe(t, 0, []string{"HELPER_AUTH=Bearer very-secret-token-123"},
+		"--a2a-agent", "helper="+gone.URL+a2a.CardPath+",auth_env=HELPER_AUTH")
+	log := srv.log.tail(64 << 10)
+	if !strings.Contains(log, "remote A2A agent unavailable: nodes that name it will fail") || !strings.Contains(log, "agent=helper") {
+		t.Fatalf("no startup warning:\n%s", log)
+	}
+	start := messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1,
+		Remote: &messages.RemoteScenario{Agent: "helper", Nodes: messages.NodeSelector{IDs: []string{"n001"}}}}}
+	body, _ := json.Marshal(start)
+	resp, err := http.Post("http://"+srv.base+"/api/v1/runs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc messages.RunCreated
+	err = json.NewDecoder(resp.Body).Decode(&rc)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), crashWait)
+	defer cancel()
+	var failed string
+	var last *messages.Envelope
+	err = readSessionSSE(ctx, &http.Client{}, "http://"+srv.base, rc.SessionID, 0, func(f crashFrame) bool {
+		last = f.env
+		if p, ok := f.env.Payload.(*messages.NodeFailedPayload); ok {
+			failed = p.Error
+		}
+		return !(f.env.RunID == rc.RunID && f.env.Type.Terminal())
+	})
+	if err != nil || last.Type != messages.RunError || !strings.Contains(failed, `remote: agent unavailable: "helper"`) {
+		t.Fatalf("err %v, last %s, node_failed %q", err, last.Type, failed)
+	}
+	if strings.Contains(srv.log.tail(64<<10), "very-secret-token-123") {
+		t.Fatal("the Authorization value is in the log")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/transport/a2a"
@@ -46,6 +47,13 @@ func TestRemoteAgentFlags_Parse(t *testing.T) {
 // was followed) and the run finishes with B's answer as the node's output.
 func TestServe_RemoteAgentKillNine(t *testing.T) {
 	t.Parallel()
+	t.Run("working", func(t *testing.T) { t.Parallel(); killNineRemote(t, false) })
+	// A stays down until B's task has finished: the restarted A cannot
+	// subscribe to a terminal task and reads its end with GetTask.
+	t.Run("finished", func(t *testing.T) { t.Parallel(); killNineRemote(t, true) })
+}
+
+func killNineRemote(t *testing.T, waitForRemote bool) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +102,26 @@ func TestServe_RemoteAgentKillNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.reap()
+	bc, err := a2aclient.Dial(ctx, b.base+a2a.CardPath, a2aclient.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waitForRemote {
+		for {
+			task, err := bc.GetTask(ctx, taskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.Status.State.Terminal() {
+				break
+			}
+			select { // polling the remote, with the test's deadline
+			case <-ctx.Done():
+				t.Fatalf("the remote task is still %s", task.Status.State)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 
 	a = serve(aArgs...)
 	defer a.terminate()
@@ -128,10 +156,6 @@ func TestServe_RemoteAgentKillNine(t *testing.T) {
 		}
 	}
 	t.Logf("lane %s: %s", node, strings.Join(lane, " "))
-	bc, err := a2aclient.Dial(ctx, b.base+a2a.CardPath, a2aclient.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	task, err := bc.GetTask(ctx, taskID)
 	if err != nil {
 		t.Fatal(err)

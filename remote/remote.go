@@ -91,8 +91,35 @@ type Registry struct {
 }
 
 type entry struct {
-	agent Agent
-	err   error // why it is unavailable
+	agent       Agent
+	err         error // why it is unavailable
+	description string
+}
+
+// Info is what a director is told of an available agent.
+type Info struct {
+	Name        string
+	Description string
+}
+
+// Describe sets what agent name does (from its agent card), for the
+// directors that plan with it; it is a no-op for an unknown name.
+func (r *Registry) Describe(name, description string) {
+	if e, ok := r.agents[name]; ok {
+		e.description = description
+		r.agents[name] = e
+	}
+}
+
+// Available returns the agents that can be reached, by name.
+func (r *Registry) Available() []Info {
+	var out []Info
+	for _, n := range r.Names() {
+		if e := r.agents[n]; e.err == nil {
+			out = append(out, Info{Name: n, Description: e.description})
+		}
+	}
+	return out
 }
 
 // Add registers agent a as name; a non-nil err registers it as

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-ai/conclave/remote"
+	"github.com/conclave-ai/conclave/transport/a2a"
 	"github.com/conclave-ai/conclave/transport/a2a/a2aclient"
 )
 
@@ -121,6 +122,31 @@ func (f *remoteAgentFlags) registry(ctx context.Context, env func(string) string
 		if err := reg.Add(sp.name, agent, res[i].err); err != nil {
 			return nil, err
 		}
+		if res[i].err == nil {
+			reg.Describe(sp.name, cardDescription(res[i].c.Card()))
+		}
 	}
 	return reg, nil
+}
+
+// cardDescription is what a director is told of an agent: its card's
+// description and skills, bounded (a card is the remote's text).
+func cardDescription(c a2a.AgentCard) string {
+	d := c.Name
+	if c.Description != "" {
+		d += " — " + c.Description
+	}
+	for i, s := range c.Skills {
+		if i == 8 {
+			break
+		}
+		d += "; skill " + s.Name
+		if s.Description != "" {
+			d += ": " + s.Description
+		}
+	}
+	if len(d) > 1000 {
+		d = strings.ToValidUTF8(d[:1000], "") + "…"
+	}
+	return d
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/remote"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/fetch"
 	"github.com/conclave-ai/conclave/tool/workspace"
@@ -84,6 +85,10 @@ type Options struct {
 	// starts, through the fetch tool's address guard. Without it a URL
 	// file is refused (file_url_not_allowed). See fetch.FilesConfig.
 	FileURLs *fetch.FilesConfig
+	// Remote are the remote agents a plan node (its "agent") or a delegate
+	// call may name: build it with remote.Registry.Add, each agent an
+	// a2aclient.Agent (a2aclient.Dial fetches its card). Default: none.
+	Remote *remote.Registry
 	// Journal stores the events. The engine never closes a journal it was
 	// given: close it after Shutdown returns (see OpenJournal). Default: a
 	// new in-memory journal, which keeps nothing after the process ends.
@@ -199,7 +204,7 @@ func New(opts Options) (*Engine, error) {
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
-		Prices: opts.Prices,
+		Prices: opts.Prices, Remote: opts.Remote,
 	}
 	var files *fetch.Files
 	if opts.FileURLs != nil {

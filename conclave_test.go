@@ -23,6 +23,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/pricing"
+	"github.com/conclave-ai/conclave/remote"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/tool"
 	"github.com/conclave-ai/conclave/tool/fetch"
@@ -664,4 +665,27 @@ func TestNew_FileURLs(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Code != messages.FileURLNotAllowed {
 		t.Fatalf("without FileURLs: %v, want file_url_not_allowed", err)
 	}
+}
+
+// TestNew_Remote: Options.Remote reaches the engine: a node naming an
+// agent registered as unavailable fails with the registration's reason
+// (without the option it would be an unknown agent).
+func TestNew_Remote(t *testing.T) {
+	t.Parallel()
+	var reg remote.Registry
+	if err := reg.Add("helper", nil, errors.New("card refused")); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, conclave.Options{Remote: &reg})
+	events := follow(t, e, start(t, e, conclave.RunRequest{Question: "q", Scenario: &conclave.Scenario{Nodes: 1,
+		Remote: &conclave.RemoteScenario{Agent: "helper", Nodes: conclave.NodeSelector{IDs: []string{"n001"}}}}}))
+	for _, ev := range events {
+		if p, ok := ev.Payload.(*conclave.NodeFailedPayload); ok {
+			if !strings.Contains(p.Error, `remote: agent unavailable: "helper": card refused`) {
+				t.Fatalf("node_failed: %s", p.Error)
+			}
+			return
+		}
+	}
+	t.Fatal("no node_failed")
 }

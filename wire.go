@@ -129,6 +129,8 @@ const (
 	InterruptExpired = messages.InterruptExpired
 	// approval_signature_added: On the interrupt's lane: a valid ML-DSA-65 signature of an approver for a policy-covered interrupt (see docs/governance.md), with how many the signed decision has and needs; `is_fully_signed` when it reached them (the interrupt_resolved follows).
 	ApprovalSignatureAdded = messages.ApprovalSignatureAdded
+	// remote_task: On the lane of a node run by a remote A2A agent (its plan node's `agent`): first the remote task's id and state, journaled before the task's stream is followed (a restarted server re-subscribes to it), then each status update of the remote task with its state and status text.
+	RemoteTask = messages.RemoteTask
 )
 
 // Payloads: Envelope.Payload is a pointer to the one of its event type
@@ -256,6 +258,8 @@ type (
 	InterruptExpiredPayload = messages.InterruptExpiredPayload
 	// ApprovalSignatureAddedPayload is the payload of approval_signature_added.
 	ApprovalSignatureAddedPayload = messages.ApprovalSignatureAddedPayload
+	// RemoteTaskPayload is the payload of remote_task.
+	RemoteTaskPayload = messages.RemoteTaskPayload
 )
 
 // The types payloads, RunRequest, RunCreated, RunSummary, Interrupt and
@@ -292,6 +296,7 @@ type (
 	PlanNode            = messages.PlanNode
 	PromptProgress      = messages.PromptProgress
 	RecommendedAction   = messages.RecommendedAction
+	RemoteScenario      = messages.RemoteScenario
 	ResumeSignature     = messages.ResumeSignature
 	ReusedNode          = messages.ReusedNode
 	RewindOf            = messages.RewindOf

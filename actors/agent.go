@@ -30,6 +30,11 @@ type agentShared struct {
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
 	approved  bool   // a human approved the node (hitl node and above)
 
+	// remoteTask and remoteContext are a remote node's task (remote.go),
+	// once the remote named it; remoteOpen: it has not ended.
+	remoteTask, remoteContext string
+	remoteOpen                bool
+
 	// done is the agent's report, stored before it is sent. protoactor
 	// delivers a child's Terminated (a system message) ahead of queued user
 	// messages, so a parent may learn that the child stopped before it
@@ -54,6 +59,8 @@ type agentSpec struct {
 	steeringID string
 	shared     *agentShared
 	restore    *agentRestore // set for an agent rebuilt parked after a restart
+	// remoteAgent: a sub-agent whose task a remote agent runs (delegate's "agent").
+	remoteAgent string
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -89,7 +96,8 @@ type agentActor struct {
 	turnText  string
 	reasoning []string // the reasoning of this attempt's turns, for evidence packages
 	subs      map[string]*subagent
-	parked    *parking // the pending interrupt, while parked
+	parked    *parking      // the pending interrupt, while parked
+	remote    *remoteHandle // a remote node's running call of its task (remote.go)
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -159,6 +167,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.toolFinished(ctx, m)
 	case *toolProgress:
 		a.toolProgressed(ctx, m)
+	case *remoteDone:
+		a.remoteDone(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		a.stopping = true
 		if a.backoff != nil {
@@ -168,6 +178,8 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.target().cancelParked(ctx)
 		a.stopTurn()
 		a.tools.cancelAll()
+		_, restarting := m.(*actor.Restarting)
+		a.stopRemote(!restarting)
 	}
 }
 
@@ -525,7 +537,9 @@ func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error)
 		DisplayName: a.spec.e.cfg.Tools.DisplayName(r.Name), DurationMS: took.Milliseconds(), DurationDisplay: messages.DurationDisplay(took)})
 }
 
-func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool) *subagent {
+// spawnSubagent starts a sub-agent for call idx; agent, when set, names
+// the remote agent whose task the sub-agent is (remote.go).
+func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, async bool, agent string) *subagent {
 	sh := a.spec.shared
 	sh.subSeq++
 	name := "sub" + strconv.Itoa(sh.subSeq)
@@ -535,7 +549,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	spec := &agentSpec{
 		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Files: a.spec.run.files, Goal: task, Depth: round},
-		shared: &agentShared{},
+		shared: &agentShared{}, remoteAgent: agent,
 	}
 	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
 		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))

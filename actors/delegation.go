@@ -65,14 +65,21 @@ func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) boo
 	switch c.Name {
 	case model.ToolDelegate:
 		var in struct {
-			Task string `json:"task"`
+			Task  string `json:"task"`
+			Agent string `json:"agent"`
 		}
 		if err := json.Unmarshal(c.Args, &in); err != nil || in.Task == "" {
 			a.toolResult(ctx, i, "", errors.New(`delegate needs {"task": "<what to do>"}`))
 			return true
 		}
+		if in.Agent != "" {
+			if _, err := a.spec.e.cfg.Remote.Lookup(in.Agent); err != nil {
+				a.toolResult(ctx, i, "", err) // the model learns which agents there are
+				return true
+			}
+		}
 		if a.delegationAllowed(ctx, i) {
-			a.spawnSubagent(ctx, i, in.Task, false)
+			a.spawnSubagent(ctx, i, in.Task, false, in.Agent)
 		}
 	case model.ToolStartAsyncTask:
 		var in struct {
@@ -83,7 +90,7 @@ func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) boo
 			return true
 		}
 		if a.delegationAllowed(ctx, i) {
-			s := a.spawnSubagent(ctx, i, in.Task, true)
+			s := a.spawnSubagent(ctx, i, in.Task, true, "")
 			// Task ids are the sub-agents' ids: unique, so neither fails.
 			_ = a.deleg.tasks.Start(s.taskID, in.Task)
 			_ = a.deleg.tasks.SetRunning(s.taskID)

@@ -44,6 +44,7 @@ import (
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/model/pricing"
 	"github.com/conclave-ai/conclave/model/scripted"
+	"github.com/conclave-ai/conclave/remote"
 	"github.com/conclave-ai/conclave/tool"
 )
 
@@ -100,6 +101,10 @@ type Config struct {
 	// (tool.Builtins). Default: the scripted tools (search, and the
 	// high-risk publish).
 	Tools *tool.Set
+	// Remote are the remote agents a plan node may name (PlanNode.Agent):
+	// such a node runs as the agent's task (remote.go). Default: none (a
+	// node naming one fails).
+	Remote *remote.Registry
 	// ToolTimeout bounds a tool call whose definition sets no timeout.
 	// Default DefaultToolTimeout.
 	ToolTimeout time.Duration

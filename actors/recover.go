@@ -53,7 +53,7 @@ import (
 type agentRestore struct {
 	interrupt *runstate.Interrupt
 	lane      *runstate.Lane
-	call      int // index of the pending call (tool approval, info request); -1 for a node gate
+	call      int // index of the pending call (tool approval, info request); -1 for a node gate, remoteCall for a remote's request
 }
 
 // restoredRun is a run put back after a restart: its state, folded from
@@ -585,6 +585,7 @@ func (r *runActor) resumeNode(ctx actor.Context, id string) {
 	shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
 	if l != nil {
 		shared.attempts, shared.subSeq = l.Attempts, l.SubSeq
+		shared.remoteTask, shared.remoteContext, shared.remoteOpen = l.RemoteTask, l.RemoteContext, l.RemoteTask != ""
 	}
 	n := r.g.Node(id)
 	switch {
@@ -594,6 +595,12 @@ func (r *runActor) resumeNode(ctx actor.Context, id string) {
 		r.startNodeWith(ctx, id, shared, nil, &nodeResume{team: rs.Split(stream)})
 	case n.Debate != nil:
 		r.startNodeWith(ctx, id, shared, nil, &nodeResume{debate: n.Debate})
+	case l != nil && r.planNode(id).Agent != "":
+		if in := rs.InterruptOn(stream); in != nil && l.RemoteTask != "" { // parked on its remote's request for input
+			r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: remoteCall}, nil)
+			return
+		}
+		r.startNodeWith(ctx, id, shared, nil, nil) // follows its task again, if it had one
 	case l != nil:
 		if in := rs.InterruptOn(stream); in != nil {
 			if i := l.CallIndex(in.Raised.CallID); i >= 0 {
@@ -669,6 +676,10 @@ func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, l
 // reattach puts a rebuilt agent back on its pending interrupt.
 func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	defer a.spec.e.restoring.Done()
+	if rs.call == remoteCall {
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.remoteAnswered(ctx, res) })
+		return
+	}
 	if rs.call < 0 { // the node gate
 		t := a.target()
 		t.lane = a.spec.node.scope

@@ -838,6 +838,9 @@ func (r *runActor) emitCostEstimate(ctx actor.Context) {
 // the plan may give its nodes.
 func (r *runActor) directorRequest() model.Request {
 	req := model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
+	for _, a := range r.e.cfg.Remote.Available() { // the remote agents a node may name
+		req.Agents = append(req.Agents, model.AgentDef{Name: a.Name, Description: a.Description})
+	}
 	if r.st.Replans > 0 { // planning again: what was rejected, and why
 		reason := r.st.Rejection
 		if reason == "" {

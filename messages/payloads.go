@@ -363,6 +363,21 @@ type NodeSkippedPayload struct {
 	Dependency string `json:"dependency"`
 }
 
+// RemoteTaskPayload is a remote A2A agent's task on a node's lane: its id
+// (the first one, before the task's stream is followed), then each of its
+// status updates.
+type RemoteTaskPayload struct {
+	// Agent is the registered name of the remote agent.
+	Agent string `json:"agent"`
+	// TaskID and ContextID are the remote's ids of the task.
+	TaskID    string `json:"task_id"`
+	ContextID string `json:"context_id,omitempty"`
+	// State is the remote task's A2A state name (TASK_STATE_WORKING, …).
+	State string `json:"state"`
+	// Message is the text of the remote status message, if any.
+	Message string `json:"message,omitempty"`
+}
+
 // TextDeltaPayload is a fragment of answer text.
 type TextDeltaPayload struct {
 	Delta string `json:"delta"`
@@ -749,3 +764,4 @@ func (*ReplayTruncatedPayload) EventType() EventType        { return ReplayTrunc
 func (*InterruptResolvedPayload) EventType() EventType      { return InterruptResolved }
 func (*InterruptExpiredPayload) EventType() EventType       { return InterruptExpired }
 func (*ApprovalSignatureAddedPayload) EventType() EventType { return ApprovalSignatureAdded }
+func (*RemoteTaskPayload) EventType() EventType             { return RemoteTask }

@@ -41,6 +41,10 @@ type PlanNode struct {
 	Team *Plan `json:"team,omitempty"`
 	// Debate configures a debate node.
 	Debate *DebateConfig `json:"debate,omitempty"`
+	// Agent names a remote A2A agent the operator registered (serve
+	// --a2a-agent): the node is that agent's task, not a model's; its
+	// tools are not used.
+	Agent string `json:"agent,omitempty"`
 }
 
 // IsTeam reports whether n is a team node.

@@ -92,8 +92,23 @@ type Scenario struct {
 	// model makes up to satisfy the tool's JSON Schema (deterministic by
 	// the seed). The engine refuses a run naming a tool it does not have.
 	Calls []string `json:"calls,omitempty"`
+	// Remote makes the nodes it selects remote-agent nodes: their plan
+	// node names the remote A2A agent Remote.Agent (PlanNode.Agent) and
+	// no tools.
+	Remote *RemoteScenario `json:"remote,omitempty"`
 	// Seed makes the run reproducible.
 	Seed int64 `json:"seed,omitempty"`
+}
+
+// RemoteScenario selects the plan's nodes that a remote agent runs.
+type RemoteScenario struct {
+	// Agent is the registered name of the remote agent (serve --a2a-agent).
+	Agent string `json:"agent"`
+	// Nodes selects the leaf nodes it runs (ids, or a fraction).
+	Nodes NodeSelector `json:"nodes,omitzero"`
+	// Delegate makes every worker's delegate calls (SubagentsPerNode)
+	// name the agent: their tasks are its, not sub-agents'.
+	Delegate bool `json:"delegate,omitempty"`
 }
 
 // DebateScenario shapes the scripted debate nodes. Agent k (1-based) of a
@@ -285,6 +300,14 @@ func (s Scenario) Validate() error {
 	check(len(s.Calls) <= MaxScenarioCalls, "calls may name at most %d tools, got %d", MaxScenarioCalls, len(s.Calls))
 	for i, name := range s.Calls {
 		check(toolName.MatchString(name), "calls[%d] must be a tool name (1..64 letters, digits, '_', '-' or '.'), got %q", i, truncate(name, 70))
+	}
+	if r := s.Remote; r != nil {
+		if r.Agent == "" {
+			errs = append(errs, errors.New("remote.agent is required"))
+		}
+		if err := r.Nodes.validate("remote.nodes"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := s.Spawn.validate("spawn"); err != nil {
 		errs = append(errs, err)

@@ -125,6 +125,12 @@ const (
 	ToolCallProgress EventType = "tool_call_progress"
 )
 
+// Remote A2A agents.
+const (
+	// RemoteTask: a node's remote task (its id, then its status updates).
+	RemoteTask EventType = "remote_task"
+)
+
 // StreamRole says how an event type relates to the lifecycle of the stream
 // (lane) it is published on. The invariant checker in testkit and
 // docs/events.md are both driven by it.
@@ -283,6 +289,7 @@ var specList = []spec{
 	{InterruptResolved, RoleWithin, func() Payload { return new(InterruptResolvedPayload) }, "A human answered an interrupt."},
 	{InterruptExpired, RoleWithin, func() Payload { return new(InterruptExpiredPayload) }, "An interrupt timed out; the configured action was taken."},
 	{ApprovalSignatureAdded, RoleWithin, func() Payload { return new(ApprovalSignatureAddedPayload) }, "On the interrupt's lane: a valid ML-DSA-65 signature of an approver for a policy-covered interrupt (see docs/governance.md), with how many the signed decision has and needs; `is_fully_signed` when it reached them (the interrupt_resolved follows)."},
+	{RemoteTask, RoleWithin, func() Payload { return new(RemoteTaskPayload) }, "On the lane of a node run by a remote A2A agent (its plan node's `agent`): first the remote task's id and state, journaled before the task's stream is followed (a restarted server re-subscribes to it), then each status update of the remote task with its state and status text. The remote's artifact chunks are the lane's text_delta; its final answer the node's output."},
 }
 
 var specs = func() map[EventType]spec {

@@ -160,6 +160,15 @@ type Request struct {
 	Injected []string
 	// Depth is the delegation round of a sub-agent (1 = a node's own).
 	Depth int
+	// Agents are the remote agents a plan node may name ("agent"), for
+	// a director: what each does, from its agent card.
+	Agents []AgentDef
+}
+
+// AgentDef is what a director is told about a remote agent.
+type AgentDef struct {
+	Name        string
+	Description string
 }
 
 // ToolDef is what a model is told about a tool it may call.

@@ -14,7 +14,7 @@ import (
 // Their arguments are validated against these schemas like any tool's.
 var Builtins = []Def{
 	{Name: model.ToolDelegate, Description: "Hand a task to a sub-agent and wait for its answer, which is this call's result.",
-		Schema: obj(`"task": {"type": "string", "minLength": 1, "description": "what the sub-agent must do"}`, "task")},
+		Schema: obj(`"task": {"type": "string", "minLength": 1, "description": "what the sub-agent must do"}, "agent": {"type": "string", "minLength": 1, "description": "optional: a remote A2A agent the operator registered, which takes the task instead of a sub-agent"}`, "task")},
 	{Name: model.ToolAskHuman, Description: "Ask a human a question; the answer is this call's result.",
 		Schema: obj(`"question": {"type": "string", "minLength": 1}, "context": {"type": "string", "description": "what the human needs to know to answer"}`, "question")},
 	{Name: model.ToolSpawnSubteam, Description: "Ask for a sub-team of specialists on a goal; it runs after this wave, if approved, and the nodes that depend on you see its output.",

@@ -224,6 +224,10 @@ type Lane struct {
 	CallIDs []string           // their lane-unique ids
 	Results map[string]*string // finished calls: call id → result (error results too)
 	Errs    map[string]bool
+	// RemoteTask and RemoteContext are the task of a node run by a remote
+	// agent (its first remote_task); they outlive agent_restarted, as the
+	// task does.
+	RemoteTask, RemoteContext string
 }
 
 // CallIndex is the index of the call id among the lane's calls, or -1.
@@ -521,8 +525,12 @@ func (r *Run) Apply(env *messages.Envelope) {
 		delete(r.Lanes, stream)
 	case *messages.AgentRestartedPayload:
 		if lane != nil {
-			sub := lane.SubSeq
-			*lane = Lane{Lane: lane.Lane, AgentID: lane.AgentID, Attempts: p.Attempt, SubSeq: sub}
+			sub, task, tctx := lane.SubSeq, lane.RemoteTask, lane.RemoteContext
+			*lane = Lane{Lane: lane.Lane, AgentID: lane.AgentID, Attempts: p.Attempt, SubSeq: sub, RemoteTask: task, RemoteContext: tctx}
+		}
+	case *messages.RemoteTaskPayload:
+		if lane != nil && lane.RemoteTask == "" {
+			lane.RemoteTask, lane.RemoteContext = p.TaskID, p.ContextID
 		}
 	case *messages.TextDeltaPayload:
 		if lane != nil {

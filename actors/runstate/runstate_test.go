@@ -372,3 +372,23 @@ func TestApply_OutlineDropsFileBytes(t *testing.T) {
 		t.Fatal("the event's payload was changed")
 	}
 }
+
+// TestApply_RemoteTask: a remote node's lane keeps its task's first id,
+// through agent_restarted (a restarted worker follows the same task).
+func TestApply_RemoteTask(t *testing.T) {
+	f := newFold(t).
+		on("supervisor", run, &messages.RunStartedPayload{Question: "q"}).
+		on("director", run.Child(messages.DirectorStream), &messages.PlanningStartedPayload{}).
+		on("director", run.Child(messages.DirectorStream), &messages.PlanProposedPayload{Plan: plan, Waves: waves}).
+		on("supervisor", run, &messages.PlanApprovedPayload{}).
+		on("supervisor", run, &messages.WaveStartedPayload{Wave: 0, NodeIDs: []string{"a"}}).
+		on("a", nodeLane(run, "a"), &messages.NodeStartedPayload{NodeID: "a"}).
+		on("a", nodeLane(run, "a"), &messages.RemoteTaskPayload{Agent: "helper", TaskID: "t1", ContextID: "c1", State: "TASK_STATE_SUBMITTED"}).
+		on("a", nodeLane(run, "a"), &messages.RemoteTaskPayload{Agent: "helper", TaskID: "t1", ContextID: "c1", State: "TASK_STATE_WORKING"}).
+		on("a", nodeLane(run, "a"), &messages.TextDeltaPayload{Delta: "partial"}).
+		on("a", nodeLane(run, "a"), &messages.AgentRestartedPayload{Attempt: 2, Reason: "server restarted"})
+	l := f.r.Lanes["node:a"]
+	if l.RemoteTask != "t1" || l.RemoteContext != "c1" || l.Text.Len() != 0 || l.Attempts != 2 {
+		t.Fatalf("lane after the restart: task %q context %q text %q attempts %d", l.RemoteTask, l.RemoteContext, l.Text.String(), l.Attempts)
+	}
+}

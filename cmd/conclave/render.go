@@ -264,6 +264,12 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		} else {
 			add(noteWarn, "%s restarted (attempt %d): %s", env.AgentID, p.Attempt, p.Reason)
 		}
+	case *messages.RemoteTaskPayload:
+		// The task's naming and its changes of state; not the status texts
+		// of a working task (a remote council reports each of its events).
+		if p.State != "TASK_STATE_WORKING" || p.Message == "" {
+			add(noteInfo, "%s: remote agent %s, task %s: %s", env.AgentID, p.Agent, p.TaskID, strings.ToLower(strings.TrimPrefix(p.State, "TASK_STATE_")))
+		}
 	case *messages.WarningPayload:
 		if p.SuggestedAction != "" {
 			add(noteWarn, "warning from %s: %s: %s (%s)", env.AgentID, p.Code, p.Message, p.SuggestedAction)

@@ -590,3 +590,18 @@ func TestRenderer_SummaryFiles(t *testing.T) {
 		t.Errorf("a run without files: %q", sum)
 	}
 }
+
+// TestRenderer_RemoteTask: a remote agent's task is shown when it is named
+// and at each state other than working; a working task's status texts are not.
+func TestRenderer_RemoteTask(t *testing.T) {
+	t.Parallel()
+	rt := func(state, msg string) laned {
+		return onNode("n001", &messages.RemoteTaskPayload{Agent: "helper", TaskID: "t1", State: state, Message: msg})
+	}
+	_, notes := feed(t, rt("TASK_STATE_SUBMITTED", ""), rt("TASK_STATE_WORKING", "n001 started"),
+		rt("TASK_STATE_INPUT_REQUIRED", "which one?"), rt("TASK_STATE_COMPLETED", "42"))
+	want := "n001: remote agent helper, task t1: submitted\nn001: remote agent helper, task t1: input_required\nn001: remote agent helper, task t1: completed\n"
+	if got := texts(notes); got != want {
+		t.Fatalf("notes:\n%s\nwant:\n%s", got, want)
+	}
+}

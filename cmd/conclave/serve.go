@@ -51,6 +51,7 @@ type serveCmd struct {
 	limits     serveLimits
 	quotas     serveQuotas
 	tools      toolFlags
+	remote     remoteAgentFlags
 	repair     bool
 	// failGrace: after the journal fails, how long the server stays up,
 	// not ready, before it stops (a load balancer's readiness period).
@@ -115,6 +116,7 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	c.tools.register(fs)
 	fs.StringArrayVar(&c.fileURLs, "allow-file-url", nil, "let runs attach files by URL from under this `PREFIX` (an http or https URL; repeatable): the server fetches them before the run starts (loopback, private and link-local addresses refused)")
 	fs.StringArrayVar(&c.fileURLAddrs, "allow-file-url-addr", nil, "let --allow-file-url fetches connect to exactly this `IP:PORT` even though it is private or local (repeatable)")
+	c.remote.register(fs)
 	return cmd
 }
 
@@ -159,6 +161,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if err := c.limits.check(); err != nil {
 		return usageError(err)
 	}
+	if _, err := c.remote.parse(); err != nil {
+		return usageError(err)
+	}
 	tenantLimits, tenantStreams, err := c.quotas.load()
 	if err != nil {
 		return usageError(err)
@@ -173,7 +178,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		return usageError(fmt.Errorf("%w: %s", transport.ErrInsecureBind, c.addr))
 	}
 	// Secrets are masked in every log line, event and tool result.
-	secretValues := secrets(c.app.env, tokens, &c.tools)
+	secretValues := append(secrets(c.app.env, tokens, &c.tools), c.remote.secretValues(c.app.env)...)
 	logger = slog.New(redact.New(secretValues...).Handler(logger.Handler()))
 	// A run's start and end lines (internal/runlog), and its trace id on
 	// every line that names the run.
@@ -219,6 +224,9 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 		}
 	}()
 	ecfg.Tools = tools
+	if ecfg.Remote, err = c.remote.registry(ctx, c.app.env, logger); err != nil {
+		return usageError(err)
+	}
 	tracer, err := c.tracing.start(ctx, c.app.env, logger, tools)
 	if err != nil {
 		return err

@@ -28,6 +28,9 @@ echo "== a2a conformance: node $(node --version), npm $(npm --version 2>/dev/nul
 echo "== a2a conformance: go build ./cmd/conclave"
 (cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave)
 
+# remote.mjs starts a conclave of its own (the A2A client side).
+export CONCLAVE_BIN="$tmp/conclave"
+
 "$tmp/conclave" serve --addr 127.0.0.1:0 --data "$tmp/data" --log-level info 2>"$tmp/server.log" &
 server_pid=$!
 

@@ -64,7 +64,8 @@ export type EventType =
   | "interrupt_raised"
   | "interrupt_resolved"
   | "interrupt_expired"
-  | "approval_signature_added";
+  | "approval_signature_added"
+  | "remote_task";
 
 /** The fields every event has; ConclaveEvent adds type and payload. */
 export interface EnvelopeBase {
@@ -145,6 +146,7 @@ export interface EventPayloads {
   interrupt_resolved: InterruptResolvedPayload;
   interrupt_expired: InterruptExpiredPayload;
   approval_signature_added: ApprovalSignatureAddedPayload;
+  remote_task: RemoteTaskPayload;
 }
 
 /** One event: its type says which payload it carries. */
@@ -680,6 +682,15 @@ export interface ApprovalSignatureAddedPayload {
   is_fully_signed: boolean;
 }
 
+/** On the lane of a node run by a remote A2A agent (its plan node's `agent`): first the remote task's id and state, journaled before the task's stream is followed (a restarted server re-subscribes to it), then each status update of the remote task with its state and status text. The remote's artifact chunks are the lane's text_delta; its final answer the node's output. */
+export interface RemoteTaskPayload {
+  agent: string;
+  task_id: string;
+  context_id?: string;
+  state: string;
+  message?: string;
+}
+
 export interface Lane {
   stream_id: string;
   depth: number;
@@ -715,6 +726,7 @@ export interface Scenario {
   advisor?: AdvisorScenario;
   delegations?: DelegationScenario;
   calls?: string[];
+  remote?: RemoteScenario;
   seed?: number;
 }
 
@@ -844,6 +856,12 @@ export interface DelegationScenario {
   depth?: number;
 }
 
+export interface RemoteScenario {
+  agent: string;
+  nodes?: string[] | number;
+  delegate?: boolean;
+}
+
 export interface PlanNode {
   id: string;
   goal: string;
@@ -853,6 +871,7 @@ export interface PlanNode {
   role?: string;
   team?: Plan;
   debate?: DebateConfig;
+  agent?: string;
 }
 
 export interface DiffOp {

@@ -198,6 +198,38 @@ const scenarios = {
     await page.context().close();
   },
 
+  // A council node run by a remote A2A agent (a second conclave serve, registered with --a2a-agent): its lane
+  // shows the remote task's notes and text, and the node completes with the remote's answer.
+  async remote({ browser, bin }) {
+    const agent = new Server(bin);
+    await agent.start();
+    const council = new Server(bin, { args: ["--a2a-agent", `helper=${agent.url}/.well-known/agent-card.json`] });
+    try {
+      await council.start();
+      const page = await newPage(browser);
+      await page.goto(council.url + "/");
+      const runId = await startFromPage(page, { question: "a council with a remote member", fields: { nodes: 2, waves: 2, tokens: 4, token_delay_ms: 10 },
+        extra: { remote: { agent: "helper", nodes: ["n002"] } } });
+      await waitStatus(page, "finished", 60000);
+      await checkFinalStates(page, council, runId);
+      await checkNoGap(page);
+      await page.click('[data-node-id="n002"]');
+      const lane = '[data-lane-id="node:n002"]';
+      await page.waitForSelector(`${lane} li.note:has-text("remote agent helper")`, { timeout: 10000 });
+      const notes = await page.$$eval(`${lane} li.note`, (els) => els.map((e) => e.textContent));
+      assert(notes.some((n) => /remote agent helper, task .*: completed/.test(n)), `the lane's notes: ${notes.join(" | ")}`);
+      const output = (await council.events(runId)).find((e) => e.type === "node_completed" && e.payload.node_id === "n002").payload.output;
+      assert(output.length > 0, "node n002 has the remote's answer as its output");
+      await shot(page, "remote", false);
+      await (await page.$(lane)).screenshot({ path: join(out, "remote-lane.png") });
+      assert(!page.errors.length, `page errors: ${page.errors.join("; ")}`);
+      await page.context().close();
+    } finally {
+      await council.stop();
+      await agent.stop();
+    }
+  },
+
   // Approve, reject and revise under hitl "tools", answer an info request, and check validation.
   async hitl({ browser, server }) {
     const page = await newPage(browser);

@@ -3,7 +3,7 @@
 # `chromium` package, never a downloaded browser) driven by the pinned
 # playwright-core, against real `conclave serve` processes.
 #
-#   bash e2e/web/run.sh [scenario…]     # start hitl abort crash auth scale files … (default: all)
+#   bash e2e/web/run.sh [scenario…]     # start hitl remote abort crash auth scale files … (default: all)
 #
 # Builds the binary from this checkout, runs dashboard.mjs (which starts,
 # kills -9 and restarts the servers it needs), and prints the folder of

@@ -93,6 +93,24 @@ test("signatures of a policy-covered approval are counted", () => {
   assert.deepEqual(it.signatures, [{ approver: "alice", decision: "approve" }]);
 });
 
+test("a remote agent's task: a note when it is named and at each change of state, not at each status text", () => {
+  const s = started();
+  const r = s.runs.get("r1");
+  apply(s, ev("node_started", { node_id: "n001", wave: 0, goal: "g" }, lane("node:n001")));
+  const rt = (state, message) => ev("remote_task", { agent: "helper", task_id: "t1", context_id: "c1", state, message }, lane("node:n001"));
+  apply(s, rt("TASK_STATE_SUBMITTED"));
+  apply(s, rt("TASK_STATE_WORKING", "n001 started"));
+  apply(s, rt("TASK_STATE_WORKING", "wave 1 started"));
+  apply(s, rt("TASK_STATE_COMPLETED", "the answer"));
+  const l = r.lanes.get("node:n001");
+  assert.deepEqual(l.notes.map((n) => n.text), [
+    "remote agent helper, task t1: submitted",
+    "remote agent helper, task t1: working: n001 started",
+    "remote agent helper, task t1: completed: the answer",
+  ]);
+  assert.deepEqual(l.remote, { agent: "helper", taskId: "t1", state: "completed", message: "the answer" });
+});
+
 test("lane text is capped", () => {
   const s = started();
   const r = s.runs.get("r1");

@@ -443,7 +443,8 @@ func TestModel_ResponseFormatFallback(t *testing.T) {
 	}})
 	m := newModel(t, srv, openai.Config{RoleModels: map[model.Role]string{model.RoleDirector: "strong-model"}})
 	req := model.Request{Role: model.RoleDirector, AgentID: "director", Goal: "q", Turn: 1, Attempt: 1,
-		Tools: []model.ToolDef{{Name: "search", Description: "Search the web."}, {Name: "delegate"}}}
+		Tools:  []model.ToolDef{{Name: "search", Description: "Search the web."}, {Name: "delegate"}},
+		Agents: []model.AgentDef{{Name: "helper", Description: "Sample Agent — streams"}}}
 	for range 2 {
 		st, err := m.Stream(t.Context(), req)
 		if err != nil {
@@ -463,6 +464,10 @@ func TestModel_ResponseFormatFallback(t *testing.T) {
 	// The director plans with the tools; it does not call them.
 	if len(reqs[0].Tools) != 0 || !strings.Contains(string(reqs[0].Messages[1].Content), "<available_tools>\nsearch: Search the web.\ndelegate\n</available_tools>") {
 		t.Fatalf("director tools %+v, task %s", reqs[0].Tools, reqs[0].Messages[1].Content)
+	}
+	// It is told of the remote agents a node may name.
+	if !strings.Contains(string(reqs[0].Messages[1].Content), "<available_agents>\nhelper: Sample Agent — streams\nA node whose goal") {
+		t.Fatalf("director task %s", reqs[0].Messages[1].Content)
 	}
 	for _, r := range reqs[1:] {
 		if r.ResponseFormat != nil {
@@ -682,7 +687,8 @@ func TestSchemas_ValidateScriptedOutput(t *testing.T) {
 		return rs
 	}
 	plan, diff := resolve(openai.PlanSchema()), resolve(openai.DiffSchema())
-	sc := messages.Scenario{Nodes: 8, Teams: 1, ToolsPerNode: 1, SubagentsPerNode: 1, Debate: &messages.DebateScenario{Nodes: 1, Agents: 3, Rounds: 2, Judge: true}}
+	sc := messages.Scenario{Nodes: 8, Teams: 1, ToolsPerNode: 1, SubagentsPerNode: 1, Debate: &messages.DebateScenario{Nodes: 1, Agents: 3, Rounds: 2, Judge: true},
+		Remote: &messages.RemoteScenario{Agent: "helper", Nodes: messages.NodeSelector{IDs: []string{"n008"}}}} // a node naming a remote agent
 	js, err := json.Marshal(scripted.PlanFor(sc.WithDefaults()))
 	if err != nil {
 		t.Fatal(err)

@@ -117,6 +117,19 @@ func newPrompt(req model.Request, in Inputs) *prompt {
 		}
 		tag(&b, "available_tools", tb.String())
 	}
+	if req.Role == model.RoleDirector && len(req.Agents) > 0 { // the remote agents a node may name ("agent")
+		var ab strings.Builder
+		for i, a := range req.Agents {
+			if i > 0 {
+				ab.WriteByte('\n')
+			}
+			ab.WriteString(a.Name)
+			if a.Description != "" {
+				ab.WriteString(": " + a.Description)
+			}
+		}
+		tag(&b, "available_agents", ab.String()+"\nA node whose goal one of these remote agents does best may name it (\"agent\": \"<name>\"): the node is then that agent's task.")
+	}
 	p.task.media = writeFiles(&b, req.Files, in)
 	p.task.head, p.task.inputs, p.task.transcript = b.String(), req.Context, req.Transcript
 	p.turns = req.History

@@ -28,6 +28,7 @@ var (
         "tools": {"type": "array", "items": {"type": "string"}},
         "kind": {"type": "string", "enum": ["leaf", "team", "debate"]},
         "role": {"type": "string"},
+        "agent": {"type": "string", "minLength": 1},
         "team": {"$ref": "#"},
         "debate": {"$ref": "#/$defs/debate"}
       },

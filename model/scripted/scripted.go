@@ -506,7 +506,11 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k)), Steps: m.s.ToolProgressSteps, StepMS: m.s.ToolStepMS})
 	}
 	for k := 1; k <= m.s.SubagentsPerNode; k++ {
-		c.add(model.ToolDelegate, delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID})
+		args := delegateArgs{Task: "Sub-task " + strconv.Itoa(k) + " of " + req.AgentID}
+		if r := m.s.Remote; r != nil && r.Delegate {
+			args.Agent = r.Agent // the remote agent takes the task
+		}
+		c.add(model.ToolDelegate, args)
 	}
 	for k := 1; k <= approvals; k++ {
 		if k <= risky { // the node's share of RiskyApprovals comes first
@@ -611,7 +615,8 @@ type publishArgs struct {
 }
 
 type delegateArgs struct {
-	Task string `json:"task"`
+	Task  string `json:"task"`
+	Agent string `json:"agent,omitempty"`
 }
 
 type spawnArgs struct {
@@ -674,7 +679,8 @@ func SearchResult(query string) string {
 // and ask_human for their share of Approvals, RiskyApprovals and
 // InfoRequests, then spawn_subteam for the nodes
 // Spawn selects, then the five async task tools when Delegations.Async > 0,
-// then the tools of Calls they do not have yet.
+// then the tools of Calls they do not have yet. A leaf Remote selects
+// names Remote.Agent and has no tools.
 func PlanFor(s messages.Scenario) messages.Plan {
 	s = s.WithDefaults()
 	if s.Nodes < 1 {
@@ -692,6 +698,10 @@ func PlanFor(s messages.Scenario) messages.Plan {
 	teams, nonLeaf := min(max(s.Teams, 0), s.Nodes), nonLeafCount(s)
 	spawn := toSet(selectLeaves(s, s.Spawn, "spawn"))
 	async := s.Delegations != nil && s.Delegations.Async > 0
+	var remote map[string]struct{}
+	if s.Remote != nil {
+		remote = toSet(selectLeaves(s, s.Remote.Nodes, "remote"))
+	}
 
 	nodes := make([]messages.PlanNode, 0, s.Nodes)
 	pcg := rand.NewPCG(0, 0)
@@ -727,6 +737,8 @@ func PlanFor(s messages.Scenario) messages.Plan {
 			case i <= nonLeaf:
 				n.Kind = messages.KindDebate
 				n.Debate = debateConfig(s.Debate)
+			case remote != nil && has(remote, id):
+				n.Agent = s.Remote.Agent // run by the remote agent: no tools
 			default:
 				n.Tools = slices.Clone(tools)
 				// The plan names every tool the node's worker calls, so that
@@ -865,6 +877,11 @@ func sortedKeys(set map[string]struct{}) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+func has(set map[string]struct{}, id string) bool {
+	_, ok := set[id]
+	return ok
 }
 
 func toSet(ids []string) map[string]struct{} {

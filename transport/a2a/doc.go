@@ -64,6 +64,7 @@
 //	turn_started,          nothing
 //	request_received
 //	agent_restarted        artifact emptied (append false) + status WORKING
+//	remote_task            status WORKING "<node>: remote agent <a>, task <id>: <state>[: <text>]"
 //	warning                status WORKING
 //	subagent_started       status WORKING
 //	subagent_finished      ok: artifact replaced by its output, lastChunk; else as node_failed

@@ -185,6 +185,12 @@ func (p *Projector) Apply(env *messages.Envelope) []StreamResponse {
 		return p.settle(env, pl.InterruptID, "Input received, resuming")
 	case *messages.InterruptExpiredPayload:
 		return p.settle(env, pl.InterruptID, fmt.Sprintf("Nobody answered in time: %s taken, resuming", pl.Action))
+	case *messages.RemoteTaskPayload:
+		text := fmt.Sprintf("%s: remote agent %s, task %s: %s", env.AgentID, pl.Agent, pl.TaskID, pl.State)
+		if pl.Message != "" {
+			text += ": " + clip(pl.Message, 200)
+		}
+		return p.progress(env, text)
 	case *messages.ApprovalSignatureAddedPayload:
 		return p.progress(env, fmt.Sprintf("%s signed %s of interrupt %s: %d of %d signatures", pl.Approver, pl.Statement.Decision, pl.InterruptID, pl.Count, pl.Required))
 	case *messages.RunAbortRequestedPayload:

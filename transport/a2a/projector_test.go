@@ -480,6 +480,11 @@ func TestProjector_Mapping(t *testing.T) {
 					Statement: messages.ApprovalStatement{Decision: messages.DecisionApprove}, Count: 1, Required: 2})
 			},
 			[]string{`status WORKING "alice signed approve of interrupt i1: 1 of 2 signatures"`}, a2a.StateWorking},
+		{"remote_task", started,
+			func(s *script) *messages.Envelope {
+				return s.node("n001", &messages.RemoteTaskPayload{Agent: "helper", TaskID: "t1", ContextID: "c1", State: "TASK_STATE_WORKING", Message: "n001 started"})
+			},
+			[]string{`status WORKING "n001: remote agent helper, task t1: TASK_STATE_WORKING: n001 started"`}, a2a.StateWorking},
 		{"run_finished after synthesis",
 			func(s *script) []*messages.Envelope {
 				return append(started(s), s.ev(synthLane, "synthesizer", &messages.SynthesisCompletedPayload{Answer: "42"}))

@@ -55,6 +55,7 @@
 //	turn_started, request_received
 //	node_progress, synthesis_progress,      CUSTOM
 //	node_compacting
+//	remote_task          CUSTOM (a remote A2A agent's task on its node's lane: id, state, status text)
 //	interrupt_raised     CUSTOM; the lane is parked (node_approval: STATE_DELTA awaiting_approval)
 //	interrupt_resolved, interrupt_expired   CUSTOM
 //	run_finished         STATE_DELTA /status; RUN_FINISHED{outcome:success, result:{answer,nodes,durationMs}, usage}

@@ -20,6 +20,7 @@ export const EVENT_TYPES = [
   "interrupt_expired", "approval_signature_added", "replan_attempt",
   "node_progress", "synthesis_progress", "node_compacting", "debate_round_restarted", "file",
   "request_received", "turn_started", "tool_call_progress",
+  "remote_task",
 ];
 
 // Lane text is capped: a lane keeps its last TEXT_KEEP characters once it
@@ -360,6 +361,16 @@ export function apply(session, env) {
     case "node_compacting":
       l.notes.push({ kind: "info", text: "compacting its output" });
       break;
+    case "remote_task": {
+      // A node run by a remote A2A agent: a note when the task is named
+      // and at each change of its state (not at every status text).
+      const state = (p.state || "").replace("TASK_STATE_", "").toLowerCase();
+      if (!l.remote || l.remote.state !== state) {
+        l.notes.push({ kind: "info", text: `remote agent ${p.agent}, task ${p.task_id}: ${state}${p.message ? ": " + p.message : ""}` });
+      }
+      l.remote = { agent: p.agent, taskId: p.task_id, state, message: p.message || "" };
+      break;
+    }
     case "subteam_spawned": {
       const key = env.lane.stream_id === "run" ? "" : nodeOfLane(env.lane.stream_id);
       setPlan(run, key, p.plan, p.waves);

@@ -256,6 +256,7 @@ type (
 	AgentStance         = messages.AgentStance
 	ApprovalRequirement = messages.ApprovalRequirement
 	ApprovalStatement   = messages.ApprovalStatement
+	ChoiceOption        = messages.ChoiceOption
 	Citation            = messages.Citation
 	DebateAgent         = messages.DebateAgent
 	DebateConfig        = messages.DebateConfig
@@ -352,6 +353,7 @@ const (
 	InterruptPlanApproval   = messages.InterruptPlanApproval
 	InterruptNodeApproval   = messages.InterruptNodeApproval
 	InterruptSpawnApproval  = messages.InterruptSpawnApproval
+	InterruptChoice         = messages.InterruptChoice
 	DecisionCancel          = messages.DecisionCancel
 	KindLeaf                = messages.KindLeaf
 	KindTeam                = messages.KindTeam

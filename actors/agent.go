@@ -328,6 +328,11 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
 			return
+		case c.Name == model.ToolAskChoice:
+			if a.askChoice(ctx, i, c) {
+				return
+			}
+			continue
 		case a.needsApproval(c):
 			a.approveTool(ctx, i, c)
 			return
@@ -351,9 +356,10 @@ func (a *agentActor) checkCall(c model.ToolCall) error {
 
 // needsApproval reports whether call c, once checked, waits for a human's
 // approval before it runs (hitl "tools", or a governance policy covering
-// the tool). ask_human asks a human anyway, with an info request.
+// the tool). ask_human and ask_choice ask a human anyway (an info request,
+// a choice).
 func (a *agentActor) needsApproval(c model.ToolCall) bool {
-	return c.Name != model.ToolAskHuman &&
+	return c.Name != model.ToolAskHuman && c.Name != model.ToolAskChoice &&
 		(a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name))
 }
 
@@ -420,6 +426,43 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
 		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
 		func(res *messages.Resolution) { a.answered(ctx, i, res) })
+}
+
+// askChoice raises a choice interrupt for call i and reports whether the
+// agent parked on it; options the runtime refuses (messages.ChoiceQuestion
+// Validate) are an error result the model can act on, and no interrupt.
+func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool {
+	var in struct {
+		Question string                  `json:"question"`
+		Context  string                  `json:"context"`
+		Options  []messages.ChoiceOption `json:"options"`
+		Multiple bool                    `json:"multiple"`
+	}
+	if err := json.Unmarshal(c.Args, &in); err != nil || in.Question == "" {
+		a.toolResult(ctx, i, "", errors.New(`ask_choice needs {"question": "<text>", "options": [{"id": "<id>", "label": "<text>"}, ...]}`))
+		return false
+	}
+	q := messages.ChoiceQuestion{Options: in.Options, Multiple: in.Multiple}
+	if err := q.Validate(); err != nil {
+		a.toolResult(ctx, i, "", fmt.Errorf("ask_choice: %w", err))
+		return false
+	}
+	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptChoice,
+		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.callIDs[i]},
+		func(res *messages.Resolution) { a.chosen(ctx, i, q, res) })
+	return true
+}
+
+// chosen applies a choice's outcome to call i and carries on: the chosen
+// ids and their labels, or an error when nobody chose in time (a timer
+// never picks an option).
+func (a *agentActor) chosen(ctx actor.Context, i int, q messages.ChoiceQuestion, res *messages.Resolution) {
+	if res.Expired || len(res.Choices) == 0 {
+		a.toolResult(ctx, i, "", errors.New("nobody chose before the timeout"))
+	} else {
+		a.toolResult(ctx, i, jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil)
+	}
+	a.continueTools(ctx)
 }
 
 // answered applies an info request's outcome to call i and carries on.

@@ -162,8 +162,10 @@ type Resume struct {
 	Feedback    string          `json:"feedback,omitempty"`
 	Response    string          `json:"response,omitempty"`
 	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
-	Plan        *Plan           `json:"plan,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
+	// Choices answer a choice: the chosen option ids.
+	Choices []string `json:"choices,omitempty"`
+	Plan    *Plan    `json:"plan,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
 	// Signature signs the decision of a policy-covered interrupt: the
 	// statement {interrupt_id, evidence_digest, decision, edited_args}
 	// (see docs/governance.md). One resume carries one approver's.

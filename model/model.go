@@ -79,6 +79,11 @@ const (
 	// ToolAskHuman asks a human; args {"question": string, "context": string}.
 	// The runtime raises an info_request interrupt and returns the answer.
 	ToolAskHuman = "ask_human"
+	// ToolAskChoice asks a human to choose; args {"question": string,
+	// "options": [{"id", "label", "description"}], "multiple": bool,
+	// "context": string}. The runtime raises a choice interrupt (2..10
+	// options) and returns {"choices": [ids], "labels": [labels]}.
+	ToolAskChoice = "ask_choice"
 	// ToolSpawnSubteam asks for a sub-team; args {"goal": string,
 	// "roles": [string]}. Only a worker's first call counts; the sub-team
 	// runs after the worker's wave if approved.

@@ -604,6 +604,8 @@ export interface InterruptRaisedPayload {
   evidence_package_id?: string;
   question?: string;
   context_snippet?: string;
+  options?: ChoiceOption[];
+  multiple_choice?: boolean;
   plan?: Plan;
   waves?: string[][];
   node_id?: string;
@@ -621,6 +623,7 @@ export interface InterruptResolvedPayload {
   feedback?: string;
   response?: string;
   edited_args?: unknown;
+  choices?: string[];
   plan?: Plan;
   reason?: string;
   signers?: string[];
@@ -740,6 +743,12 @@ export interface GraphDiff {
 export interface AgentStance {
   agent_id: string;
   stance: string;
+}
+
+export interface ChoiceOption {
+  id: string;
+  label: string;
+  description?: string;
 }
 
 export interface EvidencePackage {

@@ -63,6 +63,12 @@ type Scenario struct {
 	// InfoRequests adds this many ask_human tool calls, one per worker node
 	// in id order (wrapping around); each raises an info_request interrupt.
 	InfoRequests int `json:"info_requests,omitempty"`
+	// Choices adds this many ask_choice tool calls, dealt to the worker
+	// nodes as InfoRequests are; each raises a choice interrupt offering
+	// three options (broad, deep, skip).
+	Choices int `json:"choices,omitempty"`
+	// MultipleChoice makes the Choices multiple choices.
+	MultipleChoice bool `json:"multiple_choice,omitempty"`
 	// Teams makes this many nodes team nodes: the first Teams nodes of the
 	// plan in id order, each with a nested plan of TeamSize nodes.
 	Teams int `json:"teams,omitempty"`
@@ -244,6 +250,7 @@ func (s Scenario) Validate() error {
 	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)
 	check(s.RiskyApprovals >= 0 && s.RiskyApprovals <= s.Approvals, "risky_approvals must be in 0..approvals (%d), got %d", s.Approvals, s.RiskyApprovals)
 	check(s.InfoRequests >= 0 && s.InfoRequests <= MaxNodes, "info_requests must be in 0..%d, got %d", MaxNodes, s.InfoRequests)
+	check(s.Choices >= 0 && s.Choices <= MaxNodes, "choices must be in 0..%d, got %d", MaxNodes, s.Choices)
 	check(s.Teams >= 0 && s.Teams <= s.Nodes, "teams must be in 0..nodes (%d), got %d", s.Nodes, s.Teams)
 	check(s.TeamSize >= 0 && s.TeamSize <= MaxTeamSize, "team_size must be in 0..%d, got %d", MaxTeamSize, s.TeamSize)
 	if d := s.Debate; d != nil {

@@ -88,6 +88,8 @@ var scenarioIntFlags = []intFlag{
 		"search calls dealt to the nodes in id order; with --hitl tools each asks for approval (as every tool call does)", false},
 	{"info-requests", func(s *messages.Scenario) *int { return &s.InfoRequests }, 0, messages.MaxNodes,
 		"ask_human calls dealt to the nodes in id order; each asks you a question, whatever --hitl says", false},
+	{"choices", func(s *messages.Scenario) *int { return &s.Choices }, 0, messages.MaxNodes,
+		"ask_choice calls dealt to the nodes in id order; each asks you to choose among three options, whatever --hitl says", false},
 	{"teams", func(s *messages.Scenario) *int { return &s.Teams }, 0, messages.MaxNodes,
 		"team nodes (the first nodes in id order), each running a nested plan of --team-size nodes", false},
 	{"team-size", func(s *messages.Scenario) *int { return &s.TeamSize }, 1, messages.MaxTeamSize,

@@ -672,6 +672,8 @@ export interface Scenario {
   approvals?: number;
   risky_approvals?: number;
   info_requests?: number;
+  choices?: number;
+  multiple_choice?: boolean;
   teams?: number;
   team_size?: number;
   debate?: DebateScenario;

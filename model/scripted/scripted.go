@@ -376,10 +376,10 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 		}
 		return 1
 	}
-	approvals, _, asks := m.extraCalls(req.AgentID)
+	x := m.extraCalls(req.AgentID)
 	_, spawns := m.spawn[req.AgentID]
 	async := m.asyncTasks()
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async + len(m.s.Calls)
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + x.approvals + x.asks + x.choices + async + len(m.s.Calls)
 	if spawns {
 		calls++
 	}
@@ -462,25 +462,29 @@ func textStep(n int, lastTurn bool, context []string) step {
 	return s
 }
 
-// extraCalls is how many of the scenario's Approvals (extra search calls)
-// and InfoRequests (ask_human calls) fall on node id: one per leaf node in
-// id order, wrapping around (team and debate nodes have no worker and get
-// none).
-func (m *Model) extraCalls(id string) (approvals, risky, asks int) {
+// extras are a node's share of the scenario's Approvals (extra search
+// calls), RiskyApprovals (publish calls among them), InfoRequests
+// (ask_human calls) and Choices (ask_choice calls).
+type extras struct{ approvals, risky, asks, choices int }
+
+// extraCalls is how many of the scenario's extra calls fall on node id:
+// one per leaf node in id order, wrapping around (team and debate nodes
+// have no worker and get none).
+func (m *Model) extraCalls(id string) extras {
 	i, ok := m.nodeIndex[id]
 	if !ok {
-		return 0, 0, 0
+		return extras{}
 	}
 	return extraShares(m.s, m.nonLeaf, i)
 }
 
 // extraShares is extraCalls for the node at index i of the plan (nonLeaf
 // of whose nodes are teams and debates).
-func extraShares(s messages.Scenario, nonLeaf, i int) (approvals, risky, asks int) {
+func extraShares(s messages.Scenario, nonLeaf, i int) extras {
 	leaves := s.Nodes - nonLeaf
 	i -= nonLeaf
 	if i < 0 || leaves <= 0 {
-		return 0, 0, 0
+		return extras{}
 	}
 	share := func(total int) int {
 		n := total / leaves
@@ -489,19 +493,20 @@ func extraShares(s messages.Scenario, nonLeaf, i int) (approvals, risky, asks in
 		}
 		return n
 	}
-	return share(s.Approvals), share(s.RiskyApprovals), share(s.InfoRequests)
+	return extras{share(s.Approvals), share(s.RiskyApprovals), share(s.InfoRequests), share(s.Choices)}
 }
 
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
 // calls, then SubagentsPerNode delegate calls, then the node's share of the
-// scenario's Approvals (search calls) and InfoRequests (ask_human calls),
-// then spawn_subteam when spawns, then Delegations.Async start_async_task
+// scenario's Approvals (search calls), InfoRequests (ask_human calls) and
+// Choices (ask_choice calls), then spawn_subteam when spawns, then Delegations.Async start_async_task
 // calls.
 func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
-	approvals, risky, asks := m.extraCalls(req.AgentID)
+	x := m.extraCalls(req.AgentID)
+	approvals, risky, asks := x.approvals, x.risky, x.asks
 	async := m.asyncTasks()
-	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async+len(m.s.Calls))}
+	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+x.choices+1+async+len(m.s.Calls))}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k))})
 	}
@@ -517,6 +522,10 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	}
 	for k := 1; k <= asks; k++ {
 		c.add(model.ToolAskHuman, askArgs{Question: "What should " + req.AgentID + " assume about " + goal + "?", Context: "question " + strconv.Itoa(k) + " of " + req.AgentID})
+	}
+	for k := 1; k <= x.choices; k++ {
+		c.add(model.ToolAskChoice, choiceArgs{Question: "How should " + req.AgentID + " approach " + goal + "?",
+			Context: "choice " + strconv.Itoa(k) + " of " + req.AgentID, Options: choiceOptions, Multiple: m.s.MultipleChoice})
 	}
 	if spawns {
 		c.add(model.ToolSpawnSubteam, spawnArgs{Goal: "Deeper look at " + goal, Roles: spawnRoles})
@@ -600,6 +609,20 @@ type askArgs struct {
 	Context  string `json:"context"`
 }
 
+// choiceOptions are the options of every scripted ask_choice call.
+var choiceOptions = []messages.ChoiceOption{
+	{ID: "broad", Label: "Broad survey", Description: "Cover every source briefly"},
+	{ID: "deep", Label: "Deep dive", Description: "Follow the strongest source in depth"},
+	{ID: "skip", Label: "Skip this aspect"},
+}
+
+type choiceArgs struct {
+	Question string                  `json:"question"`
+	Context  string                  `json:"context"`
+	Options  []messages.ChoiceOption `json:"options"`
+	Multiple bool                    `json:"multiple,omitempty"`
+}
+
 type searchArgs struct {
 	Query string `json:"query"`
 }
@@ -669,8 +692,8 @@ func SearchResult(query string) string {
 //
 // The other nodes are leaves. Their tools are search (ToolsPerNode > 0)
 // and delegate (SubagentsPerNode > 0), then search (if not yet), publish
-// and ask_human for their share of Approvals, RiskyApprovals and
-// InfoRequests, then spawn_subteam for the nodes
+// ask_human and ask_choice for their share of Approvals, RiskyApprovals,
+// InfoRequests and Choices, then spawn_subteam for the nodes
 // Spawn selects, then the five async task tools when Delegations.Async > 0,
 // then the tools of Calls they do not have yet.
 func PlanFor(s messages.Scenario) messages.Plan {
@@ -729,7 +752,8 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				n.Tools = slices.Clone(tools)
 				// The plan names every tool the node's worker calls, so that
 				// what an approver is shown (evidence) is what happens.
-				approvals, risky, asks := extraShares(s, nonLeaf, i-1)
+				x := extraShares(s, nonLeaf, i-1)
+				approvals, risky, asks := x.approvals, x.risky, x.asks
 				if approvals > risky && !slices.Contains(n.Tools, model.ToolSearch) {
 					n.Tools = append(n.Tools, model.ToolSearch)
 				}
@@ -738,6 +762,9 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				}
 				if asks > 0 {
 					n.Tools = append(n.Tools, model.ToolAskHuman)
+				}
+				if x.choices > 0 {
+					n.Tools = append(n.Tools, model.ToolAskChoice)
 				}
 				if _, ok := spawn[id]; ok {
 					n.Tools = append(n.Tools, model.ToolSpawnSubteam)

@@ -455,11 +455,18 @@ func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool 
 
 // chosen applies a choice's outcome to call i and carries on: the chosen
 // ids and their labels, or an error when nobody chose in time (a timer
-// never picks an option).
+// never picks an option) or when the human declined.
 func (a *agentActor) chosen(ctx actor.Context, i int, q messages.ChoiceQuestion, res *messages.Resolution) {
-	if res.Expired || len(res.Choices) == 0 {
+	switch {
+	case res.Expired:
 		a.toolResult(ctx, i, "", errors.New("nobody chose before the timeout"))
-	} else {
+	case res.Decision == messages.DecisionReject || len(res.Choices) == 0:
+		reason := "the human declined to choose"
+		if res.Feedback != "" {
+			reason += ": " + res.Feedback
+		}
+		a.toolResult(ctx, i, "", errors.New(reason))
+	default:
 		a.toolResult(ctx, i, jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil)
 	}
 	a.continueTools(ctx)

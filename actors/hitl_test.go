@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,18 +163,25 @@ func TestHITL_InfoRequests(t *testing.T) {
 // TestHITL_Choices: ask_choice raises a choice interrupt with the options
 // it offers; an answer naming an unknown id, or two ids for a single
 // choice, is refused and the interrupt stays pending; a valid answer is
-// the call's result (ids and labels). A multiple choice takes several.
+// the call's result (ids and labels). A multiple choice takes several; a
+// declined choice (decision reject) is an error result with the feedback.
 func TestHITL_Choices(t *testing.T) {
 	t.Parallel()
-	for _, multiple := range []bool{false, true} {
+	for _, mode := range []string{"single", "multiple", "decline"} {
+		multiple := mode == "multiple"
 		e := testkit.NewEngine(t, actors.Config{})
 		sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 2, Choices: 2, MultipleChoice: multiple}
-		answer := []string{"deep"}
+		res := messages.Resume{Choices: []string{"deep"}}
 		want := `{"choices":["deep"],"labels":["Deep dive"]}`
-		if multiple {
-			answer = []string{"skip", "broad"}
+		switch mode {
+		case "multiple":
+			res.Choices = []string{"skip", "broad"}
 			want = `{"choices":["skip","broad"],"labels":["Skip this aspect","Broad survey"]}`
+		case "decline":
+			res = messages.Resume{Decision: messages.DecisionReject, Feedback: "none fits"}
+			want = "the human declined to choose: none fits"
 		}
+		answer := res.Choices
 		ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc},
 			func(p *messages.InterruptRaisedPayload) messages.Resume {
 				if p.Kind != messages.InterruptChoice || p.Question == "" || len(p.Options) != 3 || p.MultipleChoice != multiple ||
@@ -189,7 +197,7 @@ func TestHITL_Choices(t *testing.T) {
 						t.Errorf("choices %v accepted", ids)
 					}
 				}
-				return messages.Resume{Choices: answer}
+				return res
 			})
 		testkit.AssertInvariants(t, events)
 		terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
@@ -198,12 +206,12 @@ func TestHITL_Choices(t *testing.T) {
 			t.Fatalf("%d results, want 2", len(results))
 		}
 		for _, r := range results {
-			if r.Tool != "ask_choice" || r.Result != want || r.IsError {
+			if r.Tool != "ask_choice" || r.Result != want || r.IsError != (mode == "decline") {
 				t.Fatalf("result %+v, want %s", r, want)
 			}
 		}
 		for _, r := range payloads[*messages.InterruptResolvedPayload](events) {
-			if !slices.Equal(r.Choices, answer) || r.Decision != messages.DecisionApprove {
+			if !slices.Equal(r.Choices, answer) || r.Decision != cmp.Or(res.Decision, messages.DecisionApprove) {
 				t.Fatalf("interrupt_resolved %+v, want choices %v", r, answer)
 			}
 		}

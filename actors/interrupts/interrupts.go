@@ -683,10 +683,19 @@ func Validate(kind messages.InterruptKind, res *messages.Resume) error {
 	case messages.InterruptNodeApproval, messages.InterruptSpawnApproval:
 		return decision(false)
 	case messages.InterruptChoice:
-		if len(res.Choices) == 0 {
-			return &InvalidError{Reason: "a choice needs choices: the chosen option ids"}
+		// A human may decline to choose (decision reject, no choices);
+		// otherwise the answer names at least one option.
+		switch {
+		case res.Decision == messages.DecisionReject && len(res.Choices) == 0:
+		case res.Decision == messages.DecisionReject:
+			return &InvalidError{Reason: "a declined choice (decision reject) names no choices"}
+		case res.Decision != "" && res.Decision != messages.DecisionApprove:
+			return &InvalidError{Reason: fmt.Sprintf("decision %q is not possible for a choice: send choices, or decision reject to decline", res.Decision)}
+		case len(res.Choices) == 0:
+			return &InvalidError{Reason: "a choice needs choices: the chosen option ids (or decision reject to decline)"}
+		default:
+			res.Decision = messages.DecisionApprove
 		}
-		res.Decision = messages.DecisionApprove
 	default:
 		return &InvalidError{Reason: fmt.Sprintf("unknown interrupt kind %q", kind)}
 	}
@@ -700,7 +709,7 @@ func ValidateFor(raised *messages.InterruptRaisedPayload, res *messages.Resume) 
 	if err := Validate(raised.Kind, res); err != nil {
 		return err
 	}
-	if raised.Kind == messages.InterruptChoice {
+	if raised.Kind == messages.InterruptChoice && res.Decision == messages.DecisionApprove {
 		if err := raised.Choice().Check(res.Choices); err != nil {
 			return &InvalidError{Reason: err.Error()}
 		}

@@ -167,6 +167,10 @@ func TestValidate(t *testing.T) {
 		{messages.InterruptNodeApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
 		{messages.InterruptChoice, messages.Resume{Choices: []string{"a"}}, true},
 		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionApprove}, false},
+		{messages.InterruptChoice, messages.Resume{}, false},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionReject, Feedback: "none fits"}, true},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionReject, Choices: []string{"a"}}, false},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionRevise, Choices: []string{"a"}}, false},
 		{"weird", messages.Resume{Decision: messages.DecisionApprove}, false},
 	}
 	for i, tt := range tests {

@@ -115,6 +115,7 @@ type councilFlags struct {
 	maxDelegation  int
 	maxReplans     int
 	calls          []string
+	multipleChoice bool
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -133,6 +134,7 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
 	fs.IntVar(&f.maxDelegation, "max-delegation-rounds", 0, "delegation soft cap: a warning at it, the run fails at twice it (default 3)")
 	fs.IntVar(&f.maxReplans, "max-replans", messages.DefaultMaxReplans, "times the director plans again after a rejected plan, with its reason (0: a rejection ends the run)")
+	fs.BoolVar(&f.multipleChoice, "multiple-choice", false, "make the --choices multiple choices (several options may be chosen)")
 	fs.StringSliceVar(&f.calls, "calls", nil, "tools each worker calls once, with arguments made up from their schemas: `NAME,...` (e.g. everything.echo with --mcp everything=...)")
 }
 
@@ -175,6 +177,7 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 	if fs.Changed("calls") {
 		sc.Calls = f.calls
 	}
+	sc.MultipleChoice = f.multipleChoice
 	return nil
 }
 

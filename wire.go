@@ -251,6 +251,7 @@ type (
 type (
 	APIError            = messages.APIError
 	AdvisorKind         = messages.AdvisorKind
+	AdvisorMode         = messages.AdvisorMode
 	AdvisorOptions      = messages.AdvisorOptions
 	AdvisorScenario     = messages.AdvisorScenario
 	AgentStance         = messages.AgentStance
@@ -303,6 +304,8 @@ const (
 	InterruptAnswered       = messages.InterruptAnswered
 	InterruptTimedOut       = messages.InterruptTimedOut
 	InterruptCancelled      = messages.InterruptCancelled
+	AdvisorModeGate         = messages.AdvisorModeGate
+	AdvisorModeConsult      = messages.AdvisorModeConsult
 	AdvisorContinue         = messages.AdvisorContinue
 	AdvisorRedirect         = messages.AdvisorRedirect
 	AdvisorHalt             = messages.AdvisorHalt

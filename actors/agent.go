@@ -254,6 +254,10 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.advised(ctx, m)
 		return
 	}
+	if a.advice.consultingNow() {
+		a.consulted(ctx, m)
+		return
+	}
 	a.text.WriteString(m.text)
 	a.turnText = m.text
 	if m.reasoning != "" {

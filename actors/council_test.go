@@ -637,6 +637,68 @@ type blockedStream struct{ ctx context.Context }
 func (s *blockedStream) Recv() (model.Chunk, error) { <-s.ctx.Done(); return nil, s.ctx.Err() }
 func (s *blockedStream) Close() error               { return nil }
 
+// TestCouncil_AdvisorConsult: in consult mode each worker's
+// consult_advisor calls are answered by the advisor (the advice is the
+// tool result, the advisor turn's usage reported on the worker's lane) up
+// to max_consults; the call beyond is an error result saying the budget
+// is spent. No gate runs: no advisor event. Outside consult mode the tool
+// answers with an error.
+func TestCouncil_AdvisorConsult(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		opts    *messages.AdvisorOptions
+		advised int // consults answered per node
+		refused int // error results per node
+		why     string
+	}{
+		{"within the budget", &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: 3}, 3, 0, ""},
+		{"beyond the budget", &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: 1}, 1, 2, "used its 1 consults"},
+		{"gate mode", &messages.AdvisorOptions{}, 0, 3, "no advisor in consult mode"},
+		{"no advisor", nil, 0, 3, "no advisor in consult mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Advisor: &messages.AdvisorScenario{Consults: 3}}
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, Advisor: tc.opts})
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			for _, node := range []string{"node:n001", "node:n002"} {
+				advised, refused, usage := 0, 0, 0
+				for _, env := range events {
+					if env.Lane.StreamID != messages.StreamID(node) {
+						continue
+					}
+					switch p := env.Payload.(type) {
+					case *messages.ToolCallFinishedPayload:
+						switch {
+						case p.Tool != "consult_advisor":
+						case !p.IsError && strings.HasPrefix(p.Result, "Advice for "):
+							advised++
+						case p.IsError && strings.Contains(p.Result, tc.why):
+							refused++
+						default:
+							t.Errorf("%s: result %+v", node, p)
+						}
+					case *messages.TokenUsagePayload:
+						if p.Role == "advisor" {
+							usage++
+						}
+					case *messages.AdvisorPayload:
+						if tc.opts == nil || tc.opts.Mode == messages.AdvisorModeConsult {
+							t.Errorf("%s: an advisor gate event in consult mode: %+v", node, p)
+						}
+					}
+				}
+				if advised != tc.advised || refused != tc.refused || usage < tc.advised {
+					t.Errorf("%s: %d advised, %d refused, %d advisor turns; want %d, %d", node, advised, refused, usage, tc.advised, tc.refused)
+				}
+			}
+		})
+	}
+}
+
 // TestCouncil_FailingAgentStopsItsSubagentsFirst: an agent that fails
 // (here halted by the advisor) while an async task still works closes the
 // task's lane before its own.

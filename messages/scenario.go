@@ -136,6 +136,10 @@ type SteeringScript struct {
 // Redirects times, then halts the Halt nodes, answers the Malformed nodes
 // with text that is no signal, and lets the others continue.
 type AdvisorScenario struct {
+	// Consults: every worker calls consult_advisor this many times in its
+	// first turn (the run's advisor must be in consult mode for them to
+	// be answered).
+	Consults  int          `json:"consults,omitempty"`
 	Redirects int          `json:"redirects,omitempty"`
 	Halt      NodeSelector `json:"halt,omitzero"`
 	Malformed NodeSelector `json:"malformed,omitzero"`
@@ -269,6 +273,7 @@ func (s Scenario) Validate() error {
 	}
 	if a := s.Advisor; a != nil {
 		check(a.Redirects >= 0 && a.Redirects <= MaxAdvisorRedirects+1, "advisor.redirects must be in 0..%d, got %d", MaxAdvisorRedirects+1, a.Redirects)
+		check(a.Consults >= 0 && a.Consults <= MaxAdvisorConsults+1, "advisor.consults must be in 0..%d, got %d", MaxAdvisorConsults+1, a.Consults)
 		for name, sel := range map[string]NodeSelector{"advisor.halt": a.Halt, "advisor.malformed": a.Malformed} {
 			if err := sel.validate(name); err != nil {
 				errs = append(errs, err)

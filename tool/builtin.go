@@ -22,6 +22,8 @@ var Builtins = []Def{
 			`"options": {"type": "array", "minItems": 2, "maxItems": 10, "items": {"type": "object", "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._-]+$"}, `+
 			`"label": {"type": "string", "minLength": 1, "maxLength": 200}, "description": {"type": "string", "maxLength": 1000}}, "required": ["id", "label"], "additionalProperties": false}}, `+
 			`"multiple": {"type": "boolean", "description": "several options may be chosen"}`, "question", "options")},
+	{Name: model.ToolConsultAdvisor, Description: "Ask the run's advisor for advice on your task (only when the run's advisor is in consult mode; a few times per agent); the advice is this call's result.",
+		Schema: obj(`"question": {"type": "string", "minLength": 1, "maxLength": 4000, "description": "what you want advice on"}`, "question")},
 	{Name: model.ToolSpawnSubteam, Description: "Ask for a sub-team of specialists on a goal; it runs after this wave, if approved, and the nodes that depend on you see its output.",
 		Schema: obj(`"goal": {"type": "string", "minLength": 1}, "roles": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 16}`, "goal")},
 	{Name: model.ToolStartAsyncTask, Description: "Start a sub-agent on a task and go on working; returns its task_id.",

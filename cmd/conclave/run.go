@@ -116,6 +116,8 @@ type councilFlags struct {
 	maxReplans     int
 	calls          []string
 	multipleChoice bool
+	advisorConsult int
+	maxConsults    int
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -129,6 +131,8 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.steer, "steer", nil, "steering note posted when a wave starts, as WAVE:NOTE (repeatable); it applies at the next wave boundary")
 	fs.BoolVar(&f.advisor, "advisor", false, "an advisor checks every worker's final turn (continue, redirect or halt)")
 	fs.IntVar(&f.advisorRedir, "advisor-redirects", 0, "redirects the scripted advisor gives each worker before it lets it continue")
+	fs.IntVar(&f.advisorConsult, "advisor-consults", 0, "consult mode: the advisor answers workers' consult_advisor calls (no gate); each scripted worker consults it this many times")
+	fs.IntVar(&f.maxConsults, "max-consults", 0, fmt.Sprintf("consult mode: consults per agent before consult_advisor answers that the budget is spent (default %d)", messages.DefaultAdvisorConsults))
 	fs.Var(&f.advisorHalt, "advisor-halt", "worker nodes the scripted advisor halts: ids or a fraction")
 	fs.IntVar(&f.async, "async", 0, "async tasks each worker starts (start, update, check, list, cancel)")
 	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
@@ -138,9 +142,13 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.calls, "calls", nil, "tools each worker calls once, with arguments made up from their schemas: `NAME,...` (e.g. everything.echo with --mcp everything=...)")
 }
 
-// advisorOptions is the run's advisor gate: on with --advisor (or any
-// scripted advisor flag).
+// advisorOptions is the run's advisor: in consult mode with
+// --advisor-consults or --max-consults, else the gate, on with --advisor
+// (or any scripted gate flag).
 func (f *councilFlags) advisorOptions() *messages.AdvisorOptions {
+	if f.advisorConsult > 0 || f.maxConsults > 0 {
+		return &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: f.maxConsults}
+	}
 	if !f.advisor && f.advisorRedir == 0 && f.advisorHalt.sel.IsZero() {
 		return nil
 	}
@@ -168,8 +176,8 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 		}
 		sc.Steering = append(sc.Steering, messages.SteeringScript{AtWave: wave, Note: note})
 	}
-	if fs.Changed("advisor-redirects") || fs.Changed("advisor-halt") {
-		sc.Advisor = &messages.AdvisorScenario{Redirects: f.advisorRedir, Halt: f.advisorHalt.sel}
+	if fs.Changed("advisor-redirects") || fs.Changed("advisor-halt") || fs.Changed("advisor-consults") {
+		sc.Advisor = &messages.AdvisorScenario{Redirects: f.advisorRedir, Halt: f.advisorHalt.sel, Consults: f.advisorConsult}
 	}
 	if fs.Changed("async") || fs.Changed("delegation-depth") {
 		sc.Delegations = &messages.DelegationScenario{Async: f.async, Depth: f.delegDepth}

@@ -692,6 +692,8 @@ export interface RewindOf {
 }
 
 export interface AdvisorOptions {
+  mode?: string;
+  max_consults?: number;
   max_redirects?: number;
   malformed_continues?: boolean;
 }
@@ -797,6 +799,7 @@ export interface SteeringScript {
 }
 
 export interface AdvisorScenario {
+  consults?: number;
   redirects?: number;
   halt?: string[] | number;
   malformed?: string[] | number;

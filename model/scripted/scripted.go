@@ -379,7 +379,7 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 	x := m.extraCalls(req.AgentID)
 	_, spawns := m.spawn[req.AgentID]
 	async := m.asyncTasks()
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + x.approvals + x.asks + x.choices + async + len(m.s.Calls)
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + x.approvals + x.asks + x.choices + async + len(m.s.Calls) + m.consults()
 	if spawns {
 		calls++
 	}
@@ -536,7 +536,23 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	for k, name := range m.s.Calls {
 		c.add(name, m.argsFor(req, name, k))
 	}
+	for k := 1; k <= m.consults(); k++ {
+		c.add(model.ToolConsultAdvisor, consultArgs{Question: "How should " + req.AgentID + " deepen " + goal + "? (" + strconv.Itoa(k) + ")"})
+	}
 	return c.calls
+}
+
+// consults is how many consult_advisor calls each worker makes
+// (Advisor.Consults).
+func (m *Model) consults() int {
+	if a := m.s.Advisor; a != nil {
+		return a.Consults
+	}
+	return 0
+}
+
+type consultArgs struct {
+	Question string `json:"question"`
 }
 
 // argsFor makes up the arguments of call k of Scenario.Calls, to tool

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -54,6 +55,10 @@ type agentSpec struct {
 	steeringID string
 	shared     *agentShared
 	restore    *agentRestore // set for an agent rebuilt parked after a restart
+	// laneOwned: the parent opens and closes the agent's lane (a debater's
+	// turn, debatetools.go); the agent emits neither its opening event nor
+	// a closing one.
+	laneOwned bool
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -176,7 +181,9 @@ func (a *agentActor) begin(ctx actor.Context) {
 	sh := a.spec.shared
 	if !sh.opened {
 		sh.opened = true
-		a.emit(ctx, a.openPayload())
+		if !a.spec.laneOwned {
+			a.emit(ctx, a.openPayload())
+		}
 		a.startTurn(ctx)
 		return
 	}
@@ -727,7 +734,11 @@ func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
 // node) names that the engine does not have.
 func unknownTools(p messages.Plan, tools *tool.Set) error {
 	for _, n := range p.Nodes {
-		for _, name := range n.Tools {
+		names := n.Tools
+		if n.Debate != nil {
+			names = append(slices.Clone(names), n.Debate.Tools...)
+		}
+		for _, name := range names {
 			if !tools.Has(name) {
 				return fmt.Errorf("plan: node %s uses tool %q, which does not exist (tools: %s)", n.ID, name, strings.Join(tools.AllNames(), ", "))
 			}

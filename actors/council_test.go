@@ -931,3 +931,55 @@ func TestCouncil_DebateRoundRestartsAllForOne(t *testing.T) {
 		t.Error("the judge did not hear round 2's second run")
 	}
 }
+
+// TestCouncil_DebateTools: a debate whose config gives its debaters tools
+// runs every debater's turn as an agent on the turn lane: each turn calls
+// search (tool_call_started and tool_call_finished on that lane, between
+// debate_turn_started and debate_turn_completed) and then argues, with a
+// stance. Under hitl tools each call first waits for a tool_approval
+// raised on the debater's lane.
+func TestCouncil_DebateTools(t *testing.T) {
+	t.Parallel()
+	for _, hitl := range []messages.HITLMode{messages.HITLNone, messages.HITLTools} {
+		t.Run(string(hitl), func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 1, Tokens: 4, Debate: &messages.DebateScenario{Agents: 2, Rounds: 2, Tools: []string{"search"}}}
+			ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc},
+				func(p *messages.InterruptRaisedPayload) messages.Resume {
+					return messages.Resume{Decision: messages.DecisionApprove}
+				})
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			turns := 0
+			for _, env := range events {
+				p, ok := env.Payload.(*messages.DebateTurnCompletedPayload)
+				if !ok {
+					continue
+				}
+				turns++
+				lane := env.Lane.StreamID
+				got := without(laneTypes(events, lane), streamed...)
+				want := []messages.EventType{messages.DebateTurnStarted, messages.ToolCallStarted, messages.ToolCallFinished, messages.DebateTurnCompleted}
+				if hitl == messages.HITLTools {
+					want = []messages.EventType{messages.DebateTurnStarted, messages.ToolCallStarted, messages.InterruptRaised, messages.InterruptResolved,
+						messages.ToolCallFinished, messages.DebateTurnCompleted}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("lane %s: %v, want %v", lane, got, want)
+				}
+				if p.Stance == "" || p.Text == "" {
+					t.Errorf("turn %+v without a stance or text", p)
+				}
+			}
+			if turns != 4 {
+				t.Fatalf("%d debate turns, want 4", turns)
+			}
+			for _, env := range events {
+				if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && (p.IsError || p.Tool != "search" || !strings.HasPrefix(string(env.Lane.StreamID), "debate:")) {
+					t.Errorf("tool result %+v on %s", p, env.Lane.StreamID)
+				}
+			}
+		})
+	}
+}

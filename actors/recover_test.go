@@ -292,6 +292,13 @@ func TestRecover_TeamAndDebateNodesResume(t *testing.T) {
 			func(env *messages.Envelope) bool {
 				return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStream("n001", 2, "a1")
 			}},
+		// A debater with tools cut after its search call's result: its turn
+		// runs again as a new agent (its calls "#2").
+		{"debate with tools", messages.Scenario{Nodes: 2, Waves: 1, Tokens: 40, TokenDelayMS: 2,
+			Debate: &messages.DebateScenario{Agents: 2, Rounds: 3, Judge: true, Tools: []string{"search"}}},
+			func(env *messages.Envelope) bool {
+				return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStream("n001", 2, "a1")
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

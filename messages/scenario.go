@@ -116,6 +116,10 @@ type DebateScenario struct {
 	ConsensusRound int `json:"consensus_round,omitempty"`
 	// CompactAfter is the debate's compact_after.
 	CompactAfter int `json:"compact_after,omitempty"`
+	// Tools are the debaters' tools (DebateConfig.Tools): each scripted
+	// debater calls every one of them once in each of its turns, with
+	// arguments made up from its schema, before it argues.
+	Tools []string `json:"tools,omitempty"`
 	// PanicRound: in this round, the last agent's turn panics on the
 	// round's first run, so the round restarts from its first speaker
 	// (debate_round_restarted). 0: none.

@@ -118,6 +118,7 @@ type councilFlags struct {
 	multipleChoice bool
 	advisorConsult int
 	maxConsults    int
+	debateTools    []string
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -126,6 +127,7 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.debateRounds, "debate-rounds", 3, fmt.Sprintf("rounds per debate, 1..%d", messages.MaxDebateRounds))
 	fs.IntVar(&f.debateMin, "debate-min-rounds", 1, "rounds before the judge may stop a debate early")
 	fs.BoolVar(&f.judge, "judge", false, "add a judge to every debate round")
+	fs.StringSliceVar(&f.debateTools, "debate-tools", nil, "tools the debaters may call, each once per turn before arguing: `NAME,...` (e.g. search); their calls show on the debater's turn lane")
 	fs.IntVar(&f.consensusRound, "consensus-round", 0, "first round whose judge reports consensus (0 = never)")
 	fs.Var(&f.spawn, "spawn", "worker nodes that ask for a sub-team: ids (n001,n007) or a fraction (0.2)")
 	fs.StringArrayVar(&f.steer, "steer", nil, "steering note posted when a wave starts, as WAVE:NOTE (repeatable); it applies at the next wave boundary")
@@ -157,12 +159,15 @@ func (f *councilFlags) advisorOptions() *messages.AdvisorOptions {
 
 // apply sets the scenario fields of the council flags the user gave.
 func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
-	if f.debate || fs.Changed("debate-agents") || fs.Changed("debate-rounds") || fs.Changed("judge") {
+	if f.debate || fs.Changed("debate-agents") || fs.Changed("debate-rounds") || fs.Changed("judge") || fs.Changed("debate-tools") {
 		d := sc.Debate
 		if d == nil {
 			d = &messages.DebateScenario{}
 		}
 		d.Agents, d.Rounds, d.MinRounds, d.Judge, d.ConsensusRound = f.debateAgents, f.debateRounds, f.debateMin, f.judge, f.consensusRound
+		if fs.Changed("debate-tools") {
+			d.Tools = f.debateTools
+		}
 		sc.Debate = d
 	}
 	if fs.Changed("spawn") {

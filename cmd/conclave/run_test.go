@@ -501,3 +501,25 @@ func TestRun_AdvisorConsults(t *testing.T) {
 		t.Fatalf("consult_advisor results %q", got)
 	}
 }
+
+// TestRun_DebateTools: --debate-tools gives the debaters tools; each
+// debater's turn calls them on its own lane before it argues.
+func TestRun_DebateTools(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, t.Context(), nil, false, "run", "q", "--debate", "--debate-agents", "2", "--debate-rounds", "1",
+		"--debate-tools", "search", "--nodes", "1", "--tools-per-node", "0", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	assertNoViolations(t, events)
+	lanes := map[messages.StreamID]bool{}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "search" && !p.IsError {
+			lanes[env.Lane.StreamID] = true
+		}
+	}
+	if !lanes[messages.DebateTurnStream("n001", 1, "a1")] || !lanes[messages.DebateTurnStream("n001", 1, "a2")] || len(lanes) != 2 {
+		t.Fatalf("search results on lanes %v, want the two debaters' turn lanes", lanes)
+	}
+}

@@ -789,6 +789,7 @@ export interface DebateScenario {
   min_rounds?: number;
   consensus_round?: number;
   compact_after?: number;
+  tools?: string[];
   panic_round?: number;
 }
 
@@ -848,6 +849,7 @@ export interface DebateConfig {
   judge?: boolean;
   min_rounds?: number;
   compact_after?: number;
+  tools?: string[];
 }
 
 export interface DebateAgent {

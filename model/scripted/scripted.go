@@ -334,7 +334,20 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			st.add(step{kind: kindText, lead: []string{"Answer to: " + req.Question + " — "}, n: m.s.SynthesisTokens})
 		}
 	case model.RoleDebater:
-		if req.Turn == 1 {
+		switch {
+		case len(req.Tools) > 0 && req.Turn == 1: // a debater with tools calls each, then argues
+			c := callList{req: &req}
+			for k, d := range req.Tools {
+				c.add(d.Name, m.argsFor(req, d.Name, k))
+			}
+			st.add(step{kind: kindCalls, calls: c.calls})
+			turns = 2
+		case len(req.Tools) > 0:
+			turns = 2
+			if req.Turn == 2 {
+				m.debater(st, req)
+			}
+		case req.Turn == 1:
 			m.debater(st, req)
 		}
 	case model.RoleJudge:
@@ -839,7 +852,8 @@ func debateConfig(d *messages.DebateScenario) *messages.DebateConfig {
 	for i := range agents {
 		agents[i] = messages.DebateAgent{ID: "a" + strconv.Itoa(i+1), Persona: personas[i%len(personas)]}
 	}
-	return &messages.DebateConfig{Agents: agents, Rounds: d.Rounds, Judge: d.Judge, MinRounds: d.MinRounds, CompactAfter: d.CompactAfter}
+	return &messages.DebateConfig{Agents: agents, Rounds: d.Rounds, Judge: d.Judge, MinRounds: d.MinRounds, CompactAfter: d.CompactAfter,
+		Tools: slices.Clone(d.Tools)}
 }
 
 // nonLeafCount is the number of team and debate nodes of the plan of s:

@@ -83,10 +83,11 @@ export class InterruptsView {
       // nothing is preselected, and nothing is sent until one is chosen.
       const type = it.multiple_choice ? "checkbox" : "radio";
       const name = `choice-${it.interrupt_id}`;
-      const list = h("fieldset", { class: "options" }, h("legend", null, it.multiple_choice ? "Choose one or more" : "Choose one"),
+      const check = h("p", { class: "check muted" });
+      const list = h("fieldset", { class: "options", onchange: () => { check.textContent = ""; check.className = "check muted"; } },
+        h("legend", null, it.multiple_choice ? "Choose one or more" : "Choose one"),
         (it.options || []).map((o) => h("label", { class: "option", dataset: { optionId: o.id } },
           h("input", { type, name, value: o.id }), " ", h("b", null, o.label), o.description ? h("span", { class: "muted" }, ` — ${o.description}`) : null)));
-      const check = h("p", { class: "check muted" });
       const feedback = h("input", { type: "text", placeholder: "Feedback (to decline)", name: "feedback" });
       el.append(h("p", { class: "question" }, it.question || ""));
       if (it.context_snippet) el.append(h("pre", { class: "snippet" }, it.context_snippet));

@@ -425,6 +425,7 @@ func TestProjector_RealRuns(t *testing.T) {
 		"tools and sub-agents": {Nodes: 8, Waves: 3, Tokens: 6, ReasoningTokens: 2, ToolsPerNode: 2, SubagentsPerNode: 2},
 		"panics and restarts":  {Nodes: 4, Waves: 2, Tokens: 6, PanicNodes: messages.NodeSelector{IDs: []string{"n002"}}, PanicAttempts: 2},
 		"node fails":           {Nodes: 6, Waves: 2, Tokens: 10, FailNodes: messages.NodeSelector{IDs: []string{"n004"}}},
+		"debaters with tools":  {Nodes: 2, Waves: 1, Tokens: 6, Debate: &messages.DebateScenario{Agents: 2, Rounds: 2, Tools: []string{"search"}}},
 	}
 	for name, sc := range scenarios {
 		t.Run(name, func(t *testing.T) {

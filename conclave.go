@@ -66,7 +66,7 @@ type Options struct {
 	// real backend may ignore).
 	Models model.Factory
 	// Tools are the tools agents may call. The runtime's own tools
-	// (delegate, ask_human, spawn_subteam and the async task tools) are
+	// (delegate, ask_human, ask_choice, consult_advisor, spawn_subteam and the async task tools) are
 	// always there besides them. With the scripted default model, the
 	// scripted "search" tool is there too, unless Tools has a tool named
 	// "search", which replaces it. Names must be unique.

@@ -267,11 +267,13 @@ type (
 type (
 	APIError            = messages.APIError
 	AdvisorKind         = messages.AdvisorKind
+	AdvisorMode         = messages.AdvisorMode
 	AdvisorOptions      = messages.AdvisorOptions
 	AdvisorScenario     = messages.AdvisorScenario
 	AgentStance         = messages.AgentStance
 	ApprovalRequirement = messages.ApprovalRequirement
 	ApprovalStatement   = messages.ApprovalStatement
+	ChoiceOption        = messages.ChoiceOption
 	Citation            = messages.Citation
 	DebateAgent         = messages.DebateAgent
 	DebateConfig        = messages.DebateConfig
@@ -321,6 +323,8 @@ const (
 	InterruptAnswered       = messages.InterruptAnswered
 	InterruptTimedOut       = messages.InterruptTimedOut
 	InterruptCancelled      = messages.InterruptCancelled
+	AdvisorModeGate         = messages.AdvisorModeGate
+	AdvisorModeConsult      = messages.AdvisorModeConsult
 	AdvisorContinue         = messages.AdvisorContinue
 	AdvisorRedirect         = messages.AdvisorRedirect
 	AdvisorHalt             = messages.AdvisorHalt
@@ -371,6 +375,7 @@ const (
 	InterruptPlanApproval   = messages.InterruptPlanApproval
 	InterruptNodeApproval   = messages.InterruptNodeApproval
 	InterruptSpawnApproval  = messages.InterruptSpawnApproval
+	InterruptChoice         = messages.InterruptChoice
 	DecisionCancel          = messages.DecisionCancel
 	KindLeaf                = messages.KindLeaf
 	KindTeam                = messages.KindTeam

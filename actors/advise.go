@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,17 +22,94 @@ import (
 // escalation and node_failed, and the run ends with advisor_halt. A
 // malformed answer halts unless the run says malformed_continues.
 
-// adviceState is an agent's advisor gate.
+//
+// In consult mode (advisor mode "consult") the gate is off; instead a
+// worker's consult_advisor call runs an advisor model turn (quiet, like a
+// check) on its question, and the advice is the call's result. Each agent
+// has max_consults consults; a call beyond them is an error result saying
+// the budget is spent. A turn's consults run one at a time, in call order.
+
+// adviceState is an agent's advisor gate, or its consults.
 type adviceState struct {
 	gate     *advisor.Gate
 	checking bool   // an advisor turn is running
 	checks   int    // advisor turns so far (the scripted advisor counts them)
 	guidance string // a redirect for the next turn
+
+	consults   *advisor.Consults
+	consulting int          // the call whose consult turn is running, -1 for none
+	queued     []consultReq // consults of the turn waiting for the running one
+}
+
+// consultReq is a consult_advisor call waiting for its advisor turn.
+type consultReq struct {
+	idx      int
+	question string
 }
 
 // adviserOn reports whether the advisor checks this agent's terminating turns.
 func (a *agentActor) adviserOn() bool {
-	return a.spec.run.advisor != nil && a.spec.role == model.RoleWorker
+	return a.spec.run.advisor != nil && !a.spec.run.consultMode() && a.spec.role == model.RoleWorker
+}
+
+// consult answers call i, a consult_advisor call: an error result when the
+// run's advisor is not in consult mode, when the agent is not a worker or
+// when its budget is spent; otherwise the call works until the advisor's
+// answer (consulted).
+func (a *agentActor) consult(ctx actor.Context, i int, c model.ToolCall) {
+	var in struct {
+		Question string `json:"question"`
+	}
+	if err := json.Unmarshal(c.Args, &in); err != nil || in.Question == "" {
+		a.toolResult(ctx, i, "", errors.New(`consult_advisor needs {"question": "<what you want advice on>"}`))
+		return
+	}
+	if !a.spec.run.consultMode() || a.spec.role != model.RoleWorker {
+		a.toolResult(ctx, i, "", errors.New("consult_advisor: this run has no advisor in consult mode for you"))
+		return
+	}
+	if a.advice.consults == nil {
+		a.advice.consults, a.advice.consulting = advisor.NewConsults(*a.spec.run.advisor), -1
+	}
+	if err := a.advice.consults.Take(); err != nil {
+		a.toolResult(ctx, i, "", err)
+		return
+	}
+	a.startWorking(i)
+	if a.advice.consultingNow() {
+		a.advice.queued = append(a.advice.queued, consultReq{i, in.Question})
+		return
+	}
+	a.startConsult(ctx, consultReq{i, in.Question})
+}
+
+func (s *adviceState) consultingNow() bool { return s.consults != nil && s.consulting >= 0 }
+
+// startConsult runs the advisor's model turn on a consult.
+func (a *agentActor) startConsult(ctx actor.Context, q consultReq) {
+	a.advice.consulting = q.idx
+	a.advice.checks++
+	req := model.Request{Role: model.RoleAdvisor, RunID: a.spec.run.runID, AgentID: a.spec.agentID, Question: a.spec.run.question,
+		Goal: a.spec.req.Goal, Review: a.text.String(), Consult: q.question, Turn: a.advice.checks, Attempt: a.spec.shared.attempts}
+	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, true)
+}
+
+// consulted takes the advisor's answer to the running consult: the
+// advice is its call's result (a failed turn, an error result), then the
+// next queued consult starts.
+func (a *agentActor) consulted(ctx actor.Context, m *turnDone) {
+	i := a.advice.consulting
+	a.advice.consulting = -1
+	if len(a.advice.queued) > 0 {
+		next := a.advice.queued[0]
+		a.advice.queued = a.advice.queued[1:]
+		a.startConsult(ctx, next)
+	}
+	if m.err != nil {
+		a.callAnswered(ctx, i, answer{err: fmt.Errorf("the advisor could not answer: %w", m.err)})
+		return
+	}
+	a.callAnswered(ctx, i, answer{out: advisor.Advice(m.text)})
 }
 
 // advise starts the advisor's check of the answer so far.

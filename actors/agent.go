@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,6 +62,10 @@ type agentSpec struct {
 	restore    *agentRestore // set for an agent rebuilt parked after a restart
 	// remoteAgent: a sub-agent whose task a remote agent runs (delegate's "agent").
 	remoteAgent string
+	// laneOwned: the parent opens and closes the agent's lane (a debater's
+	// turn, debatetools.go); the agent emits neither its opening event nor
+	// a closing one.
+	laneOwned bool
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -190,7 +195,9 @@ func (a *agentActor) begin(ctx actor.Context) {
 	sh := a.spec.shared
 	if !sh.opened {
 		sh.opened = true
-		a.emit(ctx, a.openPayload())
+		if !a.spec.laneOwned {
+			a.emit(ctx, a.openPayload())
+		}
 		a.startTurn(ctx)
 		return
 	}
@@ -268,6 +275,10 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.advised(ctx, m)
 		return
 	}
+	if a.advice.consultingNow() {
+		a.consulted(ctx, m)
+		return
+	}
 	a.text.WriteString(m.text)
 	a.turnText = m.text
 	if m.reasoning != "" {
@@ -342,6 +353,11 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		case c.Name == model.ToolAskHuman:
 			a.askHuman(ctx, i, c)
 			return
+		case c.Name == model.ToolAskChoice:
+			if a.askChoice(ctx, i, c) {
+				return
+			}
+			continue
 		case a.needsApproval(c):
 			a.approveTool(ctx, i, c)
 			return
@@ -365,9 +381,10 @@ func (a *agentActor) checkCall(c model.ToolCall) error {
 
 // needsApproval reports whether call c, once checked, waits for a human's
 // approval before it runs (hitl "tools", or a governance policy covering
-// the tool). ask_human asks a human anyway, with an info request.
+// the tool). ask_human and ask_choice ask a human anyway (an info request,
+// a choice).
 func (a *agentActor) needsApproval(c model.ToolCall) bool {
-	return c.Name != model.ToolAskHuman &&
+	return c.Name != model.ToolAskHuman && c.Name != model.ToolAskChoice &&
 		(a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name))
 }
 
@@ -435,6 +452,50 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
 		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
 		func(res *messages.Resolution) { a.answered(ctx, i, res) })
+}
+
+// askChoice raises a choice interrupt for call i and reports whether the
+// agent parked on it; options the runtime refuses (messages.ChoiceQuestion
+// Validate) are an error result the model can act on, and no interrupt.
+func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool {
+	var in struct {
+		Question string                  `json:"question"`
+		Context  string                  `json:"context"`
+		Options  []messages.ChoiceOption `json:"options"`
+		Multiple bool                    `json:"multiple"`
+	}
+	if err := json.Unmarshal(c.Args, &in); err != nil || in.Question == "" {
+		a.toolResult(ctx, i, "", errors.New(`ask_choice needs {"question": "<text>", "options": [{"id": "<id>", "label": "<text>"}, ...]}`))
+		return false
+	}
+	q := messages.ChoiceQuestion{Options: in.Options, Multiple: in.Multiple}
+	if err := q.Validate(); err != nil {
+		a.toolResult(ctx, i, "", fmt.Errorf("ask_choice: %w", err))
+		return false
+	}
+	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptChoice,
+		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.callIDs[i]},
+		func(res *messages.Resolution) { a.chosen(ctx, i, q, res) })
+	return true
+}
+
+// chosen applies a choice's outcome to call i and carries on: the chosen
+// ids and their labels, or an error when nobody chose in time (a timer
+// never picks an option) or when the human declined.
+func (a *agentActor) chosen(ctx actor.Context, i int, q messages.ChoiceQuestion, res *messages.Resolution) {
+	switch {
+	case res.Expired:
+		a.toolResult(ctx, i, "", errors.New("nobody chose before the timeout"))
+	case res.Decision == messages.DecisionReject || len(res.Choices) == 0:
+		reason := "the human declined to choose"
+		if res.Feedback != "" {
+			reason += ": " + res.Feedback
+		}
+		a.toolResult(ctx, i, "", errors.New(reason))
+	default:
+		a.toolResult(ctx, i, jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil)
+	}
+	a.continueTools(ctx)
 }
 
 // answered applies an info request's outcome to call i and carries on.
@@ -700,7 +761,11 @@ func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
 // node) names that the engine does not have.
 func unknownTools(p messages.Plan, tools *tool.Set) error {
 	for _, n := range p.Nodes {
-		for _, name := range n.Tools {
+		names := n.Tools
+		if n.Debate != nil {
+			names = append(slices.Clone(names), n.Debate.Tools...)
+		}
+		for _, name := range names {
 			if !tools.Has(name) {
 				return fmt.Errorf("plan: node %s uses tool %q, which does not exist (tools: %s)", n.ID, name, strings.Join(tools.AllNames(), ", "))
 			}

@@ -648,6 +648,68 @@ type blockedStream struct{ ctx context.Context }
 func (s *blockedStream) Recv() (model.Chunk, error) { <-s.ctx.Done(); return nil, s.ctx.Err() }
 func (s *blockedStream) Close() error               { return nil }
 
+// TestCouncil_AdvisorConsult: in consult mode each worker's
+// consult_advisor calls are answered by the advisor (the advice is the
+// tool result, the advisor turn's usage reported on the worker's lane) up
+// to max_consults; the call beyond is an error result saying the budget
+// is spent. No gate runs: no advisor event. Outside consult mode the tool
+// answers with an error.
+func TestCouncil_AdvisorConsult(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		opts    *messages.AdvisorOptions
+		advised int // consults answered per node
+		refused int // error results per node
+		why     string
+	}{
+		{"within the budget", &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: 3}, 3, 0, ""},
+		{"beyond the budget", &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: 1}, 1, 2, "used its 1 consults"},
+		{"gate mode", &messages.AdvisorOptions{}, 0, 3, "no advisor in consult mode"},
+		{"no advisor", nil, 0, 3, "no advisor in consult mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 4, Advisor: &messages.AdvisorScenario{Consults: 3}}
+			ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &sc, Advisor: tc.opts})
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			for _, node := range []string{"node:n001", "node:n002"} {
+				advised, refused, usage := 0, 0, 0
+				for _, env := range events {
+					if env.Lane.StreamID != messages.StreamID(node) {
+						continue
+					}
+					switch p := env.Payload.(type) {
+					case *messages.ToolCallFinishedPayload:
+						switch {
+						case p.Tool != "consult_advisor":
+						case !p.IsError && strings.HasPrefix(p.Result, "Advice for "):
+							advised++
+						case p.IsError && strings.Contains(p.Result, tc.why):
+							refused++
+						default:
+							t.Errorf("%s: result %+v", node, p)
+						}
+					case *messages.TokenUsagePayload:
+						if p.Role == "advisor" {
+							usage++
+						}
+					case *messages.AdvisorPayload:
+						if tc.opts == nil || tc.opts.Mode == messages.AdvisorModeConsult {
+							t.Errorf("%s: an advisor gate event in consult mode: %+v", node, p)
+						}
+					}
+				}
+				if advised != tc.advised || refused != tc.refused || usage < tc.advised {
+					t.Errorf("%s: %d advised, %d refused, %d advisor turns; want %d, %d", node, advised, refused, usage, tc.advised, tc.refused)
+				}
+			}
+		})
+	}
+}
+
 // TestCouncil_FailingAgentStopsItsSubagentsFirst: an agent that fails
 // (here halted by the advisor) while an async task still works closes the
 // task's lane before its own.
@@ -878,5 +940,57 @@ func TestCouncil_DebateRoundRestartsAllForOne(t *testing.T) {
 	}
 	if judged := laneTypes(events, messages.JudgeStreamAt("n001", 2, 2)); len(judged) == 0 {
 		t.Error("the judge did not hear round 2's second run")
+	}
+}
+
+// TestCouncil_DebateTools: a debate whose config gives its debaters tools
+// runs every debater's turn as an agent on the turn lane: each turn calls
+// search (tool_call_started and tool_call_finished on that lane, between
+// debate_turn_started and debate_turn_completed) and then argues, with a
+// stance. Under hitl tools each call first waits for a tool_approval
+// raised on the debater's lane.
+func TestCouncil_DebateTools(t *testing.T) {
+	t.Parallel()
+	for _, hitl := range []messages.HITLMode{messages.HITLNone, messages.HITLTools} {
+		t.Run(string(hitl), func(t *testing.T) {
+			t.Parallel()
+			e := testkit.NewEngine(t, actors.Config{})
+			sc := messages.Scenario{Nodes: 1, Tokens: 4, Debate: &messages.DebateScenario{Agents: 2, Rounds: 2, Tools: []string{"search"}}}
+			ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: hitl, Scenario: &sc},
+				func(p *messages.InterruptRaisedPayload) messages.Resume {
+					return messages.Resume{Decision: messages.DecisionApprove}
+				})
+			testkit.AssertInvariants(t, events)
+			terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+			turns := 0
+			for _, env := range events {
+				p, ok := env.Payload.(*messages.DebateTurnCompletedPayload)
+				if !ok {
+					continue
+				}
+				turns++
+				lane := env.Lane.StreamID
+				got := without(laneTypes(events, lane), streamed...)
+				want := []messages.EventType{messages.DebateTurnStarted, messages.ToolCallStarted, messages.ToolCallFinished, messages.DebateTurnCompleted}
+				if hitl == messages.HITLTools {
+					want = []messages.EventType{messages.DebateTurnStarted, messages.ToolCallStarted, messages.InterruptRaised, messages.InterruptResolved,
+						messages.ToolCallFinished, messages.DebateTurnCompleted}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("lane %s: %v, want %v", lane, got, want)
+				}
+				if p.Stance == "" || p.Text == "" {
+					t.Errorf("turn %+v without a stance or text", p)
+				}
+			}
+			if turns != 4 {
+				t.Fatalf("%d debate turns, want 4", turns)
+			}
+			for _, env := range events {
+				if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && (p.IsError || p.Tool != "search" || !strings.HasPrefix(string(env.Lane.StreamID), "debate:")) {
+					t.Errorf("tool result %+v on %s", p, env.Lane.StreamID)
+				}
+			}
+		})
 	}
 }

@@ -49,6 +49,9 @@ type debateActor struct {
 	before   map[string]messages.Stance
 	backoff  *time.Timer
 	retry    *roundRetry
+	// speaking is the current turn's agent when the debaters have tools
+	// (debatetools.go).
+	speaking *speaker
 }
 
 // roundRetry: a restarted round's backoff is over; its first speaker starts.
@@ -110,6 +113,14 @@ func (d *debateActor) Receive(ctx actor.Context) {
 		}
 		d.spec.shared.lastPanic = fmt.Sprint(m.value)
 		panic(m.value)
+	case *messages.AgentDone:
+		if s := d.speaking; s != nil && ctx.Sender() != nil && ctx.Sender().Id == s.pid.Id && !d.finished && !d.stopping {
+			d.speakerDone(ctx, m)
+		}
+	case *actor.Terminated:
+		if s := d.speaking; s != nil && m.Who.Id == s.pid.Id && !d.finished && !d.stopping {
+			d.speakerTerminated(ctx)
+		}
 	case *roundRetry:
 		if m == d.retry && !d.stopping {
 			d.backoff, d.retry = nil, nil
@@ -122,6 +133,7 @@ func (d *debateActor) Receive(ctx actor.Context) {
 		}
 		d.cur.stop()
 		d.cur = nil
+		d.stopSpeaker(ctx)
 		d.closeSub(ctx)
 	}
 }
@@ -148,6 +160,10 @@ func (d *debateActor) startSpeaker(ctx actor.Context) {
 	name, color, contentiousness := ag.Display(d.speaker)
 	d.emitOn(ctx, lane, &messages.DebateTurnStartedPayload{NodeID: d.nodeID(), AgentID: ag.ID, Persona: ag.Persona, Round: d.round,
 		AgentName: name, Color: color, Contentiousness: contentiousness, Attempt: d.attemptField()})
+	if len(d.cfg.Tools) > 0 {
+		d.spawnSpeaker(ctx, lane, false)
+		return
+	}
 	d.turn(ctx, lane, d.speakerRequest())
 }
 
@@ -218,6 +234,10 @@ func (d *debateActor) resume(ctx actor.Context, rs *runstate.Debate) {
 		switch o.Kind {
 		case messages.DebateTurnStarted:
 			d.phase, d.speaker = debateTurn, d.agentIndex(o.Agent)
+			if len(d.cfg.Tools) > 0 {
+				d.spawnSpeaker(ctx, lane, true)
+				break
+			}
 			d.turn(ctx, lane, d.speakerRequest())
 		case messages.DebateJudgeStarted:
 			d.phase = debateJudge
@@ -265,7 +285,7 @@ func (d *debateActor) turn(ctx actor.Context, lane messages.Lane, req model.Requ
 func (d *debateActor) turnDone(ctx actor.Context, m *turnDone) {
 	d.usage = d.usage.Add(m.usage)
 	if m.err == nil && len(m.calls) > 0 {
-		m.err = errors.New("debate agents have no tools")
+		m.err = errors.New("debate agents have no tools (the debate's config gives them none)")
 	}
 	if m.err != nil && errors.Is(m.err, model.ErrTransient) && d.restartRound(ctx, m.err.Error()) {
 		return

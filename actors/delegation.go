@@ -63,6 +63,8 @@ func (a *agentActor) moreInjected() bool { return a.deleg.read < len(a.deleg.inj
 // runtimeTool runs call i if the runtime handles it, and reports whether it did.
 func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) bool {
 	switch c.Name {
+	case model.ToolConsultAdvisor:
+		a.consult(ctx, i, c)
 	case model.ToolDelegate:
 		var in struct {
 			Task  string `json:"task"`

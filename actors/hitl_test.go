@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,6 +158,98 @@ func TestHITL_InfoRequests(t *testing.T) {
 			t.Errorf("tool_call_started %+v: an ask_human call needs no approval", p)
 		}
 	}
+}
+
+// TestHITL_Choices: ask_choice raises a choice interrupt with the options
+// it offers; an answer naming an unknown id, or two ids for a single
+// choice, is refused and the interrupt stays pending; a valid answer is
+// the call's result (ids and labels). A multiple choice takes several; a
+// declined choice (decision reject) is an error result with the feedback.
+func TestHITL_Choices(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"single", "multiple", "decline"} {
+		multiple := mode == "multiple"
+		e := testkit.NewEngine(t, actors.Config{})
+		sc := messages.Scenario{Nodes: 2, Waves: 1, Tokens: 2, Choices: 2, MultipleChoice: multiple}
+		res := messages.Resume{Choices: []string{"deep"}}
+		want := `{"choices":["deep"],"labels":["Deep dive"]}`
+		switch mode {
+		case "multiple":
+			res.Choices = []string{"skip", "broad"}
+			want = `{"choices":["skip","broad"],"labels":["Skip this aspect","Broad survey"]}`
+		case "decline":
+			res = messages.Resume{Decision: messages.DecisionReject, Feedback: "none fits"}
+			want = "the human declined to choose: none fits"
+		}
+		answer := res.Choices
+		ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", Scenario: &sc},
+			func(p *messages.InterruptRaisedPayload) messages.Resume {
+				if p.Kind != messages.InterruptChoice || p.Question == "" || len(p.Options) != 3 || p.MultipleChoice != multiple ||
+					p.CallID == "" || p.TimeoutAction != messages.DecisionReject {
+					t.Errorf("raised = %+v", p)
+				}
+				bad := [][]string{{"nope"}, nil}
+				if !multiple {
+					bad = append(bad, []string{"broad", "deep"})
+				}
+				for _, ids := range bad {
+					if _, err := e.Resume(messages.Resume{InterruptID: p.InterruptID, Choices: ids}); err == nil {
+						t.Errorf("choices %v accepted", ids)
+					}
+				}
+				return res
+			})
+		testkit.AssertInvariants(t, events)
+		terminal[*messages.RunFinishedPayload](t, events, ref.RunID)
+		results := payloads[*messages.ToolCallFinishedPayload](events)
+		if len(results) != 2 {
+			t.Fatalf("%d results, want 2", len(results))
+		}
+		for _, r := range results {
+			if r.Tool != "ask_choice" || r.Result != want || r.IsError != (mode == "decline") {
+				t.Fatalf("result %+v, want %s", r, want)
+			}
+		}
+		for _, r := range payloads[*messages.InterruptResolvedPayload](events) {
+			if !slices.Equal(r.Choices, answer) || r.Decision != cmp.Or(res.Decision, messages.DecisionApprove) {
+				t.Fatalf("interrupt_resolved %+v, want choices %v", r, answer)
+			}
+		}
+	}
+}
+
+// TestHITL_ChoiceTimeoutPicksNothing: a choice nobody answers expires
+// rejected even when the run's timeout action is approve, and the call's
+// result is an error saying nobody chose: a timer never picks an option.
+func TestHITL_ChoiceTimeoutPicksNothing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, actors.Config{})
+		ctx := context.Background()
+		sc := messages.Scenario{Nodes: 1, Tokens: 2, Choices: 1}
+		ref, err := e.StartRun(ctx, messages.StartRun{Question: "q", Scenario: &sc, ApprovalTimeoutSeconds: 30, ApprovalTimeoutAction: messages.DecisionApprove})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := testkit.NewProbe(ctx, e, "", ref.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+			t.Fatal(err)
+		}
+		events := p.Seen()
+		testkit.AssertInvariants(t, events)
+		exp := payloads[*messages.InterruptExpiredPayload](events)
+		if len(exp) != 1 || exp[0].Kind != messages.InterruptChoice || exp[0].Action != messages.DecisionReject {
+			t.Fatalf("interrupt_expired = %+v, want one choice rejected", exp)
+		}
+		res := payloads[*messages.ToolCallFinishedPayload](events)
+		if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Result, "nobody chose") {
+			t.Fatalf("tool results %+v", res)
+		}
+	})
 }
 
 func TestHITL_PlanGate(t *testing.T) {

@@ -103,7 +103,7 @@ func (t interruptTarget) parkAt(ctx actor.Context, p *messages.InterruptRaisedPa
 			emit(&messages.InterruptExpiredPayload{InterruptID: id, Kind: p.Kind, Action: r.Decision})
 		default:
 			emit(&messages.InterruptResolvedPayload{InterruptID: id, Kind: p.Kind, Decision: r.Decision, Feedback: r.Feedback,
-				Response: r.Response, EditedArgs: r.EditedArgs, Plan: r.Plan, Reason: r.Reason, Signers: r.Signers})
+				Response: r.Response, EditedArgs: r.EditedArgs, Choices: r.Choices, Plan: r.Plan, Reason: r.Reason, Signers: r.Signers})
 		}
 		t.e.interrupts.Done(id)
 		if !r.Cancelled && !selfCancelled {

@@ -708,6 +708,9 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	switch rs.interrupt.Raised.Kind {
 	case messages.InterruptInfoRequest:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.answered(ctx, rs.call, res) })
+	case messages.InterruptChoice:
+		q := rs.interrupt.Raised.Choice()
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.chosen(ctx, rs.call, q, res) })
 	default:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.approved(ctx, rs.call, c, res) })
 	}

@@ -292,6 +292,13 @@ func TestRecover_TeamAndDebateNodesResume(t *testing.T) {
 			func(env *messages.Envelope) bool {
 				return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStream("n001", 2, "a1")
 			}},
+		// A debater with tools cut after its search call's result: its turn
+		// runs again as a new agent (its calls "#2").
+		{"debate with tools", messages.Scenario{Nodes: 2, Waves: 1, Tokens: 40, TokenDelayMS: 2,
+			Debate: &messages.DebateScenario{Agents: 2, Rounds: 3, Judge: true, Tools: []string{"search"}}},
+			func(env *messages.Envelope) bool {
+				return env.Type == messages.TextDelta && env.Lane.StreamID == messages.DebateTurnStream("n001", 2, "a1")
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -665,5 +672,61 @@ func TestRecover_AcceptedAbortOutlivesACrash(t *testing.T) {
 				t.Errorf("a second abort: %v, want ErrRunTerminal", err)
 			}
 		})
+	}
+}
+
+// TestRecover_ParkedChoiceComesBackParked: a run parked on a choice
+// survives a restart with the same interrupt and options; the answer
+// given after it checks ids against those options and is the call's
+// result.
+func TestRecover_ParkedChoiceComesBackParked(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s1", Scenario: &messages.Scenario{Nodes: 1, Tokens: 4, Choices: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := testkit.NewProbe(ctx, r.e, "", "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, func(env *messages.Envelope) bool { return env.Type == messages.InterruptRaised }); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	r.restart()
+	after, _, err := r.e.PendingInterrupts(ctx, "", "s1", "", 10)
+	if err != nil || len(after) != 1 || after[0].Kind != messages.InterruptChoice || len(after[0].Options) != 3 {
+		t.Fatalf("pending after the restart: %+v %v", after, err)
+	}
+	if _, err := r.e.Resume(messages.Resume{InterruptID: after[0].InterruptID, Choices: []string{"nope"}}); err == nil {
+		t.Fatal("an unknown option id was accepted after the restart")
+	}
+	p, err = testkit.NewProbe(ctx, r.e, "", "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := r.e.Resume(messages.Resume{InterruptID: after[0].InterruptID, Choices: []string{"deep"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Until(ctx, testkit.TerminalOf(ref.RunID)); err != nil {
+		t.Fatal(err)
+	}
+	events := r.all("s1")
+	testkit.AssertInvariants(t, events)
+	var results []string
+	for _, env := range events {
+		if pl, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && pl.Tool == "ask_choice" {
+			results = append(results, pl.Result)
+		}
+	}
+	if len(results) != 1 || results[0] != `{"choices":["deep"],"labels":["Deep dive"]}` {
+		t.Fatalf("ask_choice results %q", results)
+	}
+	if env := testkit.Terminal(events, ref.RunID); env == nil || env.Type != messages.RunFinished {
+		t.Fatalf("terminal %+v", env)
 	}
 }

@@ -36,7 +36,8 @@ type runSpec struct {
 	// approvalTimeout and timeoutAction apply to every interrupt of the run.
 	approvalTimeout time.Duration
 	timeoutAction   messages.Decision
-	// advisor, when set, gates every worker's terminating turn.
+	// advisor, when set, gates every worker's terminating turn, or in
+	// consult mode answers the workers' consult_advisor calls.
 	advisor *messages.AdvisorOptions
 	// maxDelegationRounds is the delegation soft cap.
 	maxDelegationRounds int
@@ -70,6 +71,11 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
 		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget, files: o.Files,
 	}
+}
+
+// consultMode reports whether the run's advisor is in consult mode.
+func (s *runSpec) consultMode() bool {
+	return s.advisor != nil && s.advisor.Mode == messages.AdvisorModeConsult
 }
 
 // identity is what the run's terminal event says of whose run it was.
@@ -668,6 +674,10 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	r.running++
 	info := &nodeInfo{node: n, wave: r.g.Wave, scope: r.base()}
 	req := model.Request{Goal: n.Goal, Context: inputs, Tools: r.e.cfg.Tools.Defs(n.Tools)}
+	if r.spec.consultMode() && !slices.Contains(n.Tools, model.ToolConsultAdvisor) {
+		// In consult mode every worker may consult the advisor.
+		req.Tools = append(req.Tools, r.e.cfg.Tools.Defs([]string{model.ToolConsultAdvisor})...)
+	}
 	if n.Role != "" {
 		req.Goal = "As the " + n.Role + ": " + n.Goal // the node's specialist role reaches the model with its goal
 	}

@@ -123,7 +123,7 @@ func derive(b *pebble.Batch, tenant messages.TenantID, env *messages.Envelope) (
 	byTenant := []string{"tenant:" + string(tenant)}
 	switch p := env.Payload.(type) {
 	case *messages.InterruptRaisedPayload:
-		if p.Evidence == nil && p.Kind != messages.InterruptInfoRequest {
+		if p.Evidence == nil && p.Kind != messages.InterruptInfoRequest && p.Kind != messages.InterruptChoice {
 			return nil, nil
 		}
 		pd, err := getPending(b, tenant, p.InterruptID)
@@ -158,7 +158,7 @@ func derive(b *pebble.Batch, tenant messages.TenantID, env *messages.Envelope) (
 		rec.InterruptID = p.InterruptID
 		rec.Kind = resolutionKind(p.Kind, p.Decision)
 		rec.Details = messages.AuditDetails{InterruptKind: p.Kind, Decision: p.Decision, EvidenceDigest: pd.EvidenceDigest,
-			Feedback: p.Feedback, Reason: p.Reason, EditedArgs: p.EditedArgs, ToolName: pd.ToolName, NodeID: pd.NodeID, Required: pd.required(p.Decision)}
+			Feedback: p.Feedback, Reason: p.Reason, EditedArgs: p.EditedArgs, Choices: p.Choices, ToolName: pd.ToolName, NodeID: pd.NodeID, Required: pd.required(p.Decision)}
 		switch {
 		case p.Decision == messages.DecisionCancel:
 			rec.Actor = []string{"system"}
@@ -208,8 +208,11 @@ func resolutionKind(k messages.InterruptKind, d messages.Decision) messages.Audi
 	if d == messages.DecisionCancel {
 		return messages.AuditInterruptCancelled
 	}
-	if k == messages.InterruptInfoRequest {
+	switch k {
+	case messages.InterruptInfoRequest:
 		return messages.AuditInfoResponse
+	case messages.InterruptChoice:
+		return messages.AuditChoiceResponse
 	}
 	var subject string
 	switch k {

@@ -186,3 +186,39 @@ func TestVerify_CoveredDecisionsNeedTheirSignatures(t *testing.T) {
 		})
 	}
 }
+
+// TestLog_RecordChoice: a human's answer to a choice is a choice_response
+// record naming the chosen option ids, decided by the tenant; a choice
+// that expires is an interrupt_expired record that chose nothing.
+func TestLog_RecordChoice(t *testing.T) {
+	t.Parallel()
+	pk, sk := serverKey(t)
+	ctx := context.Background()
+	l := openLog(t, filepath.Join(t.TempDir(), "audit"), sk)
+	opts := []messages.ChoiceOption{{ID: "red", Label: "Red"}, {ID: "blue", Label: "Blue"}}
+	if err := l.Record(ctx, "acme", "acme/s1", events(1,
+		&messages.InterruptRaisedPayload{InterruptID: "c1", Kind: messages.InterruptChoice, Question: "Which?", Options: opts, MultipleChoice: true},
+		&messages.InterruptResolvedPayload{InterruptID: "c1", Kind: messages.InterruptChoice, Decision: messages.DecisionApprove, Choices: []string{"blue", "red"}},
+		&messages.InterruptRaisedPayload{InterruptID: "c2", Kind: messages.InterruptChoice, Question: "Which?", Options: opts},
+		&messages.InterruptExpiredPayload{InterruptID: "c2", Kind: messages.InterruptChoice, Action: messages.DecisionReject},
+	)); err != nil {
+		t.Fatal(err)
+	}
+	page, err := l.Read(ctx, "acme", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 2 {
+		t.Fatalf("records %+v, want 2", page.Records)
+	}
+	if r := page.Records[0]; r.Kind != messages.AuditChoiceResponse || r.InterruptID != "c1" || r.Actor[0] != "tenant:acme" ||
+		r.Details.InterruptKind != messages.InterruptChoice || strings.Join(r.Details.Choices, ",") != "blue,red" {
+		t.Fatalf("choice record: %+v", r)
+	}
+	if r := page.Records[1]; r.Kind != messages.AuditInterruptExpired || r.Details.Decision != messages.DecisionReject || len(r.Details.Choices) != 0 {
+		t.Fatalf("expired choice record: %+v", r)
+	}
+	if err := audit.Verify(page.Records, pk); err != nil {
+		t.Fatal(err)
+	}
+}

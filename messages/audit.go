@@ -12,17 +12,20 @@ type AuditKind string
 // <kind>_approval, <kind>_rejection or <kind>_revision; an interrupt that
 // ended because its run or agent stopped first is interrupt_cancelled.
 const (
-	AuditPlanApproval       AuditKind = "plan_approval"
-	AuditPlanRejection      AuditKind = "plan_rejection"
-	AuditPlanRevision       AuditKind = "plan_revision"
-	AuditNodeApproval       AuditKind = "node_approval"
-	AuditNodeRejection      AuditKind = "node_rejection"
-	AuditToolApproval       AuditKind = "tool_approval"
-	AuditToolRejection      AuditKind = "tool_rejection"
-	AuditToolRevision       AuditKind = "tool_revision"
-	AuditSpawnApproval      AuditKind = "spawn_approval"
-	AuditSpawnRejection     AuditKind = "spawn_rejection"
-	AuditInfoResponse       AuditKind = "info_response"
+	AuditPlanApproval   AuditKind = "plan_approval"
+	AuditPlanRejection  AuditKind = "plan_rejection"
+	AuditPlanRevision   AuditKind = "plan_revision"
+	AuditNodeApproval   AuditKind = "node_approval"
+	AuditNodeRejection  AuditKind = "node_rejection"
+	AuditToolApproval   AuditKind = "tool_approval"
+	AuditToolRejection  AuditKind = "tool_rejection"
+	AuditToolRevision   AuditKind = "tool_revision"
+	AuditSpawnApproval  AuditKind = "spawn_approval"
+	AuditSpawnRejection AuditKind = "spawn_rejection"
+	AuditInfoResponse   AuditKind = "info_response"
+	// AuditChoiceResponse: a human's answer to a choice; details.choices
+	// are the chosen option ids.
+	AuditChoiceResponse     AuditKind = "choice_response"
 	AuditInterruptCancelled AuditKind = "interrupt_cancelled"
 	AuditInterruptExpired   AuditKind = "interrupt_expired"
 	// AuditSubteamSpawned: an approved (or ungated) spawn_subteam joined
@@ -81,10 +84,12 @@ type AuditDetails struct {
 	Feedback   string          `json:"feedback,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
-	ToolName   string          `json:"tool_name,omitempty"`
-	NodeID     string          `json:"node_id,omitempty"`
-	TeamID     string          `json:"team_id,omitempty"`
-	SteeringID string          `json:"steering_id,omitempty"`
+	// Choices are the option ids a choice_response chose.
+	Choices    []string `json:"choices,omitempty"`
+	ToolName   string   `json:"tool_name,omitempty"`
+	NodeID     string   `json:"node_id,omitempty"`
+	TeamID     string   `json:"team_id,omitempty"`
+	SteeringID string   `json:"steering_id,omitempty"`
 	// AppliedAtWave is the wave boundary of a spawn or steering.
 	AppliedAtWave *int      `json:"applied_at_wave,omitempty"`
 	ErrorCode     ErrorCode `json:"error_code,omitempty"`

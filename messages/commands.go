@@ -97,8 +97,27 @@ func ValidRequestID(s string) bool {
 	return true
 }
 
-// AdvisorOptions configure the advisor gate of a run.
+// AdvisorMode is how a run's advisor works with the workers.
+type AdvisorMode string
+
+// Advisor modes.
+const (
+	// AdvisorModeGate (the default): the advisor checks every worker's
+	// terminating turn (continue, redirect or halt).
+	AdvisorModeGate AdvisorMode = "gate"
+	// AdvisorModeConsult: workers ask the advisor for advice mid-run with
+	// the consult_advisor tool, at most max_consults times each; the
+	// advice is the call's result. Terminating turns are not checked.
+	AdvisorModeConsult AdvisorMode = "consult"
+)
+
+// AdvisorOptions configure the advisor of a run.
 type AdvisorOptions struct {
+	// Mode is gate (default) or consult.
+	Mode AdvisorMode `json:"mode,omitempty"`
+	// MaxConsults is the consult budget per agent in consult mode
+	// (default 2); a call beyond it is an error result saying so.
+	MaxConsults int `json:"max_consults,omitempty"`
 	// MaxRedirects is the redirect budget per agent (default 2); one more
 	// redirect is a gate_budget halt.
 	MaxRedirects int `json:"max_redirects,omitempty"`
@@ -115,6 +134,8 @@ const (
 	MaxMaxReplans              = 10
 	DefaultAdvisorRedirects    = 2
 	MaxAdvisorRedirects        = 16
+	DefaultAdvisorConsults     = 2
+	MaxAdvisorConsults         = 16
 )
 
 // MaxApprovalTimeoutSeconds bounds StartRun.ApprovalTimeoutSeconds (7 days).
@@ -166,8 +187,10 @@ type Resume struct {
 	Feedback    string          `json:"feedback,omitempty"`
 	Response    string          `json:"response,omitempty"`
 	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
-	Plan        *Plan           `json:"plan,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
+	// Choices answer a choice: the chosen option ids.
+	Choices []string `json:"choices,omitempty"`
+	Plan    *Plan    `json:"plan,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
 	// Signature signs the decision of a policy-covered interrupt: the
 	// statement {interrupt_id, evidence_digest, decision, edited_args}
 	// (see docs/governance.md). One resume carries one approver's.

@@ -604,11 +604,14 @@ const (
 	InterruptPlanApproval  InterruptKind = "plan_approval"
 	InterruptNodeApproval  InterruptKind = "node_approval"
 	InterruptSpawnApproval InterruptKind = "spawn_approval"
+	// InterruptChoice: the agent offers options (ask_choice); the answer
+	// names the chosen ids (see ChoiceQuestion).
+	InterruptChoice InterruptKind = "choice"
 )
 
 // InterruptKinds lists every interrupt kind.
 func InterruptKinds() []InterruptKind {
-	return []InterruptKind{InterruptToolApproval, InterruptInfoRequest, InterruptPlanApproval, InterruptNodeApproval, InterruptSpawnApproval}
+	return []InterruptKind{InterruptToolApproval, InterruptInfoRequest, InterruptPlanApproval, InterruptNodeApproval, InterruptSpawnApproval, InterruptChoice}
 }
 
 // Decision is a human's answer to an approval interrupt.
@@ -644,15 +647,19 @@ type InterruptRaisedPayload struct {
 	// approval_timeout_action, except that an info request, and an
 	// interrupt that needs approvers' signatures (approval), are always
 	// rejected: a timer never grants what a policy requires signatures for.
+	// A choice also expires rejected: a timer never picks an option.
 	TimeoutAction Decision `json:"timeout_action,omitempty"`
 	// tool_approval
 	ToolName          string          `json:"tool_name,omitempty"`
 	ToolArgs          json.RawMessage `json:"tool_args,omitempty"`
 	CallID            string          `json:"call_id,omitempty"`
 	EvidencePackageID string          `json:"evidence_package_id,omitempty"`
-	// info_request
+	// info_request, choice
 	Question       string `json:"question,omitempty"`
 	ContextSnippet string `json:"context_snippet,omitempty"`
+	// choice: the options (2..10) and whether several may be chosen.
+	Options        []ChoiceOption `json:"options,omitempty"`
+	MultipleChoice bool           `json:"multiple_choice,omitempty"`
 	// plan_approval, node_approval, spawn_approval
 	Plan   *Plan      `json:"plan,omitempty"`
 	Waves  [][]string `json:"waves,omitempty"`
@@ -700,6 +707,8 @@ type InterruptResolvedPayload struct {
 	Feedback    string          `json:"feedback,omitempty"`
 	Response    string          `json:"response,omitempty"`
 	EditedArgs  json.RawMessage `json:"edited_args,omitempty"`
+	// Choices are the option ids a choice's answer chose.
+	Choices []string `json:"choices,omitempty"`
 	// Plan is the edited plan of a revised plan approval.
 	Plan   *Plan  `json:"plan,omitempty"`
 	Reason string `json:"reason,omitempty"`

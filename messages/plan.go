@@ -67,6 +67,12 @@ type DebateConfig struct {
 	// CompactAfter: once more than this many rounds are done, the older
 	// rounds are compacted (debate_round_compacted). Default 3.
 	CompactAfter int `json:"compact_after,omitempty"`
+	// Tools are the tools every debater may call during its turns: a turn
+	// with calls runs them on the debater's turn lane (tool_call_started,
+	// tool_call_finished, approvals under hitl tools) and goes on with
+	// their results until the debater answers. None: debaters have no
+	// tools, and a turn with calls fails the debate.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // DebateAgent is one participant of a debate.

@@ -146,6 +146,16 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	if a := o.Advisor; a != nil && (a.MaxRedirects < 0 || a.MaxRedirects > MaxAdvisorRedirects) {
 		return bad("advisor.max_redirects", "must be in 0..%d, got %d", MaxAdvisorRedirects, a.MaxRedirects)
 	}
+	if a := o.Advisor; a != nil {
+		switch a.Mode {
+		case "", AdvisorModeGate, AdvisorModeConsult:
+		default:
+			return bad("advisor.mode", "must be gate or consult, got %q", truncate(string(a.Mode), 32))
+		}
+		if a.MaxConsults < 0 || a.MaxConsults > MaxAdvisorConsults {
+			return bad("advisor.max_consults", "must be in 0..%d, got %d", MaxAdvisorConsults, a.MaxConsults)
+		}
+	}
 	return o, nil
 }
 

@@ -67,6 +67,8 @@ func TestStartRunOptions_Refused(t *testing.T) {
 		{StartRun{Question: "q", RequestID: strings.Repeat("x", MaxRequestIDBytes+1)}, "request_id", "printable ASCII"},
 		{StartRun{Question: "q", MaxReplans: ptr(11)}, "max_replans", "must be in 0..10, got 11"},
 		{StartRun{Question: "q", Advisor: &AdvisorOptions{MaxRedirects: 99}}, "advisor.max_redirects", "must be in 0..16"},
+		{StartRun{Question: "q", Advisor: &AdvisorOptions{Mode: "nag"}}, "advisor.mode", "gate or consult"},
+		{StartRun{Question: "q", Advisor: &AdvisorOptions{Mode: AdvisorModeConsult, MaxConsults: 17}}, "advisor.max_consults", "must be in 0..16"},
 		{StartRun{Question: "q", Budget: &RunBudget{Tokens: -1}}, "budget.tokens", "must be 0"},
 		{StartRun{Question: "q", Budget: &RunBudget{CostUSD: -0.5}}, "budget.cost_usd", "must be 0"},
 		{StartRun{Question: "q", Budget: &RunBudget{CostUSD: 2e9}}, "budget.cost_usd", "at most 1e9"},

@@ -68,6 +68,12 @@ type Scenario struct {
 	// InfoRequests adds this many ask_human tool calls, one per worker node
 	// in id order (wrapping around); each raises an info_request interrupt.
 	InfoRequests int `json:"info_requests,omitempty"`
+	// Choices adds this many ask_choice tool calls, dealt to the worker
+	// nodes as InfoRequests are; each raises a choice interrupt offering
+	// three options (broad, deep, skip).
+	Choices int `json:"choices,omitempty"`
+	// MultipleChoice makes the Choices multiple choices.
+	MultipleChoice bool `json:"multiple_choice,omitempty"`
 	// Teams makes this many nodes team nodes: the first Teams nodes of the
 	// plan in id order, each with a nested plan of TeamSize nodes.
 	Teams int `json:"teams,omitempty"`
@@ -130,6 +136,10 @@ type DebateScenario struct {
 	ConsensusRound int `json:"consensus_round,omitempty"`
 	// CompactAfter is the debate's compact_after.
 	CompactAfter int `json:"compact_after,omitempty"`
+	// Tools are the debaters' tools (DebateConfig.Tools): each scripted
+	// debater calls every one of them once in each of its turns, with
+	// arguments made up from its schema, before it argues.
+	Tools []string `json:"tools,omitempty"`
 	// PanicRound: in this round, the last agent's turn panics on the
 	// round's first run, so the round restarts from its first speaker
 	// (debate_round_restarted). 0: none.
@@ -150,6 +160,10 @@ type SteeringScript struct {
 // Redirects times, then halts the Halt nodes, answers the Malformed nodes
 // with text that is no signal, and lets the others continue.
 type AdvisorScenario struct {
+	// Consults: every worker calls consult_advisor this many times in its
+	// first turn (the run's advisor must be in consult mode for them to
+	// be answered).
+	Consults  int          `json:"consults,omitempty"`
 	Redirects int          `json:"redirects,omitempty"`
 	Halt      NodeSelector `json:"halt,omitzero"`
 	Malformed NodeSelector `json:"malformed,omitzero"`
@@ -269,6 +283,7 @@ func (s Scenario) Validate() error {
 	check(s.Approvals >= 0 && s.Approvals <= MaxNodes, "approvals must be in 0..%d, got %d", MaxNodes, s.Approvals)
 	check(s.RiskyApprovals >= 0 && s.RiskyApprovals <= s.Approvals, "risky_approvals must be in 0..approvals (%d), got %d", s.Approvals, s.RiskyApprovals)
 	check(s.InfoRequests >= 0 && s.InfoRequests <= MaxNodes, "info_requests must be in 0..%d, got %d", MaxNodes, s.InfoRequests)
+	check(s.Choices >= 0 && s.Choices <= MaxNodes, "choices must be in 0..%d, got %d", MaxNodes, s.Choices)
 	check(s.Teams >= 0 && s.Teams <= s.Nodes, "teams must be in 0..nodes (%d), got %d", s.Nodes, s.Teams)
 	check(s.TeamSize >= 0 && s.TeamSize <= MaxTeamSize, "team_size must be in 0..%d, got %d", MaxTeamSize, s.TeamSize)
 	if d := s.Debate; d != nil {
@@ -287,6 +302,7 @@ func (s Scenario) Validate() error {
 	}
 	if a := s.Advisor; a != nil {
 		check(a.Redirects >= 0 && a.Redirects <= MaxAdvisorRedirects+1, "advisor.redirects must be in 0..%d, got %d", MaxAdvisorRedirects+1, a.Redirects)
+		check(a.Consults >= 0 && a.Consults <= MaxAdvisorConsults+1, "advisor.consults must be in 0..%d, got %d", MaxAdvisorConsults+1, a.Consults)
 		for name, sel := range map[string]NodeSelector{"advisor.halt": a.Halt, "advisor.malformed": a.Malformed} {
 			if err := sel.validate(name); err != nil {
 				errs = append(errs, err)

@@ -79,6 +79,15 @@ const (
 	// ToolAskHuman asks a human; args {"question": string, "context": string}.
 	// The runtime raises an info_request interrupt and returns the answer.
 	ToolAskHuman = "ask_human"
+	// ToolAskChoice asks a human to choose; args {"question": string,
+	// "options": [{"id", "label", "description"}], "multiple": bool,
+	// "context": string}. The runtime raises a choice interrupt (2..10
+	// options) and returns {"choices": [ids], "labels": [labels]}.
+	ToolAskChoice = "ask_choice"
+	// ToolConsultAdvisor asks the run's advisor for advice mid-run; args
+	// {"question": string}. Only in the advisor's consult mode, within the
+	// run's max_consults per agent; the advice is the result.
+	ToolConsultAdvisor = "consult_advisor"
 	// ToolSpawnSubteam asks for a sub-team; args {"goal": string,
 	// "roles": [string]}. Only a worker's first call counts; the sub-team
 	// runs after the worker's wave if approved.
@@ -146,8 +155,12 @@ type Request struct {
 	Persona    string
 	Round      int
 	Transcript []string
-	// Review is the terminating turn an advisor checks.
+	// Review is the terminating turn an advisor checks (or, with
+	// Consult, the consulting agent's text so far).
 	Review string
+	// Consult is a worker's question to the advisor (consult mode): the
+	// advisor answers with advice, not a signal.
+	Consult string
 	// Guidance is an advisor's redirect the agent must follow this turn.
 	Guidance string
 	// Note and Plan: a steering note and the plan it applies to (steerer).

@@ -17,6 +17,13 @@ var Builtins = []Def{
 		Schema: obj(`"task": {"type": "string", "minLength": 1, "description": "what the sub-agent must do"}, "agent": {"type": "string", "minLength": 1, "description": "optional: a remote A2A agent the operator registered, which takes the task instead of a sub-agent"}`, "task")},
 	{Name: model.ToolAskHuman, Description: "Ask a human a question; the answer is this call's result.",
 		Schema: obj(`"question": {"type": "string", "minLength": 1}, "context": {"type": "string", "description": "what the human needs to know to answer"}`, "question")},
+	{Name: model.ToolAskChoice, Description: "Ask a human to choose among 2 to 10 options (one, or several when multiple is true); the chosen option ids are this call's result.",
+		Schema: obj(`"question": {"type": "string", "minLength": 1}, "context": {"type": "string", "description": "what the human needs to know to choose"}, `+
+			`"options": {"type": "array", "minItems": 2, "maxItems": 10, "items": {"type": "object", "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9._-]+$"}, `+
+			`"label": {"type": "string", "minLength": 1, "maxLength": 200}, "description": {"type": "string", "maxLength": 1000}}, "required": ["id", "label"], "additionalProperties": false}}, `+
+			`"multiple": {"type": "boolean", "description": "several options may be chosen"}`, "question", "options")},
+	{Name: model.ToolConsultAdvisor, Description: "Ask the run's advisor for advice on your task (only when the run's advisor is in consult mode; a few times per agent); the advice is this call's result.",
+		Schema: obj(`"question": {"type": "string", "minLength": 1, "maxLength": 4000, "description": "what you want advice on"}`, "question")},
 	{Name: model.ToolSpawnSubteam, Description: "Ask for a sub-team of specialists on a goal; it runs after this wave, if approved, and the nodes that depend on you see its output.",
 		Schema: obj(`"goal": {"type": "string", "minLength": 1}, "roles": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 16}`, "goal")},
 	{Name: model.ToolStartAsyncTask, Description: "Start a sub-agent on a task and go on working; returns its task_id.",

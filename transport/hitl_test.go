@@ -223,3 +223,33 @@ func TestHITL_ConcurrentResumesOneWins(t *testing.T) {
 		t.Fatalf("resume after resolution = %d %s, want 409 interrupt_conflict", resp.StatusCode, body)
 	}
 }
+
+// TestHITL_ChoiceResume: a choice's resume over HTTP is 422
+// invalid_resume for an unknown option id, two ids of a single choice or
+// none, and the interrupt stays pending; a valid id is 200 and the
+// interrupt_resolved names it.
+func TestHITL_ChoiceResume(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, transportConfig())
+	rc := h.startRun(messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Choices: 1}})
+	resp, r := h.sse(context.Background(), "session_id="+string(rc.SessionID))
+	defer resp.Body.Close()
+	evs := readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.InterruptRaised })
+	p := evs[len(evs)-1].Payload.(*messages.InterruptRaisedPayload)
+	if p.Kind != messages.InterruptChoice || len(p.Options) != 3 {
+		t.Fatalf("raised %+v", p)
+	}
+	for _, bad := range []string{`{"choices":["nope"]}`, `{"choices":["broad","deep"]}`, `{"choices":[]}`, `{}`} {
+		if resp, body := h.do("POST", "/api/v1/interrupts/"+p.InterruptID+"/resume", bad); resp.StatusCode != http.StatusUnprocessableEntity ||
+			!strings.Contains(string(body), "invalid_resume") {
+			t.Fatalf("%s = %d %s, want 422 invalid_resume", bad, resp.StatusCode, body)
+		}
+	}
+	if resp, body := h.do("POST", "/api/v1/interrupts/"+p.InterruptID+"/resume", `{"choices":["skip"]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("valid choice = %d %s", resp.StatusCode, body)
+	}
+	evs = readUntil(t, r, func(e *messages.Envelope) bool { return e.Type == messages.InterruptResolved })
+	if res := evs[len(evs)-1].Payload.(*messages.InterruptResolvedPayload); len(res.Choices) != 1 || res.Choices[0] != "skip" {
+		t.Fatalf("resolved %+v", res)
+	}
+}

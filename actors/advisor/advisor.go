@@ -9,6 +9,7 @@
 package advisor
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -211,4 +212,49 @@ func Preview(text string) string {
 		n++
 	}
 	return text
+}
+
+// ErrConsultBudget is the result of a consult beyond an agent's budget.
+var ErrConsultBudget = errors.New("advisor: consult budget spent")
+
+// Consults keeps one agent's consult budget (the advisor's consult mode).
+// The zero value has the default budget. A Consults belongs to one
+// agent's actor; it is not safe for concurrent use.
+type Consults struct {
+	// Max is the budget; <= 0 means messages.DefaultAdvisorConsults.
+	Max  int
+	used int
+}
+
+// NewConsults returns the consult budget of a run's advisor options.
+func NewConsults(o messages.AdvisorOptions) *Consults { return &Consults{Max: o.MaxConsults} }
+
+// Budget is the consult budget in force: Max, or the default.
+func (c *Consults) Budget() int {
+	if c.Max <= 0 {
+		return messages.DefaultAdvisorConsults
+	}
+	return c.Max
+}
+
+// Take spends one consult, or returns an error wrapping ErrConsultBudget
+// (which says the budget) when none is left.
+func (c *Consults) Take() error {
+	if c.used >= c.Budget() {
+		return fmt.Errorf("%w: this agent has used its %d consults of the advisor; go on without more advice", ErrConsultBudget, c.Budget())
+	}
+	c.used++
+	return nil
+}
+
+// Used returns the number of consults taken.
+func (c *Consults) Used() int { return c.used }
+
+// Advice is the tool result of a consult from the advisor's answer: its
+// text, trimmed, or a line saying it gave none.
+func Advice(answer string) string {
+	if s := strings.TrimSpace(answer); s != "" {
+		return s
+	}
+	return "the advisor gave no advice"
 }

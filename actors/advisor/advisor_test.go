@@ -1,6 +1,7 @@
 package advisor_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -197,5 +198,27 @@ func TestPreview(t *testing.T) {
 		if !utf8.ValidString(got) || utf8.RuneCountInString(got) > advisor.PreviewRunes+1 {
 			t.Errorf("%s: Preview = %q is too long or invalid", tt.name, got)
 		}
+	}
+}
+
+func TestConsults_Take(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ max, want int }{{0, messages.DefaultAdvisorConsults}, {1, 1}, {3, 3}} {
+		c := advisor.NewConsults(messages.AdvisorOptions{MaxConsults: tc.max})
+		for i := range tc.want {
+			if err := c.Take(); err != nil {
+				t.Fatalf("max %d: consult %d: %v", tc.max, i+1, err)
+			}
+		}
+		err := c.Take()
+		if !errors.Is(err, advisor.ErrConsultBudget) || !strings.Contains(err.Error(), "used its") || c.Used() != tc.want {
+			t.Fatalf("max %d: consult %d: %v (used %d)", tc.max, tc.want+1, err, c.Used())
+		}
+	}
+	if got := advisor.Advice("  "); got != "the advisor gave no advice" {
+		t.Errorf("Advice of nothing: %q", got)
+	}
+	if got := advisor.Advice(" Cite sources. \n"); got != "Cite sources." {
+		t.Errorf("Advice: %q", got)
 	}
 }

@@ -232,13 +232,14 @@ func (r *Registry) expire(e *entry) {
 //
 //   - An info request is rejected: nobody answered, approving has no
 //     meaning.
+//   - A choice is rejected: a timer never picks an option for a human.
 //   - A policy-covered interrupt (signed: it needs approvers' signatures)
 //     is rejected whatever the run asked for: a timer never takes a
 //     decision that needs signatures, so a default cannot grant what the
 //     policy forbids (docs/governance.md).
 //   - Otherwise the run's action (reject when it asked for none).
 func TimeoutDecision(kind messages.InterruptKind, signed bool, action messages.Decision) messages.Decision {
-	if kind == messages.InterruptInfoRequest || signed || action == "" {
+	if kind == messages.InterruptInfoRequest || kind == messages.InterruptChoice || signed || action == "" {
 		return messages.DecisionReject
 	}
 	return action
@@ -276,7 +277,7 @@ func (r *Registry) Resolve(res messages.Resume) (messages.Interrupt, error) {
 		r.mu.Unlock()
 		return messages.Interrupt{}, ErrConflict
 	}
-	if err := Validate(e.info.Kind, &res); err != nil {
+	if err := ValidateFor(e.info.InterruptRaisedPayload, &res); err != nil {
 		r.mu.Unlock()
 		return messages.Interrupt{}, err
 	}
@@ -299,7 +300,7 @@ func (r *Registry) resolveSigned(e *entry, res messages.Resume) (messages.Interr
 	if e.info.Kind != messages.InterruptToolApproval && res.Decision == messages.DecisionRevise {
 		return messages.Interrupt{}, &InvalidError{Reason: fmt.Sprintf("a signed %s is approved or rejected; revise is not signable", e.info.Kind)}
 	}
-	if err := Validate(e.info.Kind, &res); err != nil {
+	if err := ValidateFor(e.info.InterruptRaisedPayload, &res); err != nil {
 		return messages.Interrupt{}, err
 	}
 	e.signMu.Lock() // verify, record and count one signature at a time
@@ -681,8 +682,37 @@ func Validate(kind messages.InterruptKind, res *messages.Resume) error {
 		}
 	case messages.InterruptNodeApproval, messages.InterruptSpawnApproval:
 		return decision(false)
+	case messages.InterruptChoice:
+		// A human may decline to choose (decision reject, no choices);
+		// otherwise the answer names at least one option.
+		switch {
+		case res.Decision == messages.DecisionReject && len(res.Choices) == 0:
+		case res.Decision == messages.DecisionReject:
+			return &InvalidError{Reason: "a declined choice (decision reject) names no choices"}
+		case res.Decision != "" && res.Decision != messages.DecisionApprove:
+			return &InvalidError{Reason: fmt.Sprintf("decision %q is not possible for a choice: send choices, or decision reject to decline", res.Decision)}
+		case len(res.Choices) == 0:
+			return &InvalidError{Reason: "a choice needs choices: the chosen option ids (or decision reject to decline)"}
+		default:
+			res.Decision = messages.DecisionApprove
+		}
 	default:
 		return &InvalidError{Reason: fmt.Sprintf("unknown interrupt kind %q", kind)}
+	}
+	return nil
+}
+
+// ValidateFor is Validate for the interrupt raised: it also checks a
+// choice's answer against the options offered (known ids, one for a
+// single choice, none twice).
+func ValidateFor(raised *messages.InterruptRaisedPayload, res *messages.Resume) error {
+	if err := Validate(raised.Kind, res); err != nil {
+		return err
+	}
+	if raised.Kind == messages.InterruptChoice && res.Decision == messages.DecisionApprove {
+		if err := raised.Choice().Check(res.Choices); err != nil {
+			return &InvalidError{Reason: err.Error()}
+		}
 	}
 	return nil
 }

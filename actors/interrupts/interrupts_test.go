@@ -165,6 +165,12 @@ func TestValidate(t *testing.T) {
 		{messages.InterruptPlanApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
 		{messages.InterruptNodeApproval, messages.Resume{Decision: messages.DecisionReject}, true},
 		{messages.InterruptNodeApproval, messages.Resume{Decision: messages.DecisionRevise}, false},
+		{messages.InterruptChoice, messages.Resume{Choices: []string{"a"}}, true},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionApprove}, false},
+		{messages.InterruptChoice, messages.Resume{}, false},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionReject, Feedback: "none fits"}, true},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionReject, Choices: []string{"a"}}, false},
+		{messages.InterruptChoice, messages.Resume{Decision: messages.DecisionRevise, Choices: []string{"a"}}, false},
 		{"weird", messages.Resume{Decision: messages.DecisionApprove}, false},
 	}
 	for i, tt := range tests {
@@ -604,6 +610,7 @@ func TestTimeoutDecision(t *testing.T) {
 		{messages.InterruptPlanApproval, true, messages.DecisionApprove, messages.DecisionReject},
 		{messages.InterruptSpawnApproval, true, messages.DecisionReject, messages.DecisionReject},
 		{messages.InterruptInfoRequest, false, messages.DecisionApprove, messages.DecisionReject},
+		{messages.InterruptChoice, false, messages.DecisionApprove, messages.DecisionReject}, // a timer never picks an option
 	} {
 		if got := interrupts.TimeoutDecision(tc.kind, tc.signed, tc.action); got != tc.want {
 			t.Errorf("TimeoutDecision(%s, signed %v, %q) = %s, want %s", tc.kind, tc.signed, tc.action, got, tc.want)
@@ -631,4 +638,56 @@ func TestRegistry_PendingByKind(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("PendingByKind %v, want %v", got, want)
 	}
+}
+
+// TestRegistry_ResolveChoice: a choice's answer is checked against the
+// options it offered (422 through the API: an *InvalidError) and leaves
+// the interrupt pending; a valid one is delivered as an approval with the
+// chosen ids.
+func TestRegistry_ResolveChoice(t *testing.T) {
+	t.Parallel()
+	reg := interrupts.New(time.Now)
+	defer reg.Close()
+	var rec recorder
+	in := raised("c1", messages.InterruptChoice)
+	in.Options = []messages.ChoiceOption{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}, {ID: "c", Label: "C"}}
+	reg.Raise("t", in, time.Hour, messages.DecisionApprove, rec.deliver)
+	for _, bad := range [][]string{nil, {"z"}, {"a", "b"}} {
+		_, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "c1", Choices: bad})
+		var invalid *interrupts.InvalidError
+		if !errors.As(err, &invalid) {
+			t.Fatalf("choices %v: %v, want an InvalidError", bad, err)
+		}
+	}
+	if len(rec.all()) != 0 {
+		t.Fatalf("an invalid answer was delivered: %+v", rec.all())
+	}
+	if _, err := reg.Resolve(messages.Resume{Tenant: "t", InterruptID: "c1", Choices: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.all()
+	if len(got) != 1 || got[0].Decision != messages.DecisionApprove || len(got[0].Choices) != 1 || got[0].Choices[0] != "b" {
+		t.Fatalf("delivered %+v", got)
+	}
+}
+
+// TestRegistry_ExpireChoice: a choice that nobody answers expires
+// rejected, with no option chosen, even when the run's timeout action is
+// approve.
+func TestRegistry_ExpireChoice(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := interrupts.New(time.Now)
+		defer reg.Close()
+		var rec recorder
+		in := raised("c1", messages.InterruptChoice)
+		in.Options = []messages.ChoiceOption{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
+		reg.Raise("t", in, time.Minute, messages.DecisionApprove, rec.deliver)
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		got := rec.all()
+		if len(got) != 1 || !got[0].Expired || got[0].Decision != messages.DecisionReject || len(got[0].Choices) != 0 {
+			t.Fatalf("delivered %+v", got)
+		}
+	})
 }

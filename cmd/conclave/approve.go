@@ -27,6 +27,7 @@ type approveCmd struct {
 	server     string
 	decision   string
 	editedArgs string
+	choose     string
 	timeout    time.Duration
 	yes        bool
 }
@@ -44,6 +45,11 @@ docs/governance.md) with the approver's key and sends it as a resume. The
 decision happens once the policy's m approvers have signed it; until then
 the server answers 202 with the signatures so far.
 
+A choice question (interrupt kind choice) needs no key: approve shows its
+options numbered and asks which (--choose answers without asking: option
+numbers, ids or labels, comma-separated for a multiple choice); --decision
+reject declines it.
+
 The bearer token, if the server needs one, is read from CONCLAVE_TOKEN.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -58,6 +64,7 @@ The bearer token, if the server needs one, is read from CONCLAVE_TOKEN.`,
 	fs.StringVar(&c.approver, "approver", "", "approver name (default: the key file's name without .key)")
 	fs.StringVar(&c.server, "server", "http://127.0.0.1:8080", "the conclave server's base `URL`")
 	fs.StringVar(&c.decision, "decision", string(messages.DecisionApprove), "approve|reject|revise")
+	fs.StringVar(&c.choose, "choose", "", "answer a choice question: option `numbers, ids or labels` (comma-separated for a multiple choice)")
 	fs.StringVar(&c.editedArgs, "edited-args", "", "with --decision revise: the tool's full replacement arguments, a JSON object")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long to wait for the server (each request; not your answer)")
 	fs.BoolVarP(&c.yes, "yes", "y", false, "sign without asking")
@@ -65,12 +72,24 @@ The bearer token, if the server needs one, is read from CONCLAVE_TOKEN.`,
 }
 
 func (c *approveCmd) run(ctx context.Context, id string) error {
-	if c.key == "" {
-		return usageError(errors.New("--key is required"))
-	}
 	base, err := url.Parse(c.server)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return usageError(fmt.Errorf("invalid --server %q: want http(s)://host:port", c.server))
+	}
+	if c.key == "" || c.choose != "" {
+		// Without a key only a choice can be answered: see which it is.
+		cl := &apiClient{base: base, token: c.app.env("CONCLAVE_TOKEN")}
+		in, err := c.fetch(ctx, cl, id)
+		if err != nil {
+			return failure(err)
+		}
+		switch {
+		case in.InterruptRaisedPayload != nil && in.Kind == messages.InterruptChoice:
+			return c.answerChoice(ctx, cl, in)
+		case c.choose != "":
+			return usageError(fmt.Errorf("--choose answers a choice question; interrupt %s is not one", id))
+		}
+		return usageError(errors.New("--key is required"))
 	}
 	d := messages.Decision(c.decision)
 	switch d {
@@ -95,10 +114,7 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 		approver = strings.TrimSuffix(filepath.Base(c.key), ".key")
 	}
 	cl := &apiClient{base: base, token: c.app.env("CONCLAVE_TOKEN")}
-	var in messages.Interrupt
-	getCtx, cancel := context.WithTimeout(ctx, c.timeout)
-	err = cl.do(getCtx, http.MethodGet, "/api/v1/interrupts/"+url.PathEscape(id), nil, &in)
-	cancel()
+	in, err := c.fetch(ctx, cl, id)
 	if err != nil {
 		return failure(err)
 	}
@@ -121,7 +137,7 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 	}
 	res := messages.Resume{Decision: d, EditedArgs: st.EditedArgs, Signature: &messages.ResumeSignature{Approver: approver, Signature: sig}}
 	var out messages.Resumed
-	ctx, cancel = context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := cl.do(ctx, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(id)+"/resume", res, &out); err != nil {
 		return failure(err)
@@ -140,6 +156,64 @@ func (c *approveCmd) run(ctx context.Context, id string) error {
 		fmt.Fprintf(c.app.stdout, "%s signed %s of %s: %d of %d signatures; waiting for more\n", approver, d, id, n, need)
 	} else {
 		fmt.Fprintf(c.app.stdout, "%s signed %s of %s: %d of %d signatures; decided\n", approver, d, id, n, need)
+	}
+	return nil
+}
+
+// fetch reads interrupt id from the server.
+func (c *approveCmd) fetch(ctx context.Context, cl *apiClient, id string) (messages.Interrupt, error) {
+	var in messages.Interrupt
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := cl.do(ctx, http.MethodGet, "/api/v1/interrupts/"+url.PathEscape(id), nil, &in)
+	return in, err
+}
+
+// answerChoice answers a choice question: it shows the numbered options,
+// takes --choose or asks on stdin (or declines with --decision reject),
+// and sends the answer, which needs no signature.
+func (c *approveCmd) answerChoice(ctx context.Context, cl *apiClient, in messages.Interrupt) error {
+	p := in.InterruptRaisedPayload
+	fmt.Fprintf(c.app.stderr, "%s asks you to choose: %s\n", in.AgentID, p.Question)
+	if p.ContextSnippet != "" {
+		fmt.Fprintf(c.app.stderr, "  context: %s\n", shorten(p.ContextSnippet))
+	}
+	writeChoiceOptions(c.app.stderr, p)
+	var res messages.Resume
+	switch {
+	case c.choose != "":
+		var ok bool
+		if res, ok = choiceAnswer(p, c.choose); !ok || res.Decision == messages.DecisionReject {
+			return usageError(fmt.Errorf("--choose %q names no option", c.choose))
+		}
+	case messages.Decision(c.decision) == messages.DecisionReject:
+		res = messages.Resume{Decision: messages.DecisionReject}
+	default:
+		fmt.Fprint(c.app.stderr, choicePrompt(p))
+		lr := newLineReader(c.app.stdin)
+		defer lr.close()
+		stop := context.AfterFunc(ctx, lr.cancel)
+		defer stop()
+		line, err := lr.line(time.Time{})
+		if err != nil {
+			fmt.Fprintln(c.app.stderr)
+			return failure(fmt.Errorf("no answer (pass --choose to answer without asking): %w", err))
+		}
+		var ok bool
+		if res, ok = choiceAnswer(p, line); !ok {
+			return failure(fmt.Errorf("%q names no option", strings.TrimSpace(line)))
+		}
+	}
+	var out messages.Resumed
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := cl.do(ctx, http.MethodPost, "/api/v1/interrupts/"+url.PathEscape(p.InterruptID)+"/resume", res, &out); err != nil {
+		return failure(err)
+	}
+	if res.Decision == messages.DecisionReject {
+		fmt.Fprintf(c.app.stdout, "declined the choice %s\n", p.InterruptID)
+	} else {
+		fmt.Fprintf(c.app.stdout, "chose %s for %s\n", chosenLabels(p, res.Choices), p.InterruptID)
 	}
 	return nil
 }

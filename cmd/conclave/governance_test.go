@@ -204,3 +204,72 @@ func TestGovernance_TimeoutAcrossKillNine(t *testing.T) {
 		t.Fatalf("audit verify --governance: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestApprove_Choice: `conclave approve` answers a choice question without
+// a key: it shows the options numbered and reads the answer (a number)
+// from stdin, or takes --choose (a label); an answer naming no option
+// sends nothing; a plain approval without --key is still a usage error.
+func TestApprove_Choice(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, 0, nil, "--runs-per-second", "-1")
+	a := newHardenAPI(t, srv, "")
+	rc := a.mustStartRun(t, `{"question":"q","concurrency":1,"scenario":{"nodes":2,"waves":1,"tokens":2,"choices":2,"multiple_choice":true}}`)
+	s := a.mustStream(t, rc.SessionID, 0)
+	var events []*messages.Envelope
+	nextChoice := func() string {
+		t.Helper()
+		for {
+			env := s.mustEnv(t)
+			events = append(events, env)
+			if p, ok := env.Payload.(*messages.InterruptRaisedPayload); ok && p.Kind == messages.InterruptChoice {
+				return p.InterruptID
+			}
+		}
+	}
+	cli := func(stdin string, args ...string) result {
+		return runCLIWith(t, t.Context(), cliIO{stdin: strings.NewReader(stdin)}, append([]string{"approve", "--server", "http://" + srv.base}, args...)...)
+	}
+	id := nextChoice()
+	if r := cli("purple\n", id); r.code != exitFailed || !strings.Contains(r.stderr, `"purple" names no option`) {
+		t.Fatalf("purple: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := cli("3, 1\n", id)
+	if r.code != exitOK || !strings.Contains(r.stdout, "chose Skip this aspect, Broad survey for "+id) ||
+		!strings.Contains(r.stderr, "  1. Broad survey [broad]: Cover every source briefly\n") || !strings.Contains(r.stderr, "choose one or more of 1-3 (e.g. 1,3), or [r]eject? ") {
+		t.Fatalf("numbered: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	id = nextChoice()
+	if r := cli("", id, "--choose", "deep dive"); r.code != exitOK || !strings.Contains(r.stdout, "chose Deep dive for "+id) {
+		t.Fatalf("--choose: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for {
+		env := s.mustEnv(t)
+		events = append(events, env)
+		if env.Type.Terminal() {
+			break
+		}
+	}
+	var resolved []string
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.InterruptResolvedPayload); ok {
+			resolved = append(resolved, strings.Join(p.Choices, "+"))
+		}
+	}
+	if strings.Join(resolved, ",") != "skip+broad,deep" {
+		t.Fatalf("interrupt_resolved choices %v", resolved)
+	}
+	rc = a.mustStartRun(t, `{"question":"q","hitl":"plan","scenario":{"nodes":1}}`)
+	s = a.mustStream(t, rc.SessionID, 0)
+	var plan string
+	for plan == "" {
+		if p, ok := s.mustEnv(t).Payload.(*messages.InterruptRaisedPayload); ok {
+			plan = p.InterruptID
+		}
+	}
+	if r := cli("", plan); r.code != exitUsage || !strings.Contains(r.stderr, "--key is required") {
+		t.Fatalf("plan without a key: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := cli("", plan, "--choose", "1"); r.code != exitUsage || !strings.Contains(r.stderr, "is not one") {
+		t.Fatalf("--choose on a plan: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

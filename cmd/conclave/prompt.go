@@ -214,11 +214,16 @@ func (a *asker) answerNext(ctx context.Context) (bool, error) {
 	return true, err
 }
 
-// answerAuto approves q (or answers "ok") and says so.
+// answerAuto approves q (answers "ok" to a question, declines a choice)
+// and says so.
 func (a *asker) answerAuto(q queued) error {
 	res := messages.Resume{Decision: messages.DecisionApprove}
-	if q.raised.Kind == messages.InterruptInfoRequest {
+	switch q.raised.Kind {
+	case messages.InterruptInfoRequest:
 		res = messages.Resume{Response: "ok"}
+	case messages.InterruptChoice:
+		// Auto-approval never picks an option for a human: it declines.
+		res = messages.Resume{Decision: messages.DecisionReject, Feedback: "auto-approval picks no option"}
 	}
 	return a.resume(q, res, "auto-")
 }
@@ -287,15 +292,20 @@ func (a *asker) resume(q queued, res messages.Resume, prefix string) error {
 // timedOut reports that q expired and what the engine did instead.
 func (a *asker) timedOut(q queued) {
 	a.told[q.raised.InterruptID] = true
-	if q.raised.Kind == messages.InterruptInfoRequest {
+	switch q.raised.Kind {
+	case messages.InterruptInfoRequest:
 		a.w.WriteString("question timed out: no answer\n")
+		return
+	case messages.InterruptChoice:
+		a.w.WriteString("choice timed out: nothing chosen\n")
 		return
 	}
 	fmt.Fprintf(a.w, "approval timed out: %s\n", a.action)
 }
 
-// noInput is the answer when stdin has ended: reject, or for a question
-// (which cannot be rejected) the response "no input".
+// noInput is the answer when stdin has ended: reject (a choice is
+// declined: nothing is chosen), or for a question (which cannot be
+// rejected) the response "no input".
 func noInput(kind messages.InterruptKind) messages.Resume {
 	switch kind {
 	case messages.InterruptInfoRequest:
@@ -320,6 +330,13 @@ func (a *asker) describe(q queued, expires time.Time) {
 			fmt.Fprintf(a.w, "  context: %s\n", shorten(p.ContextSnippet))
 		}
 		fmt.Fprintf(a.w, "  (answer within %s)\n", left)
+	case messages.InterruptChoice:
+		fmt.Fprintf(a.w, "%s asks you to choose: %s\n", q.agent, p.Question)
+		if p.ContextSnippet != "" {
+			fmt.Fprintf(a.w, "  context: %s\n", shorten(p.ContextSnippet))
+		}
+		writeChoiceOptions(a.w, p)
+		fmt.Fprintf(a.w, "  (answer within %s, or nothing is chosen)\n", left)
 	case messages.InterruptPlanApproval:
 		if p.Plan == nil {
 			fmt.Fprintf(a.w, "the plan needs your approval (%s)\n", deadline)
@@ -360,6 +377,22 @@ func (a *asker) question(ctx context.Context, q queued, expires time.Time) (mess
 			s, err := ask("answer? ")
 			if err != nil || s != "" {
 				return messages.Resume{Response: s}, err
+			}
+		}
+	case messages.InterruptChoice:
+		for {
+			s, err := ask(choicePrompt(q.raised))
+			if err != nil {
+				return messages.Resume{}, err
+			}
+			if res, ok := choiceAnswer(q.raised, s); ok {
+				if res.Decision == messages.DecisionReject {
+					res.Feedback, err = ask("feedback for the agent (optional)? ")
+				}
+				return res, err
+			}
+			if s != "" {
+				fmt.Fprintf(a.w, "please answer with option numbers, ids or labels, or r\n")
 			}
 		}
 	case messages.InterruptToolApproval:
@@ -571,6 +604,11 @@ func confirmation(q queued, res messages.Resume, prefix string) string {
 		return fmt.Sprintf("%s %s %s %s", mark, verb, p.ToolName, shorten(string(p.ToolArgs)))
 	case messages.InterruptInfoRequest:
 		return fmt.Sprintf("%s %sanswered %s: %s", mark, prefix, q.agent, shorten(res.Response))
+	case messages.InterruptChoice:
+		if res.Decision == messages.DecisionReject {
+			return fmt.Sprintf("%s %sdeclined the choice of %s%s", mark, prefix, q.agent, why(res.Feedback))
+		}
+		return fmt.Sprintf("%s %schose for %s: %s", mark, prefix, q.agent, shorten(chosenLabels(p, res.Choices)))
 	case messages.InterruptPlanApproval:
 		if res.Decision == messages.DecisionRevise {
 			return fmt.Sprintf("%s %s the plan: %s", mark, verb, nodesInWaves(len(res.Plan.Nodes), len(dag.Waves(*res.Plan))))

@@ -262,6 +262,50 @@ func TestRun_HITLInfoRequests(t *testing.T) {
 	}
 }
 
+// TestRun_HITLChoices: a choice is a numbered prompt; an answer naming
+// no option is asked again; options are chosen by number or by label; a
+// third choice is declined with feedback. --auto-approve never picks an
+// option: it declines.
+func TestRun_HITLChoices(t *testing.T) {
+	t.Parallel()
+	stdin := strings.NewReader("purple\n2\nbroad survey\nr\nnot now\n")
+	r := runCLIWith(t, t.Context(), cliIO{stdin: stdin}, "run", "why is the sky blue",
+		"--choices", "3", "--nodes", "3", "--waves", "1", "--tokens", "2", "--tools-per-node", "0", "--concurrency", "1", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	assertNoViolations(t, events)
+	var got []string
+	for _, p := range toolResults(events) {
+		if p.Tool == "ask_choice" {
+			got = append(got, p.Result)
+		}
+	}
+	want := []string{`{"choices":["deep"],"labels":["Deep dive"]}`, `{"choices":["broad"],"labels":["Broad survey"]}`,
+		"the human declined to choose: not now"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ask_choice results %q, want %q", got, want)
+	}
+	for _, w := range []string{"n001 asks you to choose: ", "  1. Broad survey [broad]: Cover every source briefly\n  2. Deep dive [deep]",
+		"choose 1-3, or [r]eject? purple\nplease answer with option numbers, ids or labels, or r\n",
+		"✓ chose for n001: Deep dive", "✓ chose for n002: Broad survey", "✗ declined the choice of n003: not now"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
+		}
+	}
+
+	r = runCLI(t, t.Context(), nil, false, "run", "q", "--auto-approve", "--choices", "1", "--multiple-choice", "--nodes", "1", "--tools-per-node", "0", "--json")
+	if r.code != exitOK {
+		t.Fatalf("auto: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	res := toolResults(decodeJSONL(t, r.stdout))
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Result, "declined") ||
+		!strings.Contains(r.stderr, "✗ auto-declined the choice of n001: auto-approval picks no option") {
+		t.Errorf("auto: results %+v; stderr:\n%s", res, r.stderr)
+	}
+}
+
 // TestRun_HITLPlanReplan: a rejected plan is planned again (the default
 // --max-replans), the new plan is asked about, approved, and runs.
 func TestRun_HITLPlanReplan(t *testing.T) {

@@ -314,19 +314,29 @@ func (r *renderer) Event(dst []note, env *messages.Envelope) []note {
 		case messages.DecisionCancel:
 			add(noteWarn, "%s cancelled", label)
 		case messages.DecisionApprove:
-			if p.Kind == messages.InterruptInfoRequest {
+			switch p.Kind {
+			case messages.InterruptInfoRequest:
 				add(noteInfo, "%s answered", label)
-			} else {
+			case messages.InterruptChoice:
+				add(noteInfo, "%s answered: %s", label, strings.Join(p.Choices, ", "))
+			default:
 				add(noteInfo, "%s: approved", label)
 			}
 		default:
+			if p.Kind == messages.InterruptChoice {
+				add(noteInfo, "%s: declined", label)
+				break
+			}
 			add(noteInfo, "%s: %s", label, past(p.Decision))
 		}
 	case *messages.InterruptExpiredPayload:
 		label := r.closeInterrupt(p.InterruptID, p.Kind, env.AgentID)
-		if p.Kind == messages.InterruptInfoRequest {
+		switch p.Kind {
+		case messages.InterruptInfoRequest:
 			add(noteWarn, "%s timed out: no answer", label)
-		} else {
+		case messages.InterruptChoice:
+			add(noteWarn, "%s timed out: nothing chosen", label)
+		default:
 			add(noteWarn, "%s timed out: %s", label, past(p.Action))
 		}
 	case *messages.RunFinishedPayload:
@@ -397,6 +407,8 @@ func interruptLabel(p *messages.InterruptRaisedPayload, agent string) string {
 		return fmt.Sprintf("tool approval for %s (%s)", agent, p.ToolName)
 	case messages.InterruptInfoRequest:
 		return "question from " + agent
+	case messages.InterruptChoice:
+		return "choice from " + agent
 	case messages.InterruptPlanApproval:
 		return "plan approval"
 	case messages.InterruptNodeApproval:

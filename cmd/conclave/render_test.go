@@ -605,3 +605,35 @@ func TestRenderer_RemoteTask(t *testing.T) {
 		t.Fatalf("notes:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestRenderer_Choices: a choice is "choice from <agent>"; its answer
+// names the ids chosen, a decline says declined, an expiry that nothing
+// was chosen.
+func TestRenderer_Choices(t *testing.T) {
+	t.Parallel()
+	opts := []messages.ChoiceOption{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
+	r, notes := feed(t,
+		onNode("n001", &messages.InterruptRaisedPayload{InterruptID: "c1", Kind: messages.InterruptChoice, Question: "which?", Options: opts}),
+		onNode("n002", &messages.InterruptRaisedPayload{InterruptID: "c2", Kind: messages.InterruptChoice, Question: "which?", Options: opts}),
+		onNode("n003", &messages.InterruptRaisedPayload{InterruptID: "c3", Kind: messages.InterruptChoice, Question: "which?", Options: opts}),
+	)
+	for _, env := range []*messages.Envelope{
+		{RunID: "r1", Lane: nodeLane("n001"), AgentID: "n001", Payload: &messages.InterruptResolvedPayload{InterruptID: "c1", Kind: messages.InterruptChoice, Decision: messages.DecisionApprove, Choices: []string{"b", "a"}}},
+		{RunID: "r1", Lane: nodeLane("n002"), AgentID: "n002", Payload: &messages.InterruptResolvedPayload{InterruptID: "c2", Kind: messages.InterruptChoice, Decision: messages.DecisionReject}},
+		{RunID: "r1", Lane: nodeLane("n003"), AgentID: "n003", Payload: &messages.InterruptExpiredPayload{InterruptID: "c3", Kind: messages.InterruptChoice, Action: messages.DecisionReject}},
+	} {
+		env.Type = env.Payload.EventType()
+		notes = r.Event(notes, env)
+	}
+	want := []note{
+		{noteWaiting, "waiting for you: choice from n001"},
+		{noteWaiting, "waiting for you: choice from n002"},
+		{noteWaiting, "waiting for you: choice from n003"},
+		{noteInfo, "choice from n001 answered: b, a"},
+		{noteInfo, "choice from n002: declined"},
+		{noteWarn, "choice from n003 timed out: nothing chosen"},
+	}
+	if texts(notes) != texts(want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", texts(notes), texts(want))
+	}
+}

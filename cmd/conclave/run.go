@@ -89,6 +89,8 @@ var scenarioIntFlags = []intFlag{
 		"search calls dealt to the nodes in id order; with --hitl tools each asks for approval (as every tool call does)", false},
 	{"info-requests", func(s *messages.Scenario) *int { return &s.InfoRequests }, 0, messages.MaxNodes,
 		"ask_human calls dealt to the nodes in id order; each asks you a question, whatever --hitl says", false},
+	{"choices", func(s *messages.Scenario) *int { return &s.Choices }, 0, messages.MaxNodes,
+		"ask_choice calls dealt to the nodes in id order; each asks you to choose among three options, whatever --hitl says", false},
 	{"teams", func(s *messages.Scenario) *int { return &s.Teams }, 0, messages.MaxNodes,
 		"team nodes (the first nodes in id order), each running a nested plan of --team-size nodes", false},
 	{"team-size", func(s *messages.Scenario) *int { return &s.TeamSize }, 1, messages.MaxTeamSize,
@@ -114,6 +116,10 @@ type councilFlags struct {
 	maxDelegation  int
 	maxReplans     int
 	calls          []string
+	multipleChoice bool
+	advisorConsult int
+	maxConsults    int
+	debateTools    []string
 }
 
 func (f *councilFlags) register(fs *pflag.FlagSet) {
@@ -122,22 +128,30 @@ func (f *councilFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.debateRounds, "debate-rounds", 3, fmt.Sprintf("rounds per debate, 1..%d", messages.MaxDebateRounds))
 	fs.IntVar(&f.debateMin, "debate-min-rounds", 1, "rounds before the judge may stop a debate early")
 	fs.BoolVar(&f.judge, "judge", false, "add a judge to every debate round")
+	fs.StringSliceVar(&f.debateTools, "debate-tools", nil, "tools the debaters may call, each once per turn before arguing: `NAME,...` (e.g. search); their calls show on the debater's turn lane")
 	fs.IntVar(&f.consensusRound, "consensus-round", 0, "first round whose judge reports consensus (0 = never)")
 	fs.Var(&f.spawn, "spawn", "worker nodes that ask for a sub-team: ids (n001,n007) or a fraction (0.2)")
 	fs.StringArrayVar(&f.steer, "steer", nil, "steering note posted when a wave starts, as WAVE:NOTE (repeatable); it applies at the next wave boundary")
 	fs.BoolVar(&f.advisor, "advisor", false, "an advisor checks every worker's final turn (continue, redirect or halt)")
 	fs.IntVar(&f.advisorRedir, "advisor-redirects", 0, "redirects the scripted advisor gives each worker before it lets it continue")
+	fs.IntVar(&f.advisorConsult, "advisor-consults", 0, "consult mode: the advisor answers workers' consult_advisor calls (no gate); each scripted worker consults it this many times")
+	fs.IntVar(&f.maxConsults, "max-consults", 0, fmt.Sprintf("consult mode: consults per agent before consult_advisor answers that the budget is spent (default %d)", messages.DefaultAdvisorConsults))
 	fs.Var(&f.advisorHalt, "advisor-halt", "worker nodes the scripted advisor halts: ids or a fraction")
 	fs.IntVar(&f.async, "async", 0, "async tasks each worker starts (start, update, check, list, cancel)")
 	fs.IntVar(&f.delegDepth, "delegation-depth", 0, "delegation chain length the scripted sub-agents reach")
 	fs.IntVar(&f.maxDelegation, "max-delegation-rounds", 0, "delegation soft cap: a warning at it, the run fails at twice it (default 3)")
 	fs.IntVar(&f.maxReplans, "max-replans", messages.DefaultMaxReplans, "times the director plans again after a rejected plan, with its reason (0: a rejection ends the run)")
+	fs.BoolVar(&f.multipleChoice, "multiple-choice", false, "make the --choices multiple choices (several options may be chosen)")
 	fs.StringSliceVar(&f.calls, "calls", nil, "tools each worker calls once, with arguments made up from their schemas: `NAME,...` (e.g. everything.echo with --mcp everything=...)")
 }
 
-// advisorOptions is the run's advisor gate: on with --advisor (or any
-// scripted advisor flag).
+// advisorOptions is the run's advisor: in consult mode with
+// --advisor-consults or --max-consults, else the gate, on with --advisor
+// (or any scripted gate flag).
 func (f *councilFlags) advisorOptions() *messages.AdvisorOptions {
+	if f.advisorConsult > 0 || f.maxConsults > 0 {
+		return &messages.AdvisorOptions{Mode: messages.AdvisorModeConsult, MaxConsults: f.maxConsults}
+	}
 	if !f.advisor && f.advisorRedir == 0 && f.advisorHalt.sel.IsZero() {
 		return nil
 	}
@@ -146,12 +160,15 @@ func (f *councilFlags) advisorOptions() *messages.AdvisorOptions {
 
 // apply sets the scenario fields of the council flags the user gave.
 func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
-	if f.debate || fs.Changed("debate-agents") || fs.Changed("debate-rounds") || fs.Changed("judge") {
+	if f.debate || fs.Changed("debate-agents") || fs.Changed("debate-rounds") || fs.Changed("judge") || fs.Changed("debate-tools") {
 		d := sc.Debate
 		if d == nil {
 			d = &messages.DebateScenario{}
 		}
 		d.Agents, d.Rounds, d.MinRounds, d.Judge, d.ConsensusRound = f.debateAgents, f.debateRounds, f.debateMin, f.judge, f.consensusRound
+		if fs.Changed("debate-tools") {
+			d.Tools = f.debateTools
+		}
 		sc.Debate = d
 	}
 	if fs.Changed("spawn") {
@@ -165,8 +182,8 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 		}
 		sc.Steering = append(sc.Steering, messages.SteeringScript{AtWave: wave, Note: note})
 	}
-	if fs.Changed("advisor-redirects") || fs.Changed("advisor-halt") {
-		sc.Advisor = &messages.AdvisorScenario{Redirects: f.advisorRedir, Halt: f.advisorHalt.sel}
+	if fs.Changed("advisor-redirects") || fs.Changed("advisor-halt") || fs.Changed("advisor-consults") {
+		sc.Advisor = &messages.AdvisorScenario{Redirects: f.advisorRedir, Halt: f.advisorHalt.sel, Consults: f.advisorConsult}
 	}
 	if fs.Changed("async") || fs.Changed("delegation-depth") {
 		sc.Delegations = &messages.DelegationScenario{Async: f.async, Depth: f.delegDepth}
@@ -174,6 +191,7 @@ func (f *councilFlags) apply(fs *pflag.FlagSet, sc *messages.Scenario) error {
 	if fs.Changed("calls") {
 		sc.Calls = f.calls
 	}
+	sc.MultipleChoice = f.multipleChoice
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -473,5 +474,52 @@ func TestParseSelector(t *testing.T) {
 		if !tc.err && mustJSON(t, got) != mustJSON(t, tc.want) {
 			t.Errorf("parseSelector(%q) = %+v, want %+v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestRun_AdvisorConsults: --advisor-consults puts the advisor in consult
+// mode and has each scripted worker consult it; --max-consults is the
+// budget, past which consult_advisor answers that it is spent.
+func TestRun_AdvisorConsults(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, t.Context(), nil, false, "run", "q", "--advisor-consults", "2", "--max-consults", "1",
+		"--nodes", "1", "--tools-per-node", "0", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	assertNoViolations(t, events)
+	var got []string
+	for _, p := range toolResults(events) {
+		if p.Tool == "consult_advisor" {
+			got = append(got, fmt.Sprintf("%v %s", p.IsError, p.Result))
+		}
+	}
+	// The refusal is published at once; the advice when the advisor's turn ends.
+	slices.Sort(got)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "false Advice for n001: ") || !strings.Contains(got[1], "true advisor: consult budget spent") {
+		t.Fatalf("consult_advisor results %q", got)
+	}
+}
+
+// TestRun_DebateTools: --debate-tools gives the debaters tools; each
+// debater's turn calls them on its own lane before it argues.
+func TestRun_DebateTools(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, t.Context(), nil, false, "run", "q", "--debate", "--debate-agents", "2", "--debate-rounds", "1",
+		"--debate-tools", "search", "--nodes", "1", "--tools-per-node", "0", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	events := decodeJSONL(t, r.stdout)
+	assertNoViolations(t, events)
+	lanes := map[messages.StreamID]bool{}
+	for _, env := range events {
+		if p, ok := env.Payload.(*messages.ToolCallFinishedPayload); ok && p.Tool == "search" && !p.IsError {
+			lanes[env.Lane.StreamID] = true
+		}
+	}
+	if !lanes[messages.DebateTurnStream("n001", 1, "a1")] || !lanes[messages.DebateTurnStream("n001", 1, "a2")] || len(lanes) != 2 {
+		t.Fatalf("search results on lanes %v, want the two debaters' turn lanes", lanes)
 	}
 }

@@ -102,3 +102,24 @@ await main("hitl: siblings keep running while one node is parked", async () => {
   const nodes = Object.values(agent.state?.nodes ?? {});
   check(nodes.length === 3 && nodes.every((x) => x.status === "completed"), "not every node completed");
 });
+
+await main("hitl: choice questions answered from their response schema", async () => {
+  // Two ask_choice calls (multiple choice): each interrupt is input_required
+  // with a responseSchema whose choices items list the option ids; the
+  // script answers with the last option offered, read from that schema.
+  const agent = newAgent("Pick an approach with me.");
+  const first = await run(agent, {
+    forwardedProps: { scenario: { nodes: 2, waves: 1, tokens: 4, choices: 2, multiple_choice: true, seed: 3 } },
+  });
+  let asked = 0;
+  await hitlLoop(agent, first, (i) => {
+    check(i.reason === "input_required" && i.toolCallId, `choice interrupt ${JSON.stringify(i).slice(0, 300)}`);
+    const opts = i.responseSchema?.properties?.choices?.items?.oneOf ?? [];
+    check(opts.length === 3 && i.metadata?.conclave?.kind === "choice", `choice schema ${JSON.stringify(i.responseSchema)}`);
+    asked++;
+    return { status: "resolved", payload: { choices: [opts[2].const, opts[0].const] } };
+  });
+  check(asked === 2, `${asked} choices asked, want 2`);
+  check(agent.messages.filter((m) => m.role === "tool" && /"choices":\["skip","broad"\]/.test(m.content)).length === 2,
+    "the choices are not the tool results");
+});

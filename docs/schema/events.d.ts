@@ -642,6 +642,8 @@ export interface InterruptRaisedPayload {
   evidence_package_id?: string;
   question?: string;
   context_snippet?: string;
+  options?: ChoiceOption[];
+  multiple_choice?: boolean;
   plan?: Plan;
   waves?: string[][];
   node_id?: string;
@@ -659,6 +661,7 @@ export interface InterruptResolvedPayload {
   feedback?: string;
   response?: string;
   edited_args?: unknown;
+  choices?: string[];
   plan?: Plan;
   reason?: string;
   signers?: string[];
@@ -718,6 +721,8 @@ export interface Scenario {
   approvals?: number;
   risky_approvals?: number;
   info_requests?: number;
+  choices?: number;
+  multiple_choice?: boolean;
   teams?: number;
   team_size?: number;
   debate?: DebateScenario;
@@ -737,6 +742,8 @@ export interface RewindOf {
 }
 
 export interface AdvisorOptions {
+  mode?: string;
+  max_consults?: number;
   max_redirects?: number;
   malformed_continues?: boolean;
 }
@@ -802,6 +809,12 @@ export interface AgentStance {
   stance: string;
 }
 
+export interface ChoiceOption {
+  id: string;
+  label: string;
+  description?: string;
+}
+
 export interface EvidencePackage {
   id: string;
   title: string;
@@ -836,6 +849,7 @@ export interface DebateScenario {
   min_rounds?: number;
   consensus_round?: number;
   compact_after?: number;
+  tools?: string[];
   panic_round?: number;
 }
 
@@ -846,6 +860,7 @@ export interface SteeringScript {
 }
 
 export interface AdvisorScenario {
+  consults?: number;
   redirects?: number;
   halt?: string[] | number;
   malformed?: string[] | number;
@@ -901,6 +916,7 @@ export interface DebateConfig {
   judge?: boolean;
   min_rounds?: number;
   compact_after?: number;
+  tools?: string[];
 }
 
 export interface DebateAgent {

@@ -230,11 +230,11 @@ const scenarios = {
     }
   },
 
-  // Approve, reject and revise under hitl "tools", answer an info request, and check validation.
+  // Approve, reject and revise under hitl "tools", answer an info request and a choice question, and check validation.
   async hitl({ browser, server }) {
     const page = await newPage(browser);
     await page.goto(server.url + "/");
-    const runId = await startFromPage(page, { question: "hitl from the page", hitl: "tools", fields: { nodes: 3, waves: 3, tokens: 3, token_delay_ms: 0, approvals: 2, info_requests: 1 } });
+    const runId = await startFromPage(page, { question: "hitl from the page", hitl: "tools", fields: { nodes: 3, waves: 3, tokens: 3, token_delay_ms: 0, approvals: 2, info_requests: 1, choices: 1 } });
     const done = [];
     let tools = 0;
     while (!["finished", "failed"].includes(await runStatus(page))) {
@@ -261,6 +261,16 @@ const scenarios = {
       } else if (kind === "info_request") {
         await page.fill(`${sel} textarea[name="answer"]`, "forty-two");
         await page.click(`${sel} [data-action="answer"]`);
+      } else if (kind === "choice") {
+        // Radio buttons, one per option; choosing nothing sends nothing.
+        const radios = await page.$$(`${sel} fieldset.options input[type="radio"]`);
+        assert(radios.length === 3, `${radios.length} radio buttons for the three options`);
+        await page.click(`${sel} [data-action="choose"]`);
+        await page.waitForSelector(`${sel} .check.error`);
+        assert(await page.$(sel), "an empty choice left the interrupt pending");
+        await page.click(`${sel} label.option[data-option-id="deep"]`);
+        await shot(page, "hitl-choice", false);
+        await page.click(`${sel} [data-action="choose"]`);
       } else {
         await page.click(`${sel} [data-action="approve"]`);
       }
@@ -276,6 +286,8 @@ const scenarios = {
     assert(resolved.some((p) => p.kind === "tool_approval" && p.decision === "revise" && JSON.stringify(p.edited_args).includes("edited by the dashboard")), "a tool call revised from the page");
     assert(resolved.some((p) => p.kind === "tool_approval" && p.decision === "reject" && p.feedback === "not this one"), "a tool call rejected from the page");
     assert(resolved.some((p) => p.kind === "info_request" && p.response === "forty-two"), "an info request answered from the page");
+    assert(resolved.some((p) => p.kind === "choice" && JSON.stringify(p.choices) === '["deep"]'), "a choice answered from the page");
+    assert(await page.$('.history li[data-interrupt-status="resolved"]:has-text("chose Deep dive")'), "the history names the option chosen");
     const edited = events.find((e) => e.type === "tool_call_finished" && e.payload.result.includes("edited by the dashboard"));
     assert(edited, "the tool ran with the edited arguments");
     await checkFinalStates(page, server, runId);

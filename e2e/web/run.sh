@@ -28,7 +28,7 @@ if [ ! -d "$here/node_modules/playwright-core" ]; then
 fi
 
 echo "== the reducer's unit tests (node --test)"
-(cd "$here" && node --test state.test.mjs timeline.test.mjs)
+(cd "$here" && node --test state.test.mjs timeline.test.mjs interrupts.test.mjs)
 
 echo "== building conclave"
 (cd "$root" && go build -o "$tmp/conclave" ./cmd/conclave && go build -o "$tmp/keygen" ./e2e/web/keygen)

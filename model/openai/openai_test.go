@@ -770,3 +770,35 @@ func TestParams_Temperature(t *testing.T) {
 		}
 	}
 }
+
+// TestParams_AdvisorConsult: a consult reaches the advisor with the
+// consult system prompt and its question in a <consult> tag; a check
+// keeps the gate's prompt.
+func TestParams_AdvisorConsult(t *testing.T) {
+	t.Parallel()
+	m, err := openai.New(openai.Config{BaseURL: "http://unused/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		req       model.Request
+		want, not string
+	}{
+		{model.Request{Role: model.RoleAdvisor, AgentID: "n001", Goal: "g", Review: "so far", Consult: "which source first?"},
+			`\u003cconsult\u003e\nwhich source first?`, "signal"},
+		{model.Request{Role: model.RoleAdvisor, AgentID: "n001", Goal: "g", Review: "done"}, "signal", "consult"},
+	} {
+		p, err := m.Params(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := string(b)
+		if !strings.Contains(js, "You are the advisor") || !strings.Contains(js, tc.want) || strings.Contains(js, tc.not) {
+			t.Errorf("consult %q: request %s, want %q and not %q", tc.req.Consult, js, tc.want, tc.not)
+		}
+	}
+}

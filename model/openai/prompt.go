@@ -47,6 +47,10 @@ Answer with the plan as one JSON object and nothing else: {"nodes": [{"id": "n00
 	model.RoleSteerer:     `You are the steerer of a council of AI agents: turn a human's steering note into a change of the running plan. Answer with the change as one JSON object and nothing else: {"ops": [{"op": "add_node", "node": {"id": "…", "goal": "…", "deps": ["…"]}}]}. Operations: add_node (node), remove_node (node_id), split_node (node_id, into), reroute_edge (from, to, new_from), set_role (node_id, role), set_tools (node_id, tools: only tools of <available_tools>), wrap_in_team (node_ids, team_id, goal).`,
 }
 
+// consultPrompt is the advisor's system prompt for a worker's consult
+// (Request.Consult) rather than a check of its final answer.
+const consultPrompt = `You are the advisor of an AI agent working on one task of a council; it asks you for advice mid-task. Answer its <consult> question with short, concrete advice it can act on now, given its task and <review>, its work so far.`
+
 // SystemPrompt returns the system prompt of role ("" for an unknown role).
 func SystemPrompt(role model.Role) string { return systemPrompts[role] }
 
@@ -75,6 +79,9 @@ type taskParts struct {
 
 func newPrompt(req model.Request, in Inputs) *prompt {
 	p := &prompt{system: SystemPrompt(req.Role), names: wireNamesOf(req)}
+	if req.Role == model.RoleAdvisor && req.Consult != "" {
+		p.system = consultPrompt
+	}
 	var b strings.Builder
 	tag(&b, "agent", req.AgentID)
 	if req.Persona != "" {
@@ -103,6 +110,9 @@ func newPrompt(req model.Request, in Inputs) *prompt {
 	}
 	if req.Review != "" {
 		tag(&b, "review", req.Review)
+	}
+	if req.Consult != "" {
+		tag(&b, "consult", req.Consult)
 	}
 	if plansTools(req.Role) && len(req.Tools) > 0 { // the tools a node may be given ("tools" of a plan node)
 		var tb strings.Builder

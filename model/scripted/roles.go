@@ -109,6 +109,12 @@ var (
 
 // advisor adds the answer of an advisor check to st (see Stream).
 func (m *Model) advisor(st *stream, req model.Request) {
+	if req.Consult != "" { // a worker's consult: advice, not a signal
+		h := newHash(m.s.Seed).str("consult").str(req.AgentID).int(int64(req.Turn))
+		topic := aspects[splitmix64(uint64(h))%uint64(len(aspects))]
+		st.add(step{kind: kindText, lead: []string{"Advice for " + req.AgentID + ": ", "weigh " + topic + " first."}})
+		return
+	}
 	a := m.s.Advisor
 	answer := adviceContinue
 	_, halt := m.halt[req.AgentID]

@@ -334,7 +334,20 @@ func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, er
 			st.add(step{kind: kindText, lead: []string{"Answer to: " + req.Question + filesNote(req.Files) + " — "}, n: m.s.SynthesisTokens})
 		}
 	case model.RoleDebater:
-		if req.Turn == 1 {
+		switch {
+		case len(req.Tools) > 0 && req.Turn == 1: // a debater with tools calls each, then argues
+			c := callList{req: &req}
+			for k, d := range req.Tools {
+				c.add(d.Name, m.argsFor(req, d.Name, k))
+			}
+			st.add(step{kind: kindCalls, calls: c.calls})
+			turns = 2
+		case len(req.Tools) > 0:
+			turns = 2
+			if req.Turn == 2 {
+				m.debater(st, req)
+			}
+		case req.Turn == 1:
 			m.debater(st, req)
 		}
 	case model.RoleJudge:
@@ -376,10 +389,10 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 		}
 		return 1
 	}
-	approvals, _, asks := m.extraCalls(req.AgentID)
+	x := m.extraCalls(req.AgentID)
 	_, spawns := m.spawn[req.AgentID]
 	async := m.asyncTasks()
-	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + approvals + asks + async + len(m.s.Calls)
+	calls := m.s.ToolsPerNode + m.s.SubagentsPerNode + x.approvals + x.asks + x.choices + async + len(m.s.Calls) + m.consults()
 	if spawns {
 		calls++
 	}
@@ -462,25 +475,29 @@ func textStep(n int, lastTurn bool, context []string) step {
 	return s
 }
 
-// extraCalls is how many of the scenario's Approvals (extra search calls)
-// and InfoRequests (ask_human calls) fall on node id: one per leaf node in
-// id order, wrapping around (team and debate nodes have no worker and get
-// none).
-func (m *Model) extraCalls(id string) (approvals, risky, asks int) {
+// extras are a node's share of the scenario's Approvals (extra search
+// calls), RiskyApprovals (publish calls among them), InfoRequests
+// (ask_human calls) and Choices (ask_choice calls).
+type extras struct{ approvals, risky, asks, choices int }
+
+// extraCalls is how many of the scenario's extra calls fall on node id:
+// one per leaf node in id order, wrapping around (team and debate nodes
+// have no worker and get none).
+func (m *Model) extraCalls(id string) extras {
 	i, ok := m.nodeIndex[id]
 	if !ok {
-		return 0, 0, 0
+		return extras{}
 	}
 	return extraShares(m.s, m.nonLeaf, i)
 }
 
 // extraShares is extraCalls for the node at index i of the plan (nonLeaf
 // of whose nodes are teams and debates).
-func extraShares(s messages.Scenario, nonLeaf, i int) (approvals, risky, asks int) {
+func extraShares(s messages.Scenario, nonLeaf, i int) extras {
 	leaves := s.Nodes - nonLeaf
 	i -= nonLeaf
 	if i < 0 || leaves <= 0 {
-		return 0, 0, 0
+		return extras{}
 	}
 	share := func(total int) int {
 		n := total / leaves
@@ -489,19 +506,20 @@ func extraShares(s messages.Scenario, nonLeaf, i int) (approvals, risky, asks in
 		}
 		return n
 	}
-	return share(s.Approvals), share(s.RiskyApprovals), share(s.InfoRequests)
+	return extras{share(s.Approvals), share(s.RiskyApprovals), share(s.InfoRequests), share(s.Choices)}
 }
 
 // toolCalls returns the calls of a worker's first turn: ToolsPerNode search
 // calls, then SubagentsPerNode delegate calls, then the node's share of the
-// scenario's Approvals (search calls) and InfoRequests (ask_human calls),
-// then spawn_subteam when spawns, then Delegations.Async start_async_task
+// scenario's Approvals (search calls), InfoRequests (ask_human calls) and
+// Choices (ask_choice calls), then spawn_subteam when spawns, then Delegations.Async start_async_task
 // calls.
 func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	goal := strings.Join(strings.Fields(req.Goal), " ")
-	approvals, risky, asks := m.extraCalls(req.AgentID)
+	x := m.extraCalls(req.AgentID)
+	approvals, risky, asks := x.approvals, x.risky, x.asks
 	async := m.asyncTasks()
-	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+1+async+len(m.s.Calls))}
+	c := callList{req: &req, calls: make([]model.ToolCall, 0, m.s.ToolsPerNode+m.s.SubagentsPerNode+approvals+asks+x.choices+1+async+len(m.s.Calls))}
 	for k := 1; k <= m.s.ToolsPerNode; k++ {
 		c.add(model.ToolSearch, searchArgs{Query: strings.TrimSpace(goal + " " + strconv.Itoa(k)), Steps: m.s.ToolProgressSteps, StepMS: m.s.ToolStepMS})
 	}
@@ -522,6 +540,10 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	for k := 1; k <= asks; k++ {
 		c.add(model.ToolAskHuman, askArgs{Question: "What should " + req.AgentID + " assume about " + goal + "?", Context: "question " + strconv.Itoa(k) + " of " + req.AgentID})
 	}
+	for k := 1; k <= x.choices; k++ {
+		c.add(model.ToolAskChoice, choiceArgs{Question: "How should " + req.AgentID + " approach " + goal + "?",
+			Context: "choice " + strconv.Itoa(k) + " of " + req.AgentID, Options: choiceOptions, Multiple: m.s.MultipleChoice})
+	}
 	if spawns {
 		c.add(model.ToolSpawnSubteam, spawnArgs{Goal: "Deeper look at " + goal, Roles: spawnRoles})
 	}
@@ -531,7 +553,23 @@ func (m *Model) toolCalls(req model.Request, spawns bool) []model.ToolCall {
 	for k, name := range m.s.Calls {
 		c.add(name, m.argsFor(req, name, k))
 	}
+	for k := 1; k <= m.consults(); k++ {
+		c.add(model.ToolConsultAdvisor, consultArgs{Question: "How should " + req.AgentID + " deepen " + goal + "? (" + strconv.Itoa(k) + ")"})
+	}
 	return c.calls
+}
+
+// consults is how many consult_advisor calls each worker makes
+// (Advisor.Consults).
+func (m *Model) consults() int {
+	if a := m.s.Advisor; a != nil {
+		return a.Consults
+	}
+	return 0
+}
+
+type consultArgs struct {
+	Question string `json:"question"`
 }
 
 // argsFor makes up the arguments of call k of Scenario.Calls, to tool
@@ -602,6 +640,20 @@ var spawnRoles = []string{"researcher", "critic"}
 type askArgs struct {
 	Question string `json:"question"`
 	Context  string `json:"context"`
+}
+
+// choiceOptions are the options of every scripted ask_choice call.
+var choiceOptions = []messages.ChoiceOption{
+	{ID: "broad", Label: "Broad survey", Description: "Cover every source briefly"},
+	{ID: "deep", Label: "Deep dive", Description: "Follow the strongest source in depth"},
+	{ID: "skip", Label: "Skip this aspect"},
+}
+
+type choiceArgs struct {
+	Question string                  `json:"question"`
+	Context  string                  `json:"context"`
+	Options  []messages.ChoiceOption `json:"options"`
+	Multiple bool                    `json:"multiple,omitempty"`
 }
 
 type searchArgs struct {
@@ -676,8 +728,8 @@ func SearchResult(query string) string {
 //
 // The other nodes are leaves. Their tools are search (ToolsPerNode > 0)
 // and delegate (SubagentsPerNode > 0), then search (if not yet), publish
-// and ask_human for their share of Approvals, RiskyApprovals and
-// InfoRequests, then spawn_subteam for the nodes
+// ask_human and ask_choice for their share of Approvals, RiskyApprovals,
+// InfoRequests and Choices, then spawn_subteam for the nodes
 // Spawn selects, then the five async task tools when Delegations.Async > 0,
 // then the tools of Calls they do not have yet. A leaf Remote selects
 // names Remote.Agent and has no tools.
@@ -743,7 +795,8 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				n.Tools = slices.Clone(tools)
 				// The plan names every tool the node's worker calls, so that
 				// what an approver is shown (evidence) is what happens.
-				approvals, risky, asks := extraShares(s, nonLeaf, i-1)
+				x := extraShares(s, nonLeaf, i-1)
+				approvals, risky, asks := x.approvals, x.risky, x.asks
 				if approvals > risky && !slices.Contains(n.Tools, model.ToolSearch) {
 					n.Tools = append(n.Tools, model.ToolSearch)
 				}
@@ -752,6 +805,9 @@ func PlanFor(s messages.Scenario) messages.Plan {
 				}
 				if asks > 0 {
 					n.Tools = append(n.Tools, model.ToolAskHuman)
+				}
+				if x.choices > 0 {
+					n.Tools = append(n.Tools, model.ToolAskChoice)
 				}
 				if _, ok := spawn[id]; ok {
 					n.Tools = append(n.Tools, model.ToolSpawnSubteam)
@@ -810,7 +866,8 @@ func debateConfig(d *messages.DebateScenario) *messages.DebateConfig {
 	for i := range agents {
 		agents[i] = messages.DebateAgent{ID: "a" + strconv.Itoa(i+1), Persona: personas[i%len(personas)]}
 	}
-	return &messages.DebateConfig{Agents: agents, Rounds: d.Rounds, Judge: d.Judge, MinRounds: d.MinRounds, CompactAfter: d.CompactAfter}
+	return &messages.DebateConfig{Agents: agents, Rounds: d.Rounds, Judge: d.Judge, MinRounds: d.MinRounds, CompactAfter: d.CompactAfter,
+		Tools: slices.Clone(d.Tools)}
 }
 
 // nonLeafCount is the number of team and debate nodes of the plan of s:

@@ -27,10 +27,13 @@
 // before a client can look.
 // A message with taskId answers the task's open interrupts: data parts
 // (ResumeData: {interruptId, decision, feedback, editedArgs, response,
-// plan, reason}), one per interrupt, or text, which answers the oldest
+// plan, reason, choices}), one per interrupt, or text, which answers the oldest
 // open interrupt, the first one the INPUT_REQUIRED status lists
-// ("approve", "reject", "reject: <feedback>", or the answer to a
-// question). Every answer is validated before any is applied.
+// ("approve", "reject", "reject: <feedback>", the answer to a question,
+// or the number, id or label of a choice's option: several, separated by
+// commas, for a multiple choice). A choice's data part lists its options
+// and a responseSchema enumerating their ids. Every answer is validated
+// before any is applied.
 //
 // # Mapping (Projector.Apply)
 //

@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // INPUT_REQUIRED status message. A2A has no typed interrupt, so approvals
 // and questions both travel this way (protocols.md §2.4). Reason is the
 // interrupt's kind (tool_approval, info_request, plan_approval,
-// node_approval, spawn_approval); ResponseSchema is the JSON Schema of the
+// node_approval, spawn_approval, choice); ResponseSchema is the JSON Schema of the
 // data part that answers it (see ResumeData).
 type InterruptData struct {
 	InterruptID    string          `json:"interruptId"`
@@ -25,14 +26,18 @@ type InterruptData struct {
 	ToolArgs       json.RawMessage `json:"toolArgs,omitempty"`
 	Question       string          `json:"question,omitempty"`
 	ContextSnippet string          `json:"contextSnippet,omitempty"`
-	Plan           *messages.Plan  `json:"plan,omitempty"`
-	Waves          [][]string      `json:"waves,omitempty"`
-	NodeID         string          `json:"nodeId,omitempty"`
-	Goal           string          `json:"goal,omitempty"`
-	SuggestedRoles []string        `json:"suggestedRoles,omitempty"`
-	TimeoutSeconds int             `json:"timeoutSeconds"`
-	ExpiresAt      string          `json:"expiresAt,omitempty"`
-	ResponseSchema json.RawMessage `json:"responseSchema"`
+	// Options are a choice's options; MultipleChoice says several may be
+	// chosen.
+	Options        []messages.ChoiceOption `json:"options,omitempty"`
+	MultipleChoice bool                    `json:"multipleChoice,omitempty"`
+	Plan           *messages.Plan          `json:"plan,omitempty"`
+	Waves          [][]string              `json:"waves,omitempty"`
+	NodeID         string                  `json:"nodeId,omitempty"`
+	Goal           string                  `json:"goal,omitempty"`
+	SuggestedRoles []string                `json:"suggestedRoles,omitempty"`
+	TimeoutSeconds int                     `json:"timeoutSeconds"`
+	ExpiresAt      string                  `json:"expiresAt,omitempty"`
+	ResponseSchema json.RawMessage         `json:"responseSchema"`
 	// Evidence is what the human decides on (approval kinds); Approval,
 	// when set, says the decision needs approvers' signatures, sent
 	// through the HTTP API or `conclave approve` (docs/governance.md).
@@ -50,6 +55,8 @@ type InterruptData struct {
 //   - plan_approval: decision approve | reject | revise; revise needs plan;
 //     reason optional.
 //   - node_approval, spawn_approval: decision approve | reject; feedback optional.
+//   - choice: choices, the chosen option ids (one for a single choice);
+//     or decision reject (and feedback) to decline.
 //
 // Without InterruptID it answers the task's oldest open interrupt.
 type ResumeData struct {
@@ -60,15 +67,16 @@ type ResumeData struct {
 	EditedArgs  json.RawMessage `json:"editedArgs,omitempty"`
 	Plan        *messages.Plan  `json:"plan,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
+	Choices     []string        `json:"choices,omitempty"`
 }
 
 func interruptData(o OpenInterrupt) InterruptData {
 	d := InterruptData{
 		InterruptID: o.InterruptID, Reason: string(o.Kind), AgentID: o.AgentID, Lane: string(o.Lane),
 		ToolCallID: o.CallID, ToolName: o.ToolName, ToolArgs: o.ToolArgs,
-		Question: o.Question, ContextSnippet: o.ContextSnippet,
+		Question: o.Question, ContextSnippet: o.ContextSnippet, Options: o.Options, MultipleChoice: o.MultipleChoice,
 		Plan: o.Plan, Waves: o.Waves, NodeID: o.NodeID, Goal: o.Goal, SuggestedRoles: o.SuggestedRoles,
-		TimeoutSeconds: o.TimeoutSeconds, ResponseSchema: responseSchema(o.Kind),
+		TimeoutSeconds: o.TimeoutSeconds, ResponseSchema: responseSchema(o),
 		Evidence: o.Evidence, Approval: o.Approval,
 	}
 	switch {
@@ -92,6 +100,24 @@ func prompt(o OpenInterrupt) string {
 			s += " (context: " + clip(o.ContextSnippet, 500) + ")"
 		}
 		return s + " Answer with text."
+	case messages.InterruptChoice:
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s asks: %s", o.AgentID, o.Question)
+		if o.ContextSnippet != "" {
+			b.WriteString(" (context: " + clip(o.ContextSnippet, 500) + ")")
+		}
+		for i, opt := range o.Options {
+			fmt.Fprintf(&b, "\n%d. %s (%s)", i+1, opt.Label, opt.ID)
+			if opt.Description != "" {
+				b.WriteString(": " + clip(opt.Description, 200))
+			}
+		}
+		if o.MultipleChoice {
+			b.WriteString("\nAnswer with the numbers, ids or labels of one or more options, separated by commas (or send a data part with choices).")
+		} else {
+			b.WriteString("\nAnswer with the number, id or label of one option (or send a data part with choices).")
+		}
+		return b.String()
 	case messages.InterruptPlanApproval:
 		n := 0
 		if o.Plan != nil {
@@ -118,8 +144,27 @@ var (
 		`"properties":{"interruptId":{"type":"string"},"decision":{"enum":["approve","reject"]},"feedback":{"type":"string"}}}`)
 )
 
-func responseSchema(kind messages.InterruptKind) json.RawMessage {
-	switch kind {
+// choiceSchema is a choice's response schema: choices are its option
+// ids (at most one for a single choice), or decision reject declines.
+func choiceSchema(o OpenInterrupt) json.RawMessage {
+	ids := make([]string, len(o.Options))
+	for i, opt := range o.Options {
+		ids[i] = opt.ID
+	}
+	enum, _ := json.Marshal(ids) // strings: cannot fail
+	maxItems := 1
+	if o.MultipleChoice {
+		maxItems = len(ids)
+	}
+	return json.RawMessage(`{"type":"object","required":["interruptId"],"additionalProperties":false,` +
+		`"properties":{"interruptId":{"type":"string"},"choices":{"type":"array","minItems":1,"maxItems":` + strconv.Itoa(maxItems) +
+		`,"uniqueItems":true,"items":{"enum":` + string(enum) + `}},"decision":{"enum":["reject"]},"feedback":{"type":"string"}}}`)
+}
+
+func responseSchema(o OpenInterrupt) json.RawMessage {
+	switch o.Kind {
+	case messages.InterruptChoice:
+		return choiceSchema(o)
 	case messages.InterruptToolApproval:
 		return schemaToolApproval
 	case messages.InterruptInfoRequest:

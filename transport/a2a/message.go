@@ -179,7 +179,9 @@ func decodeOptions(meta json.RawMessage) (runOptions, *RPCError) {
 //   - Without data parts, the text parts (joined with newlines) answer the
 //     oldest open interrupt: an info_request takes the text as its
 //     response; an approval takes "approve" or "reject", optionally
-//     followed by ":" and feedback (for a plan approval, the reason).
+//     followed by ":" and feedback (for a plan approval, the reason); a
+//     choice takes the number, id or label of an option (a multiple
+//     choice several, separated by commas), or "reject" to decline.
 //
 // The oldest, not "the only": interrupts raised after the client read the
 // status come later in the list, so the one a client saw alone is still
@@ -210,8 +212,8 @@ func resumesFrom(msg *Message, taskID string, open []OpenInterrupt) ([]messages.
 				return nil, rpcErrorf(CodeInvalidParams, "message.parts[%d].data: interrupt %q is answered twice", i, d.InterruptID)
 			}
 			res := messages.Resume{InterruptID: d.InterruptID, Decision: messages.Decision(d.Decision), Feedback: d.Feedback,
-				Response: d.Response, EditedArgs: d.EditedArgs, Plan: d.Plan, Reason: d.Reason}
-			if err := interrupts.Validate(o.Kind, &res); err != nil {
+				Response: d.Response, EditedArgs: d.EditedArgs, Plan: d.Plan, Reason: d.Reason, Choices: d.Choices}
+			if err := interrupts.ValidateFor(o.InterruptRaisedPayload, &res); err != nil {
 				return nil, rpcErrorf(CodeInvalidParams, "message.parts[%d].data: %s", i, strings.TrimPrefix(err.Error(), "interrupts: "))
 			}
 			out = append(out, res)
@@ -227,9 +229,21 @@ func resumesFrom(msg *Message, taskID string, open []OpenInterrupt) ([]messages.
 	o := open[0]
 	text := strings.Join(texts, "\n")
 	res := messages.Resume{InterruptID: o.InterruptID}
-	if o.Kind == messages.InterruptInfoRequest {
+	switch o.Kind {
+	case messages.InterruptInfoRequest:
 		res.Response = text
-	} else {
+	case messages.InterruptChoice:
+		ids, ok := o.Choice().MatchAll(text)
+		word, rest, _ := strings.Cut(strings.TrimSpace(text), ":")
+		switch {
+		case ok:
+			res.Choices = ids
+		case strings.EqualFold(strings.TrimSpace(word), string(messages.DecisionReject)):
+			res.Decision, res.Feedback = messages.DecisionReject, strings.TrimSpace(rest)
+		default:
+			return nil, rpcErrorf(CodeInvalidParams, "a choice is answered with the number, id or label of an option (several separated by commas for a multiple choice), \"reject\" to decline, or a data part; got %q", clip(text, 64))
+		}
+	default:
 		word, rest, _ := strings.Cut(strings.TrimSpace(text), ":")
 		switch d := messages.Decision(strings.ToLower(strings.TrimSpace(word))); d {
 		case messages.DecisionApprove, messages.DecisionReject:
@@ -243,7 +257,7 @@ func resumesFrom(msg *Message, taskID string, open []OpenInterrupt) ([]messages.
 			res.Feedback = strings.TrimSpace(rest)
 		}
 	}
-	if err := interrupts.Validate(o.Kind, &res); err != nil {
+	if err := interrupts.ValidateFor(o.InterruptRaisedPayload, &res); err != nil {
 		return nil, rpcErrorf(CodeInvalidParams, "message: %s", strings.TrimPrefix(err.Error(), "interrupts: "))
 	}
 	return []messages.Resume{res}, nil

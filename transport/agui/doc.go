@@ -95,7 +95,9 @@
 // "suspended", interruptIds}} (interruptIds: those it is parked on), and a
 // STATE_SNAPSHOT is sent. Interrupts map to reasons tool_call (tool
 // approvals, with toolCallId), input_required (info requests, with a
-// responseSchema {response}), conclave:plan_approval and confirmation
+// responseSchema {response}; choices, with toolCallId, a message numbering
+// the options and a responseSchema {choices: [ids]} whose items list each
+// option as {const: id, title: label}), conclave:plan_approval and confirmation
 // (node approvals); each has its expiresAt and its Conclave payload under
 // metadata.conclave.
 //

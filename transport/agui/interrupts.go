@@ -61,6 +61,13 @@ func (p *Projector) interrupt(pi *pendingInterrupt, expires time.Time) Interrupt
 		if in.CallID != "" && pi.lane != nil {
 			out.ToolCallID = p.ToolCallID(pi.lane.stream, in.CallID)
 		}
+	case messages.InterruptChoice:
+		out.Reason = ReasonInputRequired
+		out.Message = choiceMessage(in)
+		out.ResponseSchema = choiceSchema(in)
+		if in.CallID != "" && pi.lane != nil {
+			out.ToolCallID = p.ToolCallID(pi.lane.stream, in.CallID)
+		}
 	case messages.InterruptPlanApproval:
 		out.Reason = ReasonPlanApproval
 		n := 0
@@ -88,6 +95,70 @@ func (p *Projector) interrupt(pi *pendingInterrupt, expires time.Time) Interrupt
 	return out
 }
 
+// choiceMessage is a choice's question with its options numbered.
+func choiceMessage(in *messages.InterruptRaisedPayload) string {
+	var b strings.Builder
+	b.WriteString(in.Question)
+	if in.ContextSnippet != "" {
+		b.WriteString("\n\n" + in.ContextSnippet)
+	}
+	if in.MultipleChoice {
+		b.WriteString("\n\nChoose one or more:")
+	} else {
+		b.WriteString("\n\nChoose one:")
+	}
+	for i, o := range in.Options {
+		fmt.Fprintf(&b, "\n%d. %s (%s)", i+1, o.Label, o.ID)
+		if o.Description != "" {
+			b.WriteString(": " + o.Description)
+		}
+	}
+	return b.String()
+}
+
+// choiceSchema is a choice's response schema: {choices: [ids]}, the ids
+// an enum (one item for a single choice), each labelled.
+func choiceSchema(in *messages.InterruptRaisedPayload) json.RawMessage {
+	type option struct {
+		Const       string `json:"const"`
+		Title       string `json:"title"`
+		Description string `json:"description,omitempty"`
+	}
+	type items struct {
+		Type  string   `json:"type"`
+		OneOf []option `json:"oneOf"`
+	}
+	type array struct {
+		Type        string `json:"type"`
+		MinItems    int    `json:"minItems"`
+		MaxItems    int    `json:"maxItems"`
+		UniqueItems bool   `json:"uniqueItems"`
+		Items       items  `json:"items"`
+	}
+	type object struct {
+		Type       string `json:"type"`
+		Properties struct {
+			Choices array `json:"choices"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	opts := make([]option, len(in.Options))
+	for i, o := range in.Options {
+		opts[i] = option{o.ID, o.Label, o.Description}
+	}
+	maxItems := 1
+	if in.MultipleChoice {
+		maxItems = len(in.Options)
+	}
+	schema := object{Type: "object", Required: []string{"choices"}}
+	schema.Properties.Choices = array{Type: "array", MinItems: 1, MaxItems: maxItems, UniqueItems: true, Items: items{Type: "string", OneOf: opts}}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic(err) // unreachable: structs of strings and ints
+	}
+	return b
+}
+
 func compact(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if len(raw) == 0 || json.Compact(&b, raw) != nil {
@@ -108,6 +179,40 @@ type approvalPayload struct {
 	Reason     string          `json:"reason"`
 }
 
+// choicesOf reads a resolved choice's payload: {"choices": [ids]}, an
+// array of ids, or one id as a string.
+func choicesOf(payload []byte) ([]string, error) {
+	const want = `payload must be {"choices": ["<option id>", …]}, an array of ids or one id`
+	if len(payload) == 0 {
+		return nil, errors.New(want)
+	}
+	var ids []string
+	switch payload[0] {
+	case '"':
+		var id string
+		if err := json.Unmarshal(payload, &id); err != nil {
+			return nil, fmt.Errorf("%s: %v", want, err)
+		}
+		ids = []string{id}
+	case '[':
+		if err := json.Unmarshal(payload, &ids); err != nil {
+			return nil, fmt.Errorf("%s: %v", want, err)
+		}
+	default:
+		var obj struct {
+			Choices []string `json:"choices"`
+		}
+		if err := json.Unmarshal(payload, &obj); err != nil {
+			return nil, fmt.Errorf("%s: %v", want, err)
+		}
+		ids = obj.Choices
+	}
+	if len(ids) == 0 {
+		return nil, errors.New(want)
+	}
+	return ids, nil
+}
+
 // ResumeFor maps an AG-UI resume entry to Conclave's answer to an
 // interrupt of kind:
 //
@@ -117,7 +222,10 @@ type approvalPayload struct {
 //     {approved:true, editedArgs:{…}} → revise with those arguments (for a
 //     plan approval, editedArgs or plan is the edited plan),
 //     {approved:false, feedback?|reason?} → reject; no payload → approve;
-//   - resolved, info_request: {response:"…"} or a bare string → the response.
+//   - resolved, info_request: {response:"…"} or a bare string → the response;
+//   - resolved, choice: {choices:[ids]}, an array of ids or one id → the
+//     choice (the registry checks the ids against the options); a
+//     cancelled choice is declined (decision reject).
 //
 // The result is validated as the interrupt registry would validate it.
 func ResumeFor(kind messages.InterruptKind, e ResumeEntry) (messages.Resume, error) {
@@ -128,12 +236,23 @@ func ResumeFor(kind messages.InterruptKind, e ResumeEntry) (messages.Resume, err
 	payload := bytes.TrimSpace(e.Payload)
 	switch e.Status {
 	case ResumeCancelled:
-		if kind == messages.InterruptInfoRequest {
+		switch kind {
+		case messages.InterruptInfoRequest:
 			res.Response = "(no answer: the user cancelled this request)"
-		} else {
+		case messages.InterruptChoice:
+			res.Decision, res.Feedback = messages.DecisionReject, "cancelled by the user"
+		default:
 			res.Decision, res.Feedback, res.Reason = messages.DecisionReject, "cancelled by the user", "cancelled by the user"
 		}
 	case ResumeResolved:
+		if kind == messages.InterruptChoice {
+			ids, err := choicesOf(payload)
+			if err != nil {
+				return bad("%v", err)
+			}
+			res.Choices = ids
+			break
+		}
 		if kind == messages.InterruptInfoRequest {
 			var s string
 			if len(payload) > 0 && payload[0] == '"' {

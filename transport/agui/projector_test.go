@@ -396,6 +396,9 @@ func TestProjector_InterruptMapping(t *testing.T) {
 			agui.ReasonConfirmation, "", "", "Start node n3: g3?"},
 		{runLane, &messages.InterruptRaisedPayload{InterruptID: "e", Kind: messages.InterruptSpawnApproval, NodeID: "n2", Goal: "dig", SuggestedRoles: []string{"researcher", "critic"}},
 			agui.ReasonConfirmation, "", "", "Spawn a sub-team for n2: dig (roles: researcher, critic)?"},
+		{nodeLane("n1"), &messages.InterruptRaisedPayload{InterruptID: "f", Kind: messages.InterruptChoice, Question: "Which way?", CallID: "c3",
+			Options: []messages.ChoiceOption{{ID: "l", Label: "Left", Description: "the short way"}, {ID: "r", Label: "Right"}}},
+			agui.ReasonInputRequired, "r1/node:n1#c3", "r1/node:n1", "Which way?\n\nChoose one:\n1. Left (l): the short way\n2. Right (r)"},
 	}
 	for _, c := range cases {
 		s := newScript(t)
@@ -410,6 +413,13 @@ func TestProjector_InterruptMapping(t *testing.T) {
 		if in.Metadata["conclave"] != c.p {
 			t.Errorf("%s: metadata %v", c.p.Kind, in.Metadata)
 		}
+		if c.p.Kind == messages.InterruptChoice {
+			want := `{"type":"object","properties":{"choices":{"type":"array","minItems":1,"maxItems":1,"uniqueItems":true,` +
+				`"items":{"type":"string","oneOf":[{"const":"l","title":"Left","description":"the short way"},{"const":"r","title":"Right"}]}}},"required":["choices"]}`
+			if string(in.ResponseSchema) != want {
+				t.Errorf("choice schema %s\nwant %s", in.ResponseSchema, want)
+			}
+		}
 	}
 }
 
@@ -423,6 +433,7 @@ func TestProjector_RealRuns(t *testing.T) {
 		"tools and sub-agents": {Nodes: 8, Waves: 3, Tokens: 6, ReasoningTokens: 2, ToolsPerNode: 2, SubagentsPerNode: 2},
 		"panics and restarts":  {Nodes: 4, Waves: 2, Tokens: 6, PanicNodes: messages.NodeSelector{IDs: []string{"n002"}}, PanicAttempts: 2},
 		"node fails":           {Nodes: 6, Waves: 2, Tokens: 10, FailNodes: messages.NodeSelector{IDs: []string{"n004"}}},
+		"debaters with tools":  {Nodes: 2, Waves: 1, Tokens: 6, Debate: &messages.DebateScenario{Agents: 2, Rounds: 2, Tools: []string{"search"}}},
 	}
 	for name, sc := range scenarios {
 		t.Run(name, func(t *testing.T) {

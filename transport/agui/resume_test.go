@@ -44,6 +44,14 @@ func TestResumeFor(t *testing.T) {
 		{messages.InterruptPlanApproval, entry("resolved", `{"approved":false,"reason":"too big"}`), messages.DecisionReject,
 			func(r messages.Resume) bool { return r.Reason == "too big" }, "plan rejected"},
 		{messages.InterruptNodeApproval, entry("resolved", `{"approved":true}`), messages.DecisionApprove, nil, "node"},
+		{messages.InterruptChoice, entry("resolved", `{"choices":["a","b"]}`), messages.DecisionApprove,
+			func(r messages.Resume) bool { return len(r.Choices) == 2 && r.Choices[1] == "b" }, "choice object"},
+		{messages.InterruptChoice, entry("resolved", `["a"]`), messages.DecisionApprove,
+			func(r messages.Resume) bool { return len(r.Choices) == 1 && r.Choices[0] == "a" }, "choice array"},
+		{messages.InterruptChoice, entry("resolved", `"a"`), messages.DecisionApprove,
+			func(r messages.Resume) bool { return len(r.Choices) == 1 && r.Choices[0] == "a" }, "choice string"},
+		{messages.InterruptChoice, entry("cancelled", ``), messages.DecisionReject,
+			func(r messages.Resume) bool { return len(r.Choices) == 0 }, "cancelled choice declines"},
 	}
 	for _, c := range ok {
 		r, err := agui.ResumeFor(c.kind, c.e)
@@ -66,6 +74,9 @@ func TestResumeFor(t *testing.T) {
 		{messages.InterruptPlanApproval, entry("resolved", `{"approved":true,"editedArgs":{"nodes":[]}}`)},
 		{messages.InterruptNodeApproval, entry("resolved", `{"approved":"maybe"}`)},
 		{messages.InterruptToolApproval, entry("later", ``)},
+		{messages.InterruptChoice, entry("resolved", ``)},
+		{messages.InterruptChoice, entry("resolved", `{"choices":[]}`)},
+		{messages.InterruptChoice, entry("resolved", `{"approved":true}`)},
 		{"", entry("resolved", `{"approved":true}`)},
 	}
 	for _, c := range bad {

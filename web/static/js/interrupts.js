@@ -78,7 +78,35 @@ export class InterruptsView {
       }
       void btn;
     };
-    if (it.kind === "info_request") {
+    if (it.kind === "choice") {
+      // Radio buttons for a single choice, checkboxes for a multiple one;
+      // nothing is preselected, and nothing is sent until one is chosen.
+      const type = it.multiple_choice ? "checkbox" : "radio";
+      const name = `choice-${it.interrupt_id}`;
+      const check = h("p", { class: "check muted" });
+      const list = h("fieldset", { class: "options", onchange: () => { check.textContent = ""; check.className = "check muted"; } },
+        h("legend", null, it.multiple_choice ? "Choose one or more" : "Choose one"),
+        (it.options || []).map((o) => h("label", { class: "option", dataset: { optionId: o.id } },
+          h("input", { type, name, value: o.id }), " ", h("b", null, o.label), o.description ? h("span", { class: "muted" }, ` — ${o.description}`) : null)));
+      const feedback = h("input", { type: "text", placeholder: "Feedback (to decline)", name: "feedback" });
+      el.append(h("p", { class: "question" }, it.question || ""));
+      if (it.context_snippet) el.append(h("pre", { class: "snippet" }, it.context_snippet));
+      el.append(list, check, feedback, h("div", { class: "actions" },
+        h("button", { type: "button", class: "primary", dataset: { action: "choose" }, onclick: () => {
+          const choices = [...list.querySelectorAll("input:checked")].map((i) => i.value);
+          if (!choices.length) {
+            check.textContent = "choose an option first";
+            check.className = "check error";
+            return; // never send an empty choice
+          }
+          send({ choices });
+        } }, "Choose"),
+        h("button", { type: "button", dataset: { action: "reject" }, onclick: () => {
+          const body = { decision: "reject" };
+          if (feedback.value) body.feedback = feedback.value;
+          send(body);
+        } }, "Decline")));
+    } else if (it.kind === "info_request") {
       const answer = h("textarea", { rows: 2, placeholder: "Your answer", name: "answer" });
       el.append(h("p", { class: "question" }, it.question || ""));
       if (it.context_snippet) el.append(h("pre", { class: "snippet" }, it.context_snippet));
@@ -133,7 +161,7 @@ function subject(it) {
   if (it.kind === "tool_approval") return `${it.tool_name} on ${it.lane}`;
   if (it.kind === "node_approval") return `node ${it.node_id}`;
   if (it.kind === "spawn_approval") return `sub-team for ${it.node_id}: ${it.goal || ""}`;
-  if (it.kind === "info_request") return `from ${it.lane}`;
+  if (it.kind === "info_request" || it.kind === "choice") return `from ${it.lane}`;
   return "";
 }
 
@@ -167,11 +195,17 @@ function evidence(ev) {
 }
 
 // outcome says how an interrupt ended, in words: an info request is
-// answered (its resolution's decision is a formality), a cancelled one
-// cancelled, an expired one by its timeout's action.
+// answered (its resolution's decision is a formality), a choice by the
+// labels chosen (or declined), a cancelled one cancelled, an expired one
+// by its timeout's action (a choice: nothing chosen).
 export function outcome(it, a) {
-  if (it.status === "expired") return `expired (${a.action || "timeout"})`;
+  if (it.status === "expired") return it.kind === "choice" ? "expired (nothing chosen)" : `expired (${a.action || "timeout"})`;
   if (a.decision === "cancel") return "cancelled";
+  if (it.kind === "choice" && a.choices && a.choices.length) {
+    const label = (id) => ((it.options || []).find((o) => o.id === id) || { label: id }).label;
+    return `chose ${a.choices.map(label).join(", ")}`;
+  }
+  if (it.kind === "choice" && a.decision === "reject") return "declined";
   if (it.kind === "info_request" || it.kind === "choice") return a.response !== undefined && a.response !== "" ? "answered" : a.decision || "ended";
   return a.decision || (a.response !== undefined ? "answered" : "ended");
 }

@@ -10,7 +10,7 @@ const REFRESH_MS = 2000;
 const NUMBER_FIELDS = [
   ["nodes", "nodes", 6], ["waves", "waves", ""], ["tokens", "tokens per node", 24], ["token_delay_ms", "token delay (ms)", 20],
   ["reasoning_tokens", "reasoning tokens", ""], ["tools_per_node", "tools per node", ""], ["subagents_per_node", "sub-agents per node", ""],
-  ["approvals", "approvals", ""], ["info_requests", "info requests", ""], ["teams", "teams", ""],
+  ["approvals", "approvals", ""], ["info_requests", "info requests", ""], ["choices", "choices", ""], ["teams", "teams", ""],
 ];
 
 export function runsPage(root, { navigate }) {

@@ -290,6 +290,9 @@ type (
 	StartRun            = messages.StartRun
 	SteeringScript      = messages.SteeringScript
 	StreamID            = messages.StreamID
+	Supervision         = messages.Supervision
+	SupervisionPolicy   = messages.SupervisionPolicy
+	SupervisionStrategy = messages.SupervisionStrategy
 	TenantID            = messages.TenantID
 	Usage               = messages.Usage
 	WarningCode         = messages.WarningCode
@@ -373,4 +376,7 @@ const (
 	OpSetRole               = messages.OpSetRole
 	OpSetTools              = messages.OpSetTools
 	OpWrapInTeam            = messages.OpWrapInTeam
+	SupervisionOneForOne    = messages.SupervisionOneForOne
+	SupervisionAllForOne    = messages.SupervisionAllForOne
+	SupervisionStop         = messages.SupervisionStop
 )

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/actors/supervise"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/tool"
@@ -30,12 +31,25 @@ type agentShared struct {
 	subSeq    int    // sub-agents delegated so far (keeps their lanes unique)
 	approved  bool   // a human approved the node (hitl node and above)
 
+	// cause, when set, is why the agent's next instance starts: a
+	// sibling failed and its supervisor restarts them all (all-for-one).
+	// Set by the supervisor (restartCause) before the restart is sent,
+	// taken by the new instance.
+	cause atomic.Pointer[string]
+
 	// done is the agent's report, stored before it is sent. protoactor
 	// delivers a child's Terminated (a system message) ahead of queued user
 	// messages, so a parent may learn that the child stopped before it
 	// receives the child's AgentDone; it then takes the report from here
 	// instead of closing the lane a second time.
 	done atomic.Pointer[messages.AgentDone]
+}
+
+// restartCause records that the agent restarts because its sibling
+// failed with reason (all-for-one).
+func (sh *agentShared) restartCause(sibling string, reason any) {
+	c := fmt.Sprintf("all-for-one: %s failed: %v", sibling, reason)
+	sh.cause.Store(&c)
 }
 
 // agentSpec is fixed when the agent is spawned.
@@ -54,6 +68,9 @@ type agentSpec struct {
 	steeringID string
 	shared     *agentShared
 	restore    *agentRestore // set for an agent rebuilt parked after a restart
+	// policy is how the agent's supervisor treats its failures; the
+	// agent reads its backoff from it.
+	policy supervise.Policy
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -127,6 +144,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		sh := a.spec.shared
+		if done := sh.done.Load(); done != nil {
+			// Restarted with a failing sibling (all-for-one) after it had
+			// reported: its lane is closed, and its report stands.
+			a.finished = true
+			ctx.Request(ctx.Parent(), done)
+			return
+		}
 		if rs := a.spec.restore; rs != nil {
 			a.spec.restore = nil // a later restart starts afresh
 			a.reattach(ctx, rs)
@@ -180,9 +204,13 @@ func (a *agentActor) begin(ctx actor.Context) {
 		a.startTurn(ctx)
 		return
 	}
-	a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
-	d := a.spec.e.cfg.restartBackoff(a.spec.run.runID, a.spec.agentID, sh.failures)
-	if d <= 0 { // no failure: a restart of the server, not of a failing agent
+	reason := sh.lastPanic
+	if c := sh.cause.Swap(nil); c != nil {
+		reason = *c
+	}
+	a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: reason})
+	d := a.spec.policy.Wait(string(a.spec.run.runID)+"\x00"+a.spec.agentID, sh.failures)
+	if d <= 0 { // no failure of its own: a restart of the server, or of a failing sibling
 		a.startTurn(ctx)
 		return
 	}
@@ -524,8 +552,10 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Goal: task, Depth: round},
 		shared: &agentShared{},
 	}
-	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	spec.policy = a.spec.run.policy(a.spec.e.cfg, roleSubagent)
+	var inst *agentActor
+	props := spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
+		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique per parent by construction
 		panic(fmt.Sprintf("spawn %s: %v", id, err))

@@ -158,6 +158,12 @@ type Config struct {
 	// and 10 s; a negative RestartBackoff restarts at once.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// Supervision is the server's choice, per role, of how agents are
+	// supervised (strategy, restart limit, window, backoff) over the
+	// limits above; a run's StartRun.Supervision is applied over it, and
+	// run_started records the result. nil: one-for-one for every role but
+	// debaters (all-for-one: their round) with the limits above.
+	Supervision *messages.Supervision
 	// Concurrency is the default cap on nodes of one wave running at once. Default 8.
 	Concurrency int
 	// InterruptTimeout is how long an interrupt waits for a human unless
@@ -402,6 +408,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
+	if err := cfg.Supervision.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
 	e := &Engine{cfg: cfg, redact: red, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now), releaseSlots: make(chan struct{}, maxReleases),
 		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
 	e.toolCtx, e.toolCancel = context.WithCancel(context.Background())
@@ -613,6 +622,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 		return nil, err
 	}
 	o.Budget = b
+	o.Supervision = messages.Merge(e.cfg.Supervision, o.Supervision)
 	m, err := e.cfg.Models(o.Scenario)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)

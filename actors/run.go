@@ -50,6 +50,9 @@ type runSpec struct {
 	// budget is the run's spend budget (nil: none): the one it asked for,
 	// else its tenant's per-run quotas (spend.go); run_started records it.
 	budget *messages.RunBudget
+	// supervision is how the run's agents are supervised per role (the
+	// request's choice over the server's); run_started records it.
+	supervision *messages.Supervision
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -66,6 +69,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
 		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget,
+		supervision: o.Supervision,
 	}
 }
 
@@ -302,7 +306,8 @@ func (r *runActor) Receive(ctx actor.Context) {
 		started := &messages.RunStartedPayload{Question: r.spec.question, HITL: r.spec.hitl, Scenario: r.spec.scenario, Tenant: r.spec.tenant,
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
 			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
-			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget}
+			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget,
+			Supervision: r.spec.supervision}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -375,8 +380,10 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if spec.shared == nil {
 		spec.shared = &agentShared{}
 	}
-	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	spec.policy = r.PolicyOfRole(role)
+	var inst *agentActor
+	props := spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
+		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
@@ -537,6 +544,10 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	reason := "stopped by the run supervisor"
 	if !c.stopping {
 		reason = fmt.Sprintf("panicked %d times, restart limit reached: %s", c.shared.attempts, c.shared.lastPanic)
+		if k := childKind(c.pid); k != teamNamePrefix && k != debateNamePrefix && k != steerNamePrefix &&
+			r.PolicyOfRole(c.role).Strategy == messages.SupervisionStop {
+			reason = "panicked, not restarted (supervision stop): " + c.shared.lastPanic
+		}
 	}
 	switch c.role {
 	case model.RoleDirector:

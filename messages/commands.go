@@ -41,6 +41,10 @@ type StartRun struct {
 	// Budget caps the run's model tokens and estimated cost, below the
 	// tenant's per-run quotas (RunBudget).
 	Budget *RunBudget `json:"budget,omitempty"`
+	// Supervision chooses per role how the run's agents are supervised
+	// (one-for-one, all-for-one or stop, restart limit, window, backoff),
+	// over the server's defaults.
+	Supervision *Supervision `json:"supervision,omitempty"`
 	// RequestID names the request that started the run; set by the
 	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
 	RequestID string `json:"-"`

@@ -74,6 +74,10 @@ type RunStartedPayload struct {
 	// Budget is the run's spend budget: the one asked for in the request,
 	// else the tenant's tokens_per_run and cost_per_run (absent: none).
 	Budget *RunBudget `json:"budget,omitempty"`
+	// Supervision is how the run's agents are supervised, per role: the
+	// request's choice over the server's defaults (absent: the built-in
+	// strategies and limits).
+	Supervision *Supervision `json:"supervision,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.

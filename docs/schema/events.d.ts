@@ -161,6 +161,7 @@ export interface RunStartedPayload {
   trace_id?: string;
   trace_parent?: string;
   budget?: RunBudget;
+  supervision?: Supervision;
 }
 
 /** Terminal: the run succeeded. Carries the answer and token totals. Exactly one terminal event per run, always last. */
@@ -666,6 +667,7 @@ export interface Scenario {
   panic_attempts?: number;
   transient_nodes?: string[] | number;
   transient_attempts?: number;
+  panic_members?: string[];
   approvals?: number;
   risky_approvals?: number;
   info_requests?: number;
@@ -694,6 +696,14 @@ export interface AdvisorOptions {
 export interface RunBudget {
   tokens?: number;
   cost_usd?: number;
+}
+
+export interface Supervision {
+  director?: SupervisionPolicy;
+  worker?: SupervisionPolicy;
+  subagent?: SupervisionPolicy;
+  debater?: SupervisionPolicy;
+  team?: SupervisionPolicy;
 }
 
 export interface Citation {
@@ -794,6 +804,13 @@ export interface AdvisorScenario {
 export interface DelegationScenario {
   async?: number;
   depth?: number;
+}
+
+export interface SupervisionPolicy {
+  strategy?: string;
+  restart_limit?: number;
+  window_ms?: number;
+  backoff_ms?: number;
 }
 
 export interface PlanNode {

@@ -139,6 +139,13 @@ type Options struct {
 	// returns. Call its CatchUp with the Journal before New, so decisions
 	// journaled by a process that died before recording them are not lost.
 	Audit *audit.Log
+	// Supervision chooses, per role (director, worker, subagent, debater,
+	// team), how a failing agent is supervised: one-for-one, all-for-one
+	// or stop, its restart limit and window, and its backoff
+	// (docs/supervision.md). A run's StartRun.Supervision applies over it.
+	// Default nil: one-for-one for every role but debaters (all-for-one:
+	// their round), 3 restarts a minute, 100 ms first backoff.
+	Supervision *Supervision
 	// HTTP configures the handlers.
 	HTTP HTTPOptions
 }
@@ -187,13 +194,16 @@ func New(opts Options) (*Engine, error) {
 	if opts.KeepRunsOnShutdown && opts.Journal == nil {
 		return nil, fmt.Errorf("%w: KeepRunsOnShutdown needs a Journal that outlives the engine", ErrInvalidOptions)
 	}
+	if err := opts.Supervision.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	cfg := actors.Config{
 		Logger: opts.Logger, Journal: opts.Journal, KeepRunsOnShutdown: opts.KeepRunsOnShutdown,
 		Concurrency: opts.Concurrency, InterruptTimeout: opts.InterruptTimeout,
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
-		Prices: opts.Prices,
+		Prices: opts.Prices, Supervision: opts.Supervision,
 	}
 	tools := slices.Clone(opts.Tools)
 	builtin, err := builtinTools(opts.Fetch, opts.Workspace)

@@ -61,6 +61,9 @@ type serveCmd struct {
 	journalMemtable int
 	model           modelFlags
 	cluster         clusterFlags
+	// supervision is --supervision: the server's per-role supervision
+	// (messages.ParseSupervision).
+	supervision string
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -101,6 +104,8 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
 	c.tracing.register(fs)
+	fs.StringVar(&c.supervision, "supervision", "", "how failing agents are supervised, per role (director, worker, subagent, debater, team), for runs that do not choose: "+
+		"`ROLE=STRATEGY[:LIMIT[/WINDOW]][@BACKOFF],...` with STRATEGY one-for-one (or restart), all-for-one or stop (docs/supervision.md)")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.cluster.register(fs)
 	c.limits.flags(fs)
@@ -127,6 +132,12 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	if err := c.limits.check(); err != nil {
 		return usageError(err)
 	}
+	var supervision *messages.Supervision
+	if c.supervision != "" {
+		if supervision, err = messages.ParseSupervision(c.supervision); err != nil {
+			return usageError(fmt.Errorf("invalid --supervision: %w", err))
+		}
+	}
 	tenantLimits, tenantStreams, err := c.quotas.load()
 	if err != nil {
 		return usageError(err)
@@ -149,6 +160,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	logger = slog.New(runLog.Handler(logger.Handler()))
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter,
 		Secrets: secretValues}
+	ecfg.Supervision = supervision
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
 	}

@@ -85,7 +85,7 @@ func TestServe_Supervision(t *testing.T) {
 	}
 	// A run's invalid choice is refused as any invalid field is.
 	code, body, _ := postRun(t, base, messages.StartRun{Question: "q", Supervision: &messages.Supervision{Debater: &messages.SupervisionPolicy{Strategy: messages.SupervisionOneForOne}}})
-	if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte("supervision.debater.strategy")) {
+	if code != http.StatusUnprocessableEntity || !bytes.Contains(body, []byte("supervision.debater.strategy")) {
 		t.Fatalf("POST with debater=one-for-one = %d %s", code, body)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/actors/budget"
 	"github.com/conclave-ai/conclave/actors/feed"
 	"github.com/conclave-ai/conclave/actors/interrupts"
@@ -158,6 +159,12 @@ type Config struct {
 	// and 10 s; a negative RestartBackoff restarts at once.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// Billing, when set, is the tenant budget pre-flight hook: it is
+	// asked before each run starts (a denial refuses StartRun with a
+	// QuotaError, QuotaInsufficientBudget or QuotaTenantSuspended) and
+	// before each model turn (a denial ends the run with run_error
+	// insufficient_budget or tenant_suspended). See package billing.
+	Billing *billing.Gate
 	// Supervision is the server's choice, per role, of how agents are
 	// supervised (strategy, restart limit, window, backoff) over the
 	// limits above; a run's StartRun.Supervision is applied over it, and
@@ -563,6 +570,9 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 // start spawns a prepared run and returns once its run_started is
 // acknowledged by the journal (durable), so an accepted run is never lost.
 func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
+	if err := e.preflightRun(ctx, spec); err != nil {
+		return RunRef{}, err
+	}
 	var (
 		res any
 		err error

@@ -154,6 +154,13 @@ const (
 	// rejected, skipped, cancelled or failed), so there is nothing to
 	// synthesise; the run ends before its synthesis starts.
 	ErrCodeNoNodesCompleted ErrorCode = "no_nodes_completed"
+	// ErrCodeInsufficientBudget: the billing pre-flight check (serve
+	// --billing-url) denied a model turn because the tenant's budget is
+	// spent, or the check failed and billing fails closed.
+	ErrCodeInsufficientBudget ErrorCode = "insufficient_budget"
+	// ErrCodeTenantSuspended: the billing pre-flight check denied a model
+	// turn because the tenant is suspended.
+	ErrCodeTenantSuspended ErrorCode = "tenant_suspended"
 )
 
 // ModelErrorCode is the stable class of a model failure, carried by the

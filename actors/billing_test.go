@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +36,11 @@ func billingService(t *testing.T, decide func(r billing.Request) *billing.Decisi
 	return srv.URL
 }
 
-func gate(url string, failOpen bool) *billing.Gate {
-	return &billing.Gate{Checker: &billing.HTTPChecker{URL: url, Timeout: 100 * time.Millisecond}, FailOpen: failOpen}
+// gate is the hook of the billing service at url. A check that answers
+// has a generous timeout (a loaded test machine); one that hangs (the
+// fail-open/closed test) times out after a second.
+func gate(url string, failOpen bool, timeout time.Duration) *billing.Gate {
+	return &billing.Gate{Checker: &billing.HTTPChecker{URL: url, Timeout: timeout}, FailOpen: failOpen}
 }
 
 // TestBilling_DeniedStart: a run the billing service denies is not
@@ -47,7 +51,7 @@ func TestBilling_DeniedStart(t *testing.T) {
 		url := billingService(t, func(r billing.Request) *billing.Decision {
 			return &billing.Decision{Allow: r.Stage != billing.StageRun || r.Tenant != "acme", Code: code, Reason: "says billing"}
 		})
-		e := testkit.NewEngine(t, actors.Config{Billing: gate(url, false)})
+		e := testkit.NewEngine(t, actors.Config{Billing: gate(url, false, testkit.Watchdog)})
 		_, err := e.StartRun(t.Context(), messages.StartRun{Tenant: "acme", Question: "q", Scenario: &messages.Scenario{Nodes: 1}})
 		var qe *actors.QuotaError
 		if !errors.As(err, &qe) || string(qe.Code) != string(code) || qe.Message != "says billing" {
@@ -78,7 +82,7 @@ func TestBilling_DeniedTurn(t *testing.T) {
 			}
 			return &billing.Decision{Allow: r.Agent != tc.agent, Code: tc.code, Reason: "out of credit"}
 		})
-		e := testkit.NewEngine(t, actors.Config{Billing: gate(url, false)})
+		e := testkit.NewEngine(t, actors.Config{Billing: gate(url, false, testkit.Watchdog)})
 		ref, events := testkit.RunCouncil(t, e, messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 2, Waves: 2, Tokens: 2}})
 		testkit.AssertInvariants(t, events)
 		p, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunErrorPayload)
@@ -106,15 +110,40 @@ func TestBilling_FailOpenOrClosed(t *testing.T) {
 		return nil
 	})
 	sc := &messages.Scenario{Nodes: 1, Tokens: 2}
-	open := testkit.NewEngine(t, actors.Config{Billing: gate(url, true)})
+	open := testkit.NewEngine(t, actors.Config{Billing: gate(url, true, time.Second)})
 	ref, events := testkit.RunCouncil(t, open, messages.StartRun{Question: "q", Scenario: sc})
 	if env := testkit.Terminal(events, ref.RunID); env.Type != messages.RunFinished {
 		t.Fatalf("fail open: terminal %+v", env.Payload)
 	}
-	closed := testkit.NewEngine(t, actors.Config{Billing: gate(url, false)})
+	closed := testkit.NewEngine(t, actors.Config{Billing: gate(url, false, time.Second)})
 	ref, events = testkit.RunCouncil(t, closed, messages.StartRun{Question: "q", Scenario: sc})
 	p, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunErrorPayload)
 	if !ok || p.Code != messages.ErrCodeInsufficientBudget || !strings.Contains(p.Message, "fails closed") {
 		t.Fatalf("fail closed: terminal %+v", testkit.Terminal(events, ref.RunID).Payload)
+	}
+}
+
+// TestBilling_DaySpentDeniesTurn: the quota file's day budget is checked
+// before each model turn too: a run parked on its plan gate while its
+// tenant's day budget becomes spent gets its next turn denied, and ends
+// with insufficient_budget, without calling the model again. (Before,
+// the turn ran: this run's meter had no day budget when it started, and
+// it finished.)
+func TestBilling_DaySpentDeniesTurn(t *testing.T) {
+	t.Parallel()
+	var perDay atomic.Int64
+	e := testkit.NewEngine(t, actors.Config{Limits: func(messages.TenantID) actors.Limits { return actors.Limits{TokensPerDay: perDay.Load()} }})
+	ref, events := runWithAnswers(t, e, messages.StartRun{Question: "q", HITL: messages.HITLPlan, Scenario: &messages.Scenario{Nodes: 1, Tokens: 2}},
+		func(*messages.InterruptRaisedPayload) messages.Resume {
+			perDay.Store(e.TenantSpend(messages.LocalTenant).Tokens) // the director's turn spent the day
+			return messages.Resume{Decision: messages.DecisionApprove}
+		})
+	testkit.AssertInvariants(t, events)
+	p, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunErrorPayload)
+	if !ok || p.Code != messages.ErrCodeInsufficientBudget || !strings.Contains(p.Message, "(tokens_per_day); it is reset at midnight UTC") {
+		t.Fatalf("terminal %+v, want run_error insufficient_budget", testkit.Terminal(events, ref.RunID).Payload)
+	}
+	if n := testkit.Count(events, messages.TokenUsage); n != 1 {
+		t.Errorf("%d token_usage, want the director's only", n)
 	}
 }

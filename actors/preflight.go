@@ -38,23 +38,18 @@ func (e *Engine) preflightRun(ctx context.Context, spec *runSpec) error {
 	return &QuotaError{Code: code, Tenant: spec.tenant, Message: d.Reason}
 }
 
-// turnPreflight is the check a turn makes before it calls the model; nil
-// without a billing hook.
+// turnPreflight is the check a turn makes before it calls the model: the
+// tenant's day budget of the quota file (tokens_per_day, cost_per_day:
+// once spent, the turn is denied as a new run is refused, instead of
+// spending more and ending with budget_exceeded after it), then the
+// billing hook. nil when the tenant has neither.
 func (e *Engine) turnPreflight(run *runSpec, agentID string) func(context.Context) error {
-	if e.cfg.Billing == nil {
+	day := !dayLimit(e.limits(run.tenant)).None()
+	if e.cfg.Billing == nil && !day {
 		return nil
 	}
 	return func(ctx context.Context) error {
-		r := billing.Request{Stage: billing.StageTurn, Tenant: run.tenant, RunID: run.runID, Agent: agentID, Model: run.model.Name()}
-		if m := run.out.meter; m != nil {
-			s := m.Spent()
-			r.SpentTokens = s.Tokens
-			if s.Unpriced == "" {
-				usd := s.Cost.Dollars()
-				r.SpentUSD = &usd
-			}
-		}
-		err := e.cfg.Billing.Check(ctx, r)
+		err := e.checkTurn(ctx, run, agentID, day)
 		var d *billing.Denied
 		if errors.As(err, &d) {
 			// The run ends with the denial's code, whichever agent was
@@ -64,4 +59,27 @@ func (e *Engine) turnPreflight(run *runSpec, agentID string) func(context.Contex
 		}
 		return err
 	}
+}
+
+// checkTurn is turnPreflight's check.
+func (e *Engine) checkTurn(ctx context.Context, run *runSpec, agentID string, day bool) error {
+	if day {
+		var qe *QuotaError
+		if err := e.admitSpend(run.tenant, e.limits(run.tenant)); errors.As(err, &qe) {
+			return &billing.Denied{Stage: billing.StageTurn, Code: messages.ErrCodeInsufficientBudget, Reason: qe.Message}
+		}
+	}
+	if e.cfg.Billing == nil {
+		return nil
+	}
+	r := billing.Request{Stage: billing.StageTurn, Tenant: run.tenant, RunID: run.runID, Agent: agentID, Model: run.model.Name()}
+	if m := run.out.meter; m != nil {
+		s := m.Spent()
+		r.SpentTokens = s.Tokens
+		if s.Unpriced == "" {
+			usd := s.Cost.Dollars()
+			r.SpentUSD = &usd
+		}
+	}
+	return e.cfg.Billing.Check(ctx, r)
 }

@@ -60,7 +60,7 @@ func TestGate_Check(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv, got := billingServer(t, tc.answer)
-			g := &billing.Gate{Checker: &billing.HTTPChecker{URL: srv.URL, Timeout: 200 * time.Millisecond}, FailOpen: tc.failOpen}
+			g := &billing.Gate{Checker: &billing.HTTPChecker{URL: srv.URL, Timeout: time.Second}, FailOpen: tc.failOpen}
 			usd := 0.25
 			err := g.Check(t.Context(), billing.Request{Stage: billing.StageRun, Tenant: "acme", RunID: "r1", EstimatedUSD: &usd})
 			var d *billing.Denied

@@ -44,8 +44,8 @@ func TestServe_BillingPreflight(t *testing.T) {
 	t.Cleanup(billSrv.Close)
 	set(&start, `{"allow": true}`)
 	set(&turn, `{"allow": true}`)
-	closed := "http://" + startServe(t, 0, nil, "--memory", "--billing-url", billSrv.URL, "--billing-timeout", "300ms").base
-	open := "http://" + startServe(t, 0, nil, "--memory", "--billing-url", billSrv.URL, "--billing-timeout", "300ms", "--billing-fail", "open").base
+	closed := "http://" + startServe(t, 0, nil, "--memory", "--billing-url", billSrv.URL, "--billing-timeout", "1s").base
+	open := "http://" + startServe(t, 0, nil, "--memory", "--billing-url", billSrv.URL, "--billing-timeout", "1s", "--billing-fail", "open").base
 	run := messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1, Tokens: 2}}
 
 	refused := func(base string, status int, code string) {

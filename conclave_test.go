@@ -170,6 +170,7 @@ func TestNew_InvalidOptions(t *testing.T) {
 		"a tool twice":                      {Tools: []tool.Tool{echo, echo}},
 		"a runtime tool":                    {Tools: []tool.Tool{delegate}},
 		"an unknown supervision strategy":   {Supervision: &conclave.Supervision{Team: &conclave.SupervisionPolicy{Strategy: "sometimes"}}},
+		"a billing URL that is not http":    {Billing: &conclave.BillingOptions{URL: "ftp://billing"}},
 	} {
 		if _, err := conclave.New(opts); !errors.Is(err, conclave.ErrInvalidOptions) {
 			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
@@ -256,6 +257,27 @@ func TestNew_Supervision(t *testing.T) {
 	}
 	if p := events[0].Payload.(*conclave.RunStartedPayload); p.Supervision.String() != "worker=one-for-one" {
 		t.Errorf("run_started supervision %q", p.Supervision.String())
+	}
+}
+
+// TestNew_Billing: Options.Billing asks a billing service (here a real
+// HTTP one, which checks the Authorization header) before a run starts:
+// a denial is a *QuotaError with the service's code and reason.
+func TestNew_Billing(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer b" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"allow": false, "code": "tenant_suspended", "reason": "unpaid"}`))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEngine(t, conclave.Options{Billing: &conclave.BillingOptions{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer b"}}}})
+	_, err := e.Start(t.Context(), conclave.RunRequest{Question: "q"})
+	var qe *conclave.QuotaError
+	if !errors.As(err, &qe) || qe.Code != "tenant_suspended" || qe.Message != "unpaid" {
+		t.Fatalf("Start = %v, want a QuotaError tenant_suspended", err)
 	}
 }
 

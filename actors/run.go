@@ -380,7 +380,7 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if spec.shared == nil {
 		spec.shared = &agentShared{}
 	}
-	spec.policy = r.PolicyOfRole(role)
+	spec.policy = graphGroup{r}.policyOfRole(role)
 	var inst *agentActor
 	props := spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
 		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
@@ -545,7 +545,7 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	if !c.stopping {
 		reason = fmt.Sprintf("panicked %d times, restart limit reached: %s", c.shared.attempts, c.shared.lastPanic)
 		if k := childKind(c.pid); k != teamNamePrefix && k != debateNamePrefix && k != steerNamePrefix &&
-			r.PolicyOfRole(c.role).Strategy == messages.SupervisionStop {
+			(graphGroup{r}).policyOfRole(c.role).Strategy == messages.SupervisionStop {
 			reason = "panicked, not restarted (supervision stop): " + c.shared.lastPanic
 		}
 	}

@@ -101,10 +101,14 @@ func (s *runSpec) policy(cfg Config, role string) supervise.Policy {
 // Their state is their progress through waves or rounds, and a restart in
 // place would reopen lanes that already closed.
 func graphStrategy(r **runActor) actor.SupervisorStrategy {
-	return supervise.New(func() supervise.Group { return *r })
+	return supervise.New(func() supervise.Group { return graphGroup{*r} })
 }
 
-var _ supervise.Group = (*runActor)(nil)
+// graphGroup is a run or team supervisor's children as supervise sees
+// them (a type of its own: runActor has methods enough).
+type graphGroup struct{ r *runActor }
+
+var _ supervise.Group = graphGroup{}
 
 // childKind is what a run or team supervisor's child is, by its actor
 // name: an agent's name, or a node actor's prefix.
@@ -121,19 +125,20 @@ func childKind(pid *actor.PID) string {
 // PolicyOf implements supervise.Group: a worker's is its role's (the
 // team's for a team's members), the director's its role's, the
 // synthesiser's the default; node actors and steerers stop.
-func (r *runActor) PolicyOf(child *actor.PID) supervise.Policy {
+func (g graphGroup) PolicyOf(child *actor.PID) supervise.Policy {
 	switch childKind(child) {
 	case teamNamePrefix, debateNamePrefix, steerNamePrefix:
 		return supervise.Stop
 	}
-	if c := r.children[child.Id]; c != nil {
-		return r.PolicyOfRole(c.role)
+	if c := g.r.children[child.Id]; c != nil {
+		return g.policyOfRole(c.role)
 	}
-	return r.spec.policy(r.e.cfg, "")
+	return g.r.spec.policy(g.r.e.cfg, "")
 }
 
-// PolicyOfRole is the policy of this supervisor's agents of role.
-func (r *runActor) PolicyOfRole(role model.Role) supervise.Policy {
+// policyOfRole is the policy of the supervisor's agents of role.
+func (g graphGroup) policyOfRole(role model.Role) supervise.Policy {
+	r := g.r
 	switch {
 	case role == model.RoleDirector:
 		return r.spec.policy(r.e.cfg, roleDirector)
@@ -147,10 +152,10 @@ func (r *runActor) PolicyOfRole(role model.Role) supervise.Policy {
 
 // Siblings implements supervise.Group: the live agents of failed's kind
 // (workers for a worker) that have not reported, in start order.
-func (r *runActor) Siblings(failed *actor.PID) []*actor.PID {
+func (g graphGroup) Siblings(failed *actor.PID) []*actor.PID {
 	kind := childKind(failed)
 	var out []*actor.PID
-	for _, c := range r.childrenInOrder() {
+	for _, c := range g.r.childrenInOrder() {
 		if c.pid.Id != failed.Id && !c.reported && !c.stopping && c.shared.done.Load() == nil && childKind(c.pid) == kind {
 			out = append(out, c.pid)
 		}
@@ -160,8 +165,8 @@ func (r *runActor) Siblings(failed *actor.PID) []*actor.PID {
 
 // Restarting implements supervise.Group: the sibling's agent_restarted
 // will say why it restarted.
-func (r *runActor) Restarting(sibling, failed *actor.PID, reason any) {
-	c, f := r.children[sibling.Id], r.children[failed.Id]
+func (g graphGroup) Restarting(sibling, failed *actor.PID, reason any) {
+	c, f := g.r.children[sibling.Id], g.r.children[failed.Id]
 	if c == nil || f == nil {
 		return
 	}
@@ -193,21 +198,24 @@ func childName(role model.Role, agentID string) string {
 // set each time protoactor builds its instance): the subagent role's
 // policy.
 func subagentStrategy(a **agentActor) actor.SupervisorStrategy {
-	return supervise.New(func() supervise.Group { return *a })
+	return supervise.New(func() supervise.Group { return subGroup{*a} })
 }
 
-var _ supervise.Group = (*agentActor)(nil)
+// subGroup is an agent's sub-agents as supervise sees them.
+type subGroup struct{ a *agentActor }
+
+var _ supervise.Group = subGroup{}
 
 // PolicyOf implements supervise.Group: the subagent role's.
-func (a *agentActor) PolicyOf(*actor.PID) supervise.Policy {
-	return a.spec.run.policy(a.spec.e.cfg, roleSubagent)
+func (g subGroup) PolicyOf(*actor.PID) supervise.Policy {
+	return g.a.spec.run.policy(g.a.spec.e.cfg, roleSubagent)
 }
 
 // Siblings implements supervise.Group: the agent's other sub-agents that
 // have not reported.
-func (a *agentActor) Siblings(failed *actor.PID) []*actor.PID {
+func (g subGroup) Siblings(failed *actor.PID) []*actor.PID {
 	var out []*actor.PID
-	for _, s := range a.subs {
+	for _, s := range g.a.subs {
 		if s.pid.Id != failed.Id && !s.reported && !s.cancel && s.shared.done.Load() == nil {
 			out = append(out, s.pid)
 		}
@@ -217,8 +225,8 @@ func (a *agentActor) Siblings(failed *actor.PID) []*actor.PID {
 }
 
 // Restarting implements supervise.Group.
-func (a *agentActor) Restarting(sibling, failed *actor.PID, reason any) {
-	s, f := a.subs[sibling.Id], a.subs[failed.Id]
+func (g subGroup) Restarting(sibling, failed *actor.PID, reason any) {
+	s, f := g.a.subs[sibling.Id], g.a.subs[failed.Id]
 	if s == nil || f == nil {
 		return
 	}

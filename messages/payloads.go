@@ -456,8 +456,12 @@ type TokenUsagePayload struct {
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.
 type AgentRestartedPayload struct {
-	Attempt int    `json:"attempt"`
-	Reason  string `json:"reason"`
+	Attempt int `json:"attempt"`
+	// Reason is why: the agent's own failure (its panic, its transient
+	// model error), "server restarted", or, for a sibling restarted with
+	// a failing agent under all-for-one supervision, "all-for-one: <agent>
+	// failed: <its failure>" (docs/supervision.md).
+	Reason string `json:"reason"`
 }
 
 // WarningPayload is a non-fatal notice.

@@ -39,11 +39,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/model"
@@ -149,8 +152,51 @@ type Options struct {
 	// returns. Call its CatchUp with the Journal before New, so decisions
 	// journaled by a process that died before recording them are not lost.
 	Audit *audit.Log
+	// Supervision chooses, per role (director, worker, subagent, debater,
+	// team), how a failing agent is supervised: one-for-one, all-for-one
+	// or stop, its restart limit and window, and its backoff
+	// (docs/supervision.md). A run's StartRun.Supervision applies over it.
+	// Default nil: one-for-one for every role but debaters (all-for-one:
+	// their round), 3 restarts a minute, 100 ms first backoff.
+	Supervision *Supervision
+	// Billing, when set, is the tenant budget pre-flight hook: a billing
+	// service asked before each run starts and before each model turn,
+	// which may deny with insufficient_budget or tenant_suspended
+	// (docs/api.md#billing-pre-flight). A denied start is a *QuotaError;
+	// a denied turn ends its run with run_error of that code.
+	Billing *BillingOptions
 	// HTTP configures the handlers.
 	HTTP HTTPOptions
+}
+
+// BillingOptions configure the billing pre-flight hook.
+type BillingOptions struct {
+	// URL is the billing service's endpoint, http or https: each check is
+	// a POST of JSON to it.
+	URL string
+	// Timeout bounds one check. Default 2 s.
+	Timeout time.Duration
+	// FailOpen allows a run or turn whose check failed (no answer in
+	// time, a status other than 200, an answer that is not a decision);
+	// by default it is denied with insufficient_budget.
+	FailOpen bool
+	// Header is added to every check (an Authorization).
+	Header http.Header
+}
+
+// gate is the billing hook of o (nil for nil options).
+func (o *BillingOptions) gate() (*billing.Gate, error) {
+	if o == nil {
+		return nil, nil
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("Billing.URL %q must be an http or https URL", o.URL)
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("Billing.Timeout %v is negative", o.Timeout)
+	}
+	return &billing.Gate{Checker: &billing.HTTPChecker{URL: o.URL, Timeout: o.Timeout, Header: o.Header.Clone()}, FailOpen: o.FailOpen}, nil
 }
 
 // HTTPOptions configure the handlers an Engine serves (Engine.APIHandler
@@ -198,13 +244,20 @@ func New(opts Options) (*Engine, error) {
 	if opts.KeepRunsOnShutdown && opts.Journal == nil {
 		return nil, fmt.Errorf("%w: KeepRunsOnShutdown needs a Journal that outlives the engine", ErrInvalidOptions)
 	}
+	if err := opts.Supervision.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	gate, err := opts.Billing.gate()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	cfg := actors.Config{
 		Logger: opts.Logger, Journal: opts.Journal, KeepRunsOnShutdown: opts.KeepRunsOnShutdown,
 		Concurrency: opts.Concurrency, InterruptTimeout: opts.InterruptTimeout,
 		ToolTimeout: opts.ToolTimeout, ToolParallel: opts.ToolParallel, Limits: opts.Limits,
 		ModelIdleTimeout: opts.ModelIdleTimeout, ModelTurnTimeout: opts.ModelTurnTimeout,
 		MaxDeltaBytes: opts.MaxDeltaBytes, MaxTurnOutputBytes: opts.MaxTurnOutputBytes, MaxAgentTurns: opts.MaxAgentTurns,
-		Prices: opts.Prices, Remote: opts.Remote,
+		Prices: opts.Prices, Remote: opts.Remote, Supervision: opts.Supervision, Billing: gate,
 	}
 	var files *fetch.Files
 	if opts.FileURLs != nil {

@@ -171,6 +171,8 @@ func TestNew_InvalidOptions(t *testing.T) {
 		"a tool twice":                      {Tools: []tool.Tool{echo, echo}},
 		"a runtime tool":                    {Tools: []tool.Tool{delegate}},
 		"FileURLs without a prefix":         {FileURLs: &fetch.FilesConfig{}},
+		"an unknown supervision strategy":   {Supervision: &conclave.Supervision{Team: &conclave.SupervisionPolicy{Strategy: "sometimes"}}},
+		"a billing URL that is not http":    {Billing: &conclave.BillingOptions{URL: "ftp://billing"}},
 	} {
 		if _, err := conclave.New(opts); !errors.Is(err, conclave.ErrInvalidOptions) {
 			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
@@ -233,6 +235,51 @@ func TestNew_Models(t *testing.T) {
 	events := follow(t, e, start(t, e, conclave.RunRequest{Question: "q", Seed: &seed}))
 	if terminal(t, events).Type != conclave.RunFinished || len(seeds) != 1 || seeds[0] != 7 {
 		t.Fatalf("terminal %s, the factory saw seeds %v", terminal(t, events).Type, seeds)
+	}
+}
+
+// TestNew_Supervision: Options.Supervision is the engine's: with workers
+// on stop, a panicking worker is not restarted and its run fails; a run's
+// own choice applies over it.
+func TestNew_Supervision(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, conclave.Options{Supervision: &conclave.Supervision{Worker: &conclave.SupervisionPolicy{Strategy: conclave.SupervisionStop}}})
+	sc := &conclave.Scenario{Nodes: 1, Tokens: 4, PanicNodes: conclave.NodeSelector{IDs: []string{"n001"}}}
+	events := follow(t, e, start(t, e, conclave.RunRequest{Question: "q", Scenario: sc}))
+	if terminal(t, events).Type != conclave.RunError {
+		t.Fatalf("terminal %s, want run_error (worker=stop)", terminal(t, events).Type)
+	}
+	sup, err := conclave.ParseSupervision("worker=restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = follow(t, e, start(t, e, conclave.RunRequest{Question: "q", Scenario: sc, Supervision: sup}))
+	if terminal(t, events).Type != conclave.RunFinished {
+		t.Fatalf("terminal %s, want run_finished (the run chose worker=restart)", terminal(t, events).Type)
+	}
+	if p := events[0].Payload.(*conclave.RunStartedPayload); p.Supervision.String() != "worker=one-for-one" {
+		t.Errorf("run_started supervision %q", p.Supervision.String())
+	}
+}
+
+// TestNew_Billing: Options.Billing asks a billing service (here a real
+// HTTP one, which checks the Authorization header) before a run starts:
+// a denial is a *QuotaError with the service's code and reason.
+func TestNew_Billing(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer b" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"allow": false, "code": "tenant_suspended", "reason": "unpaid"}`))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEngine(t, conclave.Options{Billing: &conclave.BillingOptions{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer b"}}}})
+	_, err := e.Start(t.Context(), conclave.RunRequest{Question: "q"})
+	var qe *conclave.QuotaError
+	if !errors.As(err, &qe) || qe.Code != "tenant_suspended" || qe.Message != "unpaid" {
+		t.Fatalf("Start = %v, want a QuotaError tenant_suspended", err)
 	}
 }
 

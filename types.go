@@ -112,3 +112,8 @@ var (
 	ErrInterruptConflict = actors.ErrInterruptConflict
 	ErrInterruptExpired  = actors.ErrInterruptExpired
 )
+
+// ParseSupervision reads the command-line form of a Supervision,
+// ROLE=STRATEGY[:LIMIT[/WINDOW]][@BACKOFF],... (docs/supervision.md):
+// "team=all-for-one,worker=restart:3/10s".
+func ParseSupervision(s string) (*Supervision, error) { return messages.ParseSupervision(s) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors/citations"
 	"github.com/conclave-ai/conclave/actors/dag"
+	"github.com/conclave-ai/conclave/actors/supervise"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/model"
 	"github.com/conclave-ai/conclave/tool"
@@ -35,6 +36,11 @@ type agentShared struct {
 	// once the remote named it; remoteOpen: it has not ended.
 	remoteTask, remoteContext string
 	remoteOpen                bool
+	// cause, when set, is why the agent's next instance starts: a
+	// sibling failed and its supervisor restarts them all (all-for-one).
+	// Set by the supervisor (restartCause) before the restart is sent,
+	// taken by the new instance.
+	cause atomic.Pointer[string]
 
 	// done is the agent's report, stored before it is sent. protoactor
 	// delivers a child's Terminated (a system message) ahead of queued user
@@ -42,6 +48,13 @@ type agentShared struct {
 	// receives the child's AgentDone; it then takes the report from here
 	// instead of closing the lane a second time.
 	done atomic.Pointer[messages.AgentDone]
+}
+
+// restartCause records that the agent restarts because its sibling
+// failed with reason (all-for-one).
+func (sh *agentShared) restartCause(sibling string, reason any) {
+	c := fmt.Sprintf("all-for-one: %s failed: %v", sibling, reason)
+	sh.cause.Store(&c)
 }
 
 // agentSpec is fixed when the agent is spawned.
@@ -66,6 +79,9 @@ type agentSpec struct {
 	// turn, debatetools.go); the agent emits neither its opening event nor
 	// a closing one.
 	laneOwned bool
+	// policy is how the agent's supervisor treats its failures; the
+	// agent reads its backoff from it.
+	policy supervise.Policy
 }
 
 // agentActor is every model-driven agent of a run: the director, a council
@@ -140,6 +156,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		sh := a.spec.shared
+		if done := sh.done.Load(); done != nil {
+			// Restarted with a failing sibling (all-for-one) after it had
+			// reported: its lane is closed, and its report stands.
+			a.finished = true
+			ctx.Request(ctx.Parent(), done)
+			return
+		}
 		if rs := a.spec.restore; rs != nil {
 			a.spec.restore = nil // a later restart starts afresh
 			a.reattach(ctx, rs)
@@ -201,9 +224,13 @@ func (a *agentActor) begin(ctx actor.Context) {
 		a.startTurn(ctx)
 		return
 	}
-	a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: sh.lastPanic})
-	d := a.spec.e.cfg.restartBackoff(a.spec.run.runID, a.spec.agentID, sh.failures)
-	if d <= 0 { // no failure: a restart of the server, not of a failing agent
+	reason := sh.lastPanic
+	if c := sh.cause.Swap(nil); c != nil {
+		reason = *c
+	}
+	a.emit(ctx, &messages.AgentRestartedPayload{Attempt: sh.attempts, Reason: reason})
+	d := a.spec.policy.Wait(string(a.spec.run.runID)+"\x00"+a.spec.agentID, sh.failures)
+	if d <= 0 { // no failure of its own: a restart of the server, or of a failing sibling
 		a.startTurn(ctx)
 		return
 	}
@@ -612,8 +639,10 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Files: a.spec.run.files, Goal: task, Depth: round},
 		shared: &agentShared{}, remoteAgent: agent,
 	}
-	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(a.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	spec.policy = a.spec.run.policy(a.spec.e.cfg, roleSubagent)
+	var inst *agentActor
+	props := spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
+		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique per parent by construction
 		panic(fmt.Sprintf("spawn %s: %v", id, err))

@@ -73,7 +73,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 		restore = res.debate
 	}
 	props := r.e.props(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate, restore: restore} },
-		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+		actor.WithSupervisor(noChildren(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
 	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
 }
 
@@ -341,10 +341,12 @@ func (d *debateActor) attemptField() int {
 // again from its first speaker, after a backoff, on the lanes of its next
 // attempt. The failed lane closes with restarted: true; the round's turns
 // and stances so far are forgotten. It reports false, and changes
-// nothing, outside a round's turns or past Config.RestartLimit restarts:
-// the failure then ends the debate node as before.
+// nothing, outside a round's turns, when the debater role's supervision
+// is stop, or past its restart limit (counted over the whole debate): the
+// failure then ends the debate node as before.
 func (d *debateActor) restartRound(ctx actor.Context, reason string) bool {
-	if (d.phase != debateTurn && d.phase != debateJudge) || d.sub == nil || d.restarts >= d.spec.e.cfg.RestartLimit {
+	p := d.spec.run.policy(d.spec.e.cfg, roleDebater)
+	if (d.phase != debateTurn && d.phase != debateJudge) || d.sub == nil || p.Strategy == messages.SupervisionStop || d.restarts >= p.Limit {
 		return false
 	}
 	d.cur = nil
@@ -362,7 +364,7 @@ func (d *debateActor) restartRound(ctx actor.Context, reason string) bool {
 	d.declared = maps.Clone(d.before)
 	d.speaker, d.phase = 0, debateTurn
 	d.emit(ctx, &messages.DebateRoundRestartedPayload{NodeID: d.nodeID(), Round: d.round, Attempt: d.attempt, Reason: reason})
-	wait := d.spec.e.cfg.restartBackoff(d.spec.run.runID, d.nodeID(), d.restarts)
+	wait := p.Wait(string(d.spec.run.runID)+"\x00"+d.nodeID(), d.restarts)
 	if wait <= 0 {
 		d.startSpeaker(ctx)
 		return true

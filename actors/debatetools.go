@@ -43,8 +43,10 @@ func (d *debateActor) spawnSpeaker(ctx actor.Context, lane messages.Lane, restar
 		sh.attempts = 1
 	}
 	spec := &agentSpec{e: d.spec.e, run: d.spec.run, role: model.RoleDebater, agentID: req.AgentID, lane: lane, req: req, shared: sh, laneOwned: true}
-	props := d.spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(d.spec.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	spec.policy = d.spec.run.policy(d.spec.e.cfg, roleDebater)
+	var inst *agentActor
+	props := d.spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
+		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	name := "debater-r" + strconv.Itoa(d.round) + "." + strconv.Itoa(d.attempt) + "-" + d.cfg.Agents[d.speaker].ID
 	if restarted {
 		name += "-resumed"

@@ -30,6 +30,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/actors/budget"
 	"github.com/conclave-ai/conclave/actors/coalesce"
 	"github.com/conclave-ai/conclave/actors/feed"
@@ -174,6 +175,18 @@ type Config struct {
 	// and 10 s; a negative RestartBackoff restarts at once.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// Billing, when set, is the tenant budget pre-flight hook: it is
+	// asked before each run starts (a denial refuses StartRun with a
+	// QuotaError, QuotaInsufficientBudget or QuotaTenantSuspended) and
+	// before each model turn (a denial ends the run with run_error
+	// insufficient_budget or tenant_suspended). See package billing.
+	Billing *billing.Gate
+	// Supervision is the server's choice, per role, of how agents are
+	// supervised (strategy, restart limit, window, backoff) over the
+	// limits above; a run's StartRun.Supervision is applied over it, and
+	// run_started records the result. nil: one-for-one for every role but
+	// debaters (all-for-one: their round) with the limits above.
+	Supervision *messages.Supervision
 	// Concurrency is the default cap on nodes of one wave running at once. Default 8.
 	Concurrency int
 	// InterruptTimeout is how long an interrupt waits for a human unless
@@ -424,6 +437,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Concurrency < 1 || cfg.Concurrency > MaxConcurrency {
 		return nil, fmt.Errorf("%w: concurrency %d not in 1..%d", ErrInvalidRequest, cfg.Concurrency, MaxConcurrency)
 	}
+	if err := cfg.Supervision.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
 	e := &Engine{cfg: cfg, redact: red, done: make(chan struct{}), index: runindex.New(), interrupts: interrupts.New(cfg.Now), releaseSlots: make(chan struct{}, maxReleases),
 		stopSweep: make(chan struct{}), legacy: map[sessKey]messages.SessionID{}, legacyTenant: map[messages.SessionID]messages.TenantID{}}
 	e.toolCtx, e.toolCancel = context.WithCancel(context.Background())
@@ -581,6 +597,9 @@ func (e *Engine) StartRun(ctx context.Context, cmd messages.StartRun) (RunRef, e
 // start spawns a prepared run and returns once its run_started is
 // acknowledged by the journal (durable), so an accepted run is never lost.
 func (e *Engine) start(ctx context.Context, spec *runSpec) (RunRef, error) {
+	if err := e.preflightRun(ctx, spec); err != nil {
+		return RunRef{}, err
+	}
 	var (
 		res any
 		err error
@@ -643,6 +662,7 @@ func (e *Engine) prepareRun(cmd messages.StartRun) (*runSpec, error) {
 		return nil, err
 	}
 	o.Budget = b
+	o.Supervision = messages.Merge(e.cfg.Supervision, o.Supervision)
 	m, err := e.cfg.Models(o.Scenario)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model: %v", ErrInvalidRequest, err)

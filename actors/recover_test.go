@@ -272,6 +272,29 @@ func TestRecover_WorkingRunResumes(t *testing.T) {
 	}
 }
 
+// TestRecover_KeepsSupervision: a run resumed after a restart keeps the
+// supervision it chose (run_started records it): with worker=stop, the
+// node of its second wave that panics after the restart is not restarted
+// and the run fails (the restarted engine's default would restart it).
+func TestRecover_KeepsSupervision(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
+	defer cancel()
+	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s",
+		Supervision: &messages.Supervision{Worker: &messages.SupervisionPolicy{Strategy: messages.SupervisionStop}},
+		Scenario:    &messages.Scenario{Nodes: 2, Waves: 2, Tokens: 4, PanicNodes: messages.NodeSelector{IDs: []string{"n002"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := r.restartAt(ctx, "s", ref.RunID, func(env *messages.Envelope) bool { return env.Type == messages.NodeCompleted })
+	testkit.AssertInvariants(t, events)
+	p, ok := testkit.Terminal(events, ref.RunID).Payload.(*messages.RunErrorPayload)
+	if !ok || !strings.Contains(p.Message, "not restarted (supervision stop)") {
+		t.Fatalf("terminal %+v, want the panicking node failed by worker=stop", testkit.Terminal(events, ref.RunID).Payload)
+	}
+}
+
 // TestRecover_TeamAndDebateNodesResume: a restart in the middle of a team
 // node (nested waves streaming) or a debate (a turn streaming) resumes
 // it: the team goes on with its nested graph, the debate from its round

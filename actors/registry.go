@@ -317,11 +317,12 @@ func (a *engineActor) spawnRun(ctx actor.Context, spec *runSpec, replay *restore
 	if replay != nil {
 		a.e.restoring.Add(1) // done when the run is back in place
 	}
+	var inst *runActor
 	props := a.e.props(func() actor.Actor {
-		r := newRunActor(a.e, spec, ended)
-		r.replay = replay
-		return r
-	}, actor.WithSupervisor(graphStrategy(a.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+		inst = newRunActor(a.e, spec, ended)
+		inst.replay = replay
+		return inst
+	}, actor.WithSupervisor(graphStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	pid, err := ctx.SpawnNamed(props, runNamePrefix+string(spec.runID))
 	if err != nil {
 		return fmt.Errorf("actors: spawn run: %w", err)

@@ -54,6 +54,9 @@ type runSpec struct {
 	// files are the files the run started with (run_started records
 	// them): every agent spawned with the question is given them.
 	files []messages.RunFile
+	// supervision is how the run's agents are supervised per role (the
+	// request's choice over the server's); run_started records it.
+	supervision *messages.Supervision
 	// rewind is set for a run created by Engine.Rewind.
 	rewind *messages.RunRewoundPayload
 	// out carries every event of the run to hub (outbox.go).
@@ -70,6 +73,7 @@ func newRunSpec(id messages.RunID, o messages.RunOptions, m model.Model) *runSpe
 		concurrency: o.Concurrency, model: m, approvalTimeout: o.ApprovalTimeout, timeoutAction: o.ApprovalTimeoutAction,
 		advisor: o.Advisor, maxDelegationRounds: o.MaxDelegationRounds, maxReplans: o.MaxReplans,
 		requestID: o.RequestID, traceParent: o.TraceParent, traceID: o.TraceID, budget: o.Budget, files: o.Files,
+		supervision: o.Supervision,
 	}
 }
 
@@ -312,7 +316,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 			Concurrency: r.spec.concurrency, ApprovalTimeoutSeconds: int(r.spec.approvalTimeout / time.Second), ApprovalTimeoutAction: r.spec.timeoutAction,
 			Advisor: r.spec.advisor, MaxDelegationRounds: r.spec.maxDelegationRounds, MaxReplans: &maxReplans,
 			RequestID: r.spec.requestID, TraceID: r.spec.traceID, TraceParent: r.spec.traceParent, Budget: r.spec.budget,
-			Files: r.spec.files}
+			Files: r.spec.files, Supervision: r.spec.supervision}
 		if rw := r.spec.rewind; rw != nil {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
@@ -387,8 +391,10 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if spec.shared == nil {
 		spec.shared = &agentShared{}
 	}
-	props := spec.e.props(func() actor.Actor { return &agentActor{spec: spec} },
-		actor.WithSupervisor(agentStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+	spec.policy = graphGroup{r}.policyOfRole(role)
+	var inst *agentActor
+	props := spec.e.props(func() actor.Actor { inst = &agentActor{spec: spec}; return inst },
+		actor.WithSupervisor(subagentStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
@@ -549,6 +555,10 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	reason := "stopped by the run supervisor"
 	if !c.stopping {
 		reason = fmt.Sprintf("panicked %d times, restart limit reached: %s", c.shared.attempts, c.shared.lastPanic)
+		if k := childKind(c.pid); k != teamNamePrefix && k != debateNamePrefix && k != steerNamePrefix &&
+			(graphGroup{r}).policyOfRole(c.role).Strategy == messages.SupervisionStop {
+			reason = "panicked, not restarted (supervision stop): " + c.shared.lastPanic
+		}
 	}
 	switch c.role {
 	case model.RoleDirector:

@@ -55,11 +55,12 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 		scope.restore = res.team
 		r.e.restoring.Add(1) // done once the team is back in place (resumeTeam)
 	}
+	var inst *runActor
 	props := r.e.props(func() actor.Actor {
-		a := newRunActor(r.e, r.spec, new(atomic.Bool))
-		a.team = scope
-		return a
-	}, actor.WithSupervisor(graphStrategy(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
+		inst = newRunActor(r.e, r.spec, new(atomic.Bool))
+		inst.team = scope
+		return inst
+	}, actor.WithSupervisor(graphStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
 	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: scope.lane, role: model.RoleWorker, shared: shared})
 }
 

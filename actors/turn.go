@@ -84,9 +84,10 @@ func startModelTurn(ctx actor.Context, e *Engine, run *runSpec, agentID string, 
 	t := &turnRunner{
 		model: model.WithTimeouts(run.model, model.Timeouts{Idle: e.cfg.ModelIdleTimeout, Turn: e.cfg.ModelTurnTimeout}),
 		req:   req, root: ctx.ActorSystem().Root, self: sendablePID(ctx.Self()), out: run.out, quiet: quiet,
-		emit:   messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
-		output: newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
-		now:    e.cfg.Now,
+		emit:      messages.Emit{RunID: run.runID, AgentID: agentID, Lane: lane},
+		output:    newTurnOutput(e.cfg.MaxDeltaBytes, e.cfg.MaxTurnOutputBytes),
+		now:       e.cfg.Now,
+		preflight: e.turnPreflight(run, agentID),
 	}
 	// turn_started goes out from the actor, before the turn's goroutine
 	// exists: ahead of the turn's deltas on the lane, and at a point the
@@ -140,6 +141,17 @@ type turnRunner struct {
 	// now is the engine's clock (Config.Now): it times the turn for its
 	// token_usage (duration and time to first token).
 	now func() time.Time
+	// preflight, when set, is the billing check before the model is
+	// called (preflight.go): its error fails the turn.
+	preflight func(context.Context) error
+}
+
+// checkBilling runs the turn's billing pre-flight, if any.
+func (t *turnRunner) checkBilling(ctx context.Context) error {
+	if t.preflight == nil {
+		return nil
+	}
+	return t.preflight(ctx)
 }
 
 // publish sends a streamed event once the run's outbox has room for it
@@ -184,7 +196,11 @@ func (t *turnRunner) run(ctx context.Context, done chan struct{}) {
 	res := &turnDone{}
 	started := t.now()
 	var firstToken time.Duration // 0 until the first chunk of output
-	stream, err := t.model.Stream(ctx, t.req)
+	var stream model.Stream
+	err := t.checkBilling(ctx)
+	if err == nil {
+		stream, err = t.model.Stream(ctx, t.req)
+	}
 	if err != nil {
 		res.err = err
 	} else {

@@ -45,6 +45,10 @@ type StartRun struct {
 	// each, MaxRunFilesBytes in all): its agents see them (text in their
 	// context, images and PDFs as model content parts).
 	Files []InputFile `json:"files,omitempty"`
+	// Supervision chooses per role how the run's agents are supervised
+	// (one-for-one, all-for-one or stop, restart limit, window, backoff),
+	// over the server's defaults.
+	Supervision *Supervision `json:"supervision,omitempty"`
 	// RequestID names the request that started the run; set by the
 	// transport (RunIdentity). At most MaxRequestIDBytes printable ASCII.
 	RequestID string `json:"-"`

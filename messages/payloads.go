@@ -78,6 +78,10 @@ type RunStartedPayload struct {
 	// their bytes: every agent of the run is given them, after a restart
 	// or a rewind too.
 	Files []RunFile `json:"files,omitempty"`
+	// Supervision is how the run's agents are supervised, per role: the
+	// request's choice over the server's defaults (absent: the built-in
+	// strategies and limits).
+	Supervision *Supervision `json:"supervision,omitempty"`
 }
 
 // RewindOf names what a rewound run re-runs.
@@ -157,6 +161,13 @@ const (
 	// rejected, skipped, cancelled or failed), so there is nothing to
 	// synthesise; the run ends before its synthesis starts.
 	ErrCodeNoNodesCompleted ErrorCode = "no_nodes_completed"
+	// ErrCodeInsufficientBudget: the billing pre-flight check (serve
+	// --billing-url) denied a model turn because the tenant's budget is
+	// spent, or the check failed and billing fails closed.
+	ErrCodeInsufficientBudget ErrorCode = "insufficient_budget"
+	// ErrCodeTenantSuspended: the billing pre-flight check denied a model
+	// turn because the tenant is suspended.
+	ErrCodeTenantSuspended ErrorCode = "tenant_suspended"
 )
 
 // ModelErrorCode is the stable class of a model failure, carried by the
@@ -469,8 +480,12 @@ type TokenUsagePayload struct {
 
 // AgentRestartedPayload reports a supervisor restart of the lane's agent.
 type AgentRestartedPayload struct {
-	Attempt int    `json:"attempt"`
-	Reason  string `json:"reason"`
+	Attempt int `json:"attempt"`
+	// Reason is why: the agent's own failure (its panic, its transient
+	// model error), "server restarted", or, for a sibling restarted with
+	// a failing agent under all-for-one supervision, "all-for-one: <agent>
+	// failed: <its failure>" (docs/supervision.md).
+	Reason string `json:"reason"`
 }
 
 // WarningPayload is a non-fatal notice.

@@ -46,6 +46,10 @@ type RunOptions struct {
 	// for a run rebuilt after a restart or rewound, as run_started
 	// recorded them.
 	Files []RunFile
+	// Supervision is StartRun.Supervision, or, for a run resumed after a
+	// restart, what run_started recorded (the server's defaults merged
+	// in).
+	Supervision *Supervision
 }
 
 // FieldError is a StartRun field whose value is refused. Field is its JSON
@@ -66,7 +70,10 @@ func (s StartRun) Options(d RunDefaults) (RunOptions, error) {
 	}
 	o := RunOptions{Tenant: s.Tenant, SessionID: s.SessionID, Question: s.Question, Advisor: s.Advisor,
 		Concurrency: s.Concurrency, ApprovalTimeout: d.ApprovalTimeout, ApprovalTimeoutAction: s.ApprovalTimeoutAction,
-		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID, Budget: s.Budget}
+		MaxDelegationRounds: s.MaxDelegationRounds, RequestID: s.RequestID, Budget: s.Budget, Supervision: s.Supervision}
+	if err := s.Supervision.Validate(); err != nil {
+		return RunOptions{}, err
+	}
 	if ValidTraceparent(s.TraceParent) {
 		o.TraceParent, o.TraceID = s.TraceParent, s.TraceParent[3:35]
 	}
@@ -166,7 +173,7 @@ func (p *RunStartedPayload) Options(d RunDefaults) RunOptions {
 	o := RunOptions{Tenant: p.Tenant, Question: p.Question, HITL: p.HITL, Concurrency: p.Concurrency,
 		ApprovalTimeout: time.Duration(p.ApprovalTimeoutSeconds) * time.Second, ApprovalTimeoutAction: p.ApprovalTimeoutAction,
 		Advisor: p.Advisor, MaxDelegationRounds: p.MaxDelegationRounds, RequestID: p.RequestID,
-		TraceParent: p.TraceParent, TraceID: p.TraceID, Budget: p.Budget, Files: p.Files}
+		TraceParent: p.TraceParent, TraceID: p.TraceID, Budget: p.Budget, Files: p.Files, Supervision: p.Supervision}
 	if p.MaxReplans != nil { // runs of older versions did not re-plan
 		o.MaxReplans = *p.MaxReplans
 	}

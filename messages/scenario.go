@@ -56,6 +56,12 @@ type Scenario struct {
 	// growing backoff, or fails them past its restart limit.
 	TransientNodes    NodeSelector `json:"transient_nodes,omitzero"`
 	TransientAttempts int          `json:"transient_attempts,omitempty"`
+	// PanicMembers are team members ("n001/m2") and debate agents
+	// ("n003:a2") that panic on their first PanicAttempts attempts: a
+	// member after its first Text chunk, a debate agent in its round-1
+	// turn. What restarts then is the supervision's choice (all-for-one:
+	// the whole team, or the whole round).
+	PanicMembers []string `json:"panic_members,omitempty"`
 	// Approvals adds this many search tool calls to the run, one per worker
 	// node in id order (wrapping around), so that a run with hitl "tools"
 	// makes exactly this many approval-gated calls when ToolsPerNode and
@@ -199,11 +205,17 @@ const (
 	MaxSteeringNotes = 64
 	// MaxScenarioCalls bounds Calls.
 	MaxScenarioCalls = 32
+	// MaxPanicMembers bounds PanicMembers.
+	MaxPanicMembers = 64
 )
 
 // toolName is what a tool name may be (tool.Def's rule: the tool
 // package, which imports this one, checks the same).
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// memberID is what a PanicMembers entry may be: a node id with one or
+// more "/member" segments (nested teams too), or a node id and ":agent".
+var memberID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}(/[A-Za-z0-9_.-]{1,64})*(/[A-Za-z0-9_.-]{1,64}|:[A-Za-z0-9_.-]{1,64})$`)
 
 // DefaultScenario is what an empty scenario means. Only the fields set here
 // have defaults; every other field's zero value means zero (no reasoning, no
@@ -286,6 +298,10 @@ func (s Scenario) Validate() error {
 	check(s.Choices >= 0 && s.Choices <= MaxNodes, "choices must be in 0..%d, got %d", MaxNodes, s.Choices)
 	check(s.Teams >= 0 && s.Teams <= s.Nodes, "teams must be in 0..nodes (%d), got %d", s.Nodes, s.Teams)
 	check(s.TeamSize >= 0 && s.TeamSize <= MaxTeamSize, "team_size must be in 0..%d, got %d", MaxTeamSize, s.TeamSize)
+	check(len(s.PanicMembers) <= MaxPanicMembers, "panic_members must have at most %d ids, got %d", MaxPanicMembers, len(s.PanicMembers))
+	for i, id := range s.PanicMembers {
+		check(memberID.MatchString(id), "panic_members[%d] must be a team member id (n001/m2) or a debate agent id (n003:a2), got %q", i, truncate(id, 64))
+	}
 	if d := s.Debate; d != nil {
 		check(d.Nodes >= 0 && s.Teams+d.Nodes <= s.Nodes, "debate.nodes plus teams must be at most nodes (%d)", s.Nodes)
 		check(d.Agents == 0 || d.Agents >= 2 && d.Agents <= MaxDebateAgents, "debate.agents must be in 2..%d, got %d", MaxDebateAgents, d.Agents)

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/docs"
 	"github.com/conclave-ai/conclave/governance"
 	"github.com/conclave-ai/conclave/messages"
@@ -339,8 +341,8 @@ func TestOpenAPI_Contract(t *testing.T) {
 		approvers[name], gov.Approvers[name] = sk, pk
 	}
 	gov.Policy.Rules = map[messages.RiskLevel]governance.Rule{messages.RiskHigh: {Required: 3, Approvers: []string{"a1", "a2", "a3"}}}
-	var notReady atomic.Bool
-	h := newHarnessWith(t, actors.Config{Audit: log, Limits: limits,
+	var notReady, suspended atomic.Bool
+	h := newHarnessWith(t, actors.Config{Audit: log, Limits: limits, Billing: &billing.Gate{Checker: suspendedChecker{&suspended}},
 		Governance: &governance.Config{Tenants: map[messages.TenantID]*governance.Tenant{"acme": gov}}}, transport.Config{
 		Tokens: toks, Audit: log,
 		StreamLimit: func(tenant messages.TenantID) int {
@@ -396,6 +398,9 @@ func TestOpenAPI_Contract(t *testing.T) {
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":"q","seed":"x"}`, token: acme, want: 400, breaks: true})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: long, token: acme, want: 400, breaks: true, hdr: []string{"X-Request-Id", "has space"}})
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: long, want: 401, breaks: true})
+	suspended.Store(true)
+	ct.do(call{method: "POST", target: "/api/v1/runs", body: long, token: acme, want: 402})
+	suspended.Store(false)
 	ct.do(call{method: "POST", target: "/api/v1/runs", body: `{"question":"q","scenario":{"nodes":50,"tokens":50}}`, token: tightToken, want: 422})
 	ct.do(call{method: "POST", target: "/a2a", token: tightToken, hdr: []string{"A2A-Version", "1.0"}, want: 422, body: a2aSend("m-2", `{"nodes":50,"tokens":50}`)})
 	_, body = ct.do(call{method: "POST", target: "/api/v1/runs", body: plan, token: tightToken, want: 201})
@@ -633,4 +638,15 @@ func TestOpenAPI_RoutesMatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// suspendedChecker is a billing hook that says every tenant is suspended
+// while *on is true.
+type suspendedChecker struct{ on *atomic.Bool }
+
+func (c suspendedChecker) Check(context.Context, billing.Request) (billing.Decision, error) {
+	if c.on.Load() {
+		return billing.Decision{Code: messages.ErrCodeTenantSuspended, Reason: "suspended"}, nil
+	}
+	return billing.Decision{Allow: true}, nil
 }

@@ -226,6 +226,10 @@ type runCmd struct {
 	files     []string
 	budgetUSD float64
 	prices    string
+	// supervision is --supervision (messages.ParseSupervision's form);
+	// panicMembers are --panic-team-member's ids.
+	supervision  string
+	panicMembers []string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -255,7 +259,8 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 		Example: `  conclave run "why is the sky blue"
   conclave run "why is the sky blue" --nodes 12 --waves 4 --fail-nodes 0.1 --json
   conclave run "why is the sky blue" --scenario scenario.json --seed 7
-  conclave run "why is the sky blue" --hitl tools --approvals 2 --nodes 2 --approval-timeout 2m`,
+  conclave run "why is the sky blue" --hitl tools --approvals 2 --nodes 2 --approval-timeout 2m
+  conclave run "why is the sky blue" --supervision team=all-for-one --panic-team-member n002`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
@@ -280,6 +285,11 @@ Exit status: 0 when the run finished, 1 when it ended with run_error,
 	}
 	fs.Var(&c.failNodes, "fail-nodes", "nodes that fail halfway: ids (n001,n007) or a fraction of all nodes (0.05)")
 	fs.Var(&c.panicNodes, "panic-nodes", "nodes that panic and are restarted: ids (n001,n007) or a fraction (0.05)")
+	fs.StringSliceVar(&c.panicMembers, "panic-team-member", nil, "team members that panic on their first --panic-attempts attempts: a member id (n001/m2), "+
+		"a team node id (n002: its first member, n002/m1; the plan's nodes up to it become teams when --teams is lower), or a debate agent (n003:a2)")
+	fs.StringVar(&c.supervision, "supervision", "", "how failing agents are supervised, per role (director, worker, subagent, debater, team): "+
+		"`ROLE=STRATEGY[:LIMIT[/WINDOW]][@BACKOFF],...` with STRATEGY one-for-one (or restart), all-for-one or stop, "+
+		"e.g. team=all-for-one,worker=restart:3/10s@200ms")
 	fs.Int64Var(&c.sc.Seed, "seed", 0, "seed of the scripted model; the same seed replays the same run")
 	fs.StringVar(&c.scenarioFile, "scenario", "", "JSON scenario `file`; the flags given override its fields")
 	fs.IntVar(&c.concurrency, "concurrency", 0, fmt.Sprintf("nodes of one wave running at once, 1..%d (default 8)", actors.MaxConcurrency))
@@ -336,11 +346,41 @@ func (c *runCmd) scenario(fs *pflag.FlagSet) (messages.Scenario, error) {
 	if err := c.council.apply(fs, &sc); err != nil {
 		return sc, usageError(err)
 	}
+	if err := c.applyPanicMembers(fs, &sc); err != nil {
+		return sc, usageError(err)
+	}
 	sc = sc.WithDefaults()
 	if err := sc.Validate(); err != nil {
 		return sc, usageError(err)
 	}
 	return sc, nil
+}
+
+// applyPanicMembers sets Scenario.PanicMembers from --panic-team-member:
+// a bare node id nNNN names that team's first member, and makes the
+// plan's first NNN nodes teams unless --teams (or the scenario file) says
+// how many there are; then the node must be one of them.
+func (c *runCmd) applyPanicMembers(fs *pflag.FlagSet, sc *messages.Scenario) error {
+	for _, id := range c.panicMembers {
+		if strings.ContainsAny(id, "/:") {
+			sc.PanicMembers = append(sc.PanicMembers, id)
+			continue
+		}
+		k, err := strconv.Atoi(strings.TrimPrefix(id, "n"))
+		if !strings.HasPrefix(id, "n") || err != nil || k < 1 {
+			return fmt.Errorf("invalid --panic-team-member %q: want a member id (n001/m2), a team node id (n002) or a debate agent (n003:a2)", id)
+		}
+		switch {
+		case sc.Teams >= k:
+		case fs.Changed("teams") || sc.Teams > 0:
+			return fmt.Errorf("invalid --panic-team-member %q: node %d is not a team node (there are %d teams, the first nodes)", id, k, sc.Teams)
+		default:
+			sc.Teams = k
+			sc.Nodes = max(sc.Nodes, k)
+		}
+		sc.PanicMembers = append(sc.PanicMembers, id+"/m1")
+	}
+	return nil
 }
 
 // readScenario decodes a scenario file with messages.DecodeScenario, which
@@ -397,6 +437,13 @@ func (c *runCmd) startRequest(fs *pflag.FlagSet, question string, sc messages.Sc
 	}
 	if c.budgetTokens != 0 || c.budgetUSD != 0 {
 		req.Budget = &messages.RunBudget{Tokens: c.budgetTokens, CostUSD: c.budgetUSD}
+	}
+	if c.supervision != "" {
+		sup, err := messages.ParseSupervision(c.supervision)
+		if err != nil {
+			return req, messages.RunOptions{}, usageError(fmt.Errorf("invalid --supervision: %w", err))
+		}
+		req.Supervision = sup
 	}
 	if fs.Changed("approval-timeout") {
 		d := c.approvalTimeout

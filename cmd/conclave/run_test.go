@@ -183,6 +183,10 @@ func TestRun_BadUsage(t *testing.T) {
 		{"empty id in list", []string{"run", "q", "--fail-nodes", "x,,"}, "--fail-nodes"},
 		{"fraction above one", []string{"run", "q", "--fail-nodes", "2"}, "--fail-nodes"},
 		{"bad panic nodes", []string{"run", "q", "--panic-nodes", "n001,n 2"}, "--panic-nodes"},
+		{"bad supervision role", []string{"run", "q", "--supervision", "boss=stop"}, "invalid --supervision"},
+		{"bad supervision limit", []string{"run", "q", "--supervision", "worker=restart:0"}, "invalid --supervision"},
+		{"panic member of no team", []string{"run", "q", "--teams", "1", "--panic-team-member", "n002"}, "invalid --panic-team-member \"n002\": node 2 is not a team node"},
+		{"bad panic member", []string{"run", "q", "--panic-team-member", "m1"}, "invalid --panic-team-member"},
 		{"not a number", []string{"run", "q", "--nodes", "many"}, "--nodes"},
 		{"unknown flag", []string{"run", "q", "--bogus"}, "--bogus"},
 		{"missing question", []string{"run"}, "question"},
@@ -267,6 +271,39 @@ func TestRun_HumanPanicRestart(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output does not contain %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestRun_SupervisionAllForOne is the acceptance of issue 32: with
+// --supervision team=all-for-one, a team member's panic restarts the
+// whole team, every member that was running (the first wave of team
+// n002: m1 and m2; m3 waits for them), and the run finishes. Without
+// --supervision only the member that panicked restarts. Tokens stream
+// slowly so that m2 is still running when m1 panics after its first
+// token.
+func TestRun_SupervisionAllForOne(t *testing.T) {
+	t.Parallel()
+	args := []string{"run", "why is the sky blue", "--panic-team-member", "n002", "--token-delay-ms", "20", "--nodes", "2", "--waves", "1"}
+	r := runCLI(t, t.Context(), nil, false, append(args, "--supervision", "team=all-for-one")...)
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"node n002/m1 restarted (attempt 2): scripted: panic of node n002/m1 on attempt 1",
+		"node n002/m2 restarted (attempt 2): all-for-one: n002/m1 failed: scripted: panic of node n002/m1 on attempt 1",
+		"node n002/m1 completed (28 tokens out, 2 attempts)",
+		"node n002/m2 completed (28 tokens out, 2 attempts)",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output does not contain %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "n002/m3 restarted") || strings.Contains(r.stdout, "n001/m1 restarted") {
+		t.Errorf("a member that was not running, or of another team, restarted:\n%s", r.stdout)
+	}
+	r = runCLI(t, t.Context(), nil, false, args...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "node n002/m1 restarted (attempt 2)") || strings.Contains(r.stdout, "n002/m2 restarted") {
+		t.Fatalf("one-for-one by default: exit %d; stdout:\n%s", r.code, r.stdout)
 	}
 }
 

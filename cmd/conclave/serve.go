@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/audit"
 	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/governance"
@@ -68,6 +70,15 @@ type serveCmd struct {
 	// (--allow-file-url), fileURLAddrs the private addresses those
 	// fetches may reach (--allow-file-url-addr).
 	fileURLs, fileURLAddrs []string
+	// supervision is --supervision: the server's per-role supervision
+	// (messages.ParseSupervision).
+	supervision string
+	// billingURL, billingFail and billingTimeout are the billing
+	// pre-flight hook (package billing): --billing-url, --billing-fail
+	// open|closed, --billing-timeout.
+	billingURL     string
+	billingFail    string
+	billingTimeout time.Duration
 	// ready, when set (tests), receives the listening address.
 	ready func(addr string)
 }
@@ -108,6 +119,12 @@ CONCLAVE_MODEL_API_KEY or OPENAI_API_KEY).`,
 	fs.DurationVar(&c.journalIdleAfter, "journal-idle-after", journal.DefaultIdleAfter, "a session without a live run that nobody wrote or read for this long leaves the journal's memory (it is read from disk on its next use; -1s: never)")
 	fs.DurationVar(&c.failGrace, "fail-grace", 5*time.Second, "when the journal fails (the data directory removed, a failing disk), how long the server stays up answering GET /readyz 503 before it stops and exits 1")
 	c.tracing.register(fs)
+	fs.StringVar(&c.supervision, "supervision", "", "how failing agents are supervised, per role (director, worker, subagent, debater, team), for runs that do not choose: "+
+		"`ROLE=STRATEGY[:LIMIT[/WINDOW]][@BACKOFF],...` with STRATEGY one-for-one (or restart), all-for-one or stop (docs/supervision.md)")
+	fs.StringVar(&c.billingURL, "billing-url", "", "billing pre-flight hook: before each run and each model turn, POST {stage, tenant, run_id, agent, spent_tokens, spent_usd, estimated_usd} "+
+		"to this URL and expect {\"allow\": bool, \"code\": \"insufficient_budget|tenant_suspended\", \"reason\": \"...\"} (docs/api.md#billing-pre-flight)")
+	fs.StringVar(&c.billingFail, "billing-fail", "closed", "what a billing check that fails or times out means: open (allow) or closed (deny with insufficient_budget)")
+	fs.DurationVar(&c.billingTimeout, "billing-timeout", billing.DefaultTimeout, "how long one billing check may take")
 	fs.BoolVar(&c.repair, "repair", false, "start even if the journal lost or garbled acknowledged events: truncate each damaged session to its last intact event (logged), never reusing a seq")
 	c.cluster.register(fs)
 	c.limits.flags(fs)
@@ -144,6 +161,29 @@ func (c *serveCmd) fileFetcher() (*fetch.Files, error) {
 	return f, nil
 }
 
+// billingGate is the billing hook of --billing-url (nil without one).
+func (c *serveCmd) billingGate() (*billing.Gate, error) {
+	var failOpen bool
+	switch c.billingFail {
+	case "open":
+		failOpen = true
+	case "closed", "": // "": a serveCmd built without its flags (tests)
+	default:
+		return nil, fmt.Errorf("invalid --billing-fail %q: must be open or closed", c.billingFail)
+	}
+	if c.billingURL == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(c.billingURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("invalid --billing-url %q: must be an http or https URL", c.billingURL)
+	}
+	if c.billingTimeout <= 0 || c.billingTimeout > time.Minute {
+		return nil, fmt.Errorf("invalid --billing-timeout %v: must be in (0, 1m]", c.billingTimeout)
+	}
+	return &billing.Gate{Checker: &billing.HTTPChecker{URL: c.billingURL, Timeout: c.billingTimeout}, FailOpen: failOpen}, nil
+}
+
 func (c *serveCmd) run(ctx context.Context) (err error) {
 	logH, err := logHandler(c.app.stderr, c.logLevel, c.logFormat)
 	if err != nil {
@@ -163,6 +203,16 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	}
 	if _, err := c.remote.parse(); err != nil {
 		return usageError(err)
+	}
+	gate, err := c.billingGate()
+	if err != nil {
+		return usageError(err)
+	}
+	var supervision *messages.Supervision
+	if c.supervision != "" {
+		if supervision, err = messages.ParseSupervision(c.supervision); err != nil {
+			return usageError(fmt.Errorf("invalid --supervision: %w", err))
+		}
 	}
 	tenantLimits, tenantStreams, err := c.quotas.load()
 	if err != nil {
@@ -186,6 +236,7 @@ func (c *serveCmd) run(ctx context.Context) (err error) {
 	logger = slog.New(runLog.Handler(logger.Handler()))
 	ecfg := actors.Config{Logger: logger, Limits: tenantLimits, HubIdleAfter: c.quotas.hubIdleAfter, SleepAfter: c.quotas.sleepAfter,
 		Secrets: secretValues}
+	ecfg.Supervision, ecfg.Billing = supervision, gate
 	if err := c.model.bounds(&ecfg); err != nil {
 		return usageError(err)
 	}

@@ -172,6 +172,7 @@ export interface RunStartedPayload {
   trace_parent?: string;
   budget?: RunBudget;
   files?: RunFile[];
+  supervision?: Supervision;
 }
 
 /** Terminal: the run succeeded. Carries the answer, token totals and `files_bytes` (the sizes of the run's file events added up). Exactly one terminal event per run, always last. */
@@ -718,6 +719,7 @@ export interface Scenario {
   panic_attempts?: number;
   transient_nodes?: string[] | number;
   transient_attempts?: number;
+  panic_members?: string[];
   approvals?: number;
   risky_approvals?: number;
   info_requests?: number;
@@ -760,6 +762,14 @@ export interface RunFile {
   sha256: string;
   url?: string;
   data: string | null;
+}
+
+export interface Supervision {
+  director?: SupervisionPolicy;
+  worker?: SupervisionPolicy;
+  subagent?: SupervisionPolicy;
+  debater?: SupervisionPolicy;
+  team?: SupervisionPolicy;
 }
 
 export interface Citation {
@@ -875,6 +885,13 @@ export interface RemoteScenario {
   agent: string;
   nodes?: string[] | number;
   delegate?: boolean;
+}
+
+export interface SupervisionPolicy {
+  strategy?: string;
+  restart_limit?: number;
+  window_ms?: number;
+  backoff_ms?: number;
 }
 
 export interface PlanNode {

@@ -52,7 +52,7 @@ func (m *Model) debater(st *stream, req model.Request) {
 	if len(req.Transcript) > 0 {
 		lead = append(lead, "(answering "+strconv.Itoa(len(req.Transcript))+" earlier lines) ")
 	}
-	if d := m.s.Debate; d != nil && d.PanicRound == round && agent == max(d.Agents, 1) && req.Attempt <= 1 {
+	if d := m.s.Debate; d != nil && d.PanicRound == round && agent == max(d.Agents, 1) && req.Attempt <= 1 || round == 1 && m.memberPanics(req) {
 		// The round's last speaker fails on the round's first run.
 		st.add(step{kind: kindText, lead: lead, n: max(1, m.s.Tokens/4)})
 		st.add(step{kind: kindPanic, panic: &Panic{NodeID: req.AgentID, Attempt: max(req.Attempt, 1)}})

@@ -84,7 +84,8 @@ type Model struct {
 	failIDs, panicIDs []string // sorted, disjoint
 	fail, panics      map[string]struct{}
 	transient         map[string]struct{}
-	nodeIndex         map[string]int // plan node id → 0-based position
+	panicMembers      map[string]struct{} // Scenario.PanicMembers
+	nodeIndex         map[string]int      // plan node id → 0-based position
 	// nonLeaf is the number of team and debate nodes: they are the first
 	// nonLeaf nodes of the plan, and no worker runs them.
 	nonLeaf int
@@ -180,6 +181,7 @@ func New(s messages.Scenario) (*Model, error) {
 	})
 	m.panics = toSet(m.panicIDs)
 	m.transient = toSet(selectLeaves(s, s.TransientNodes, "transient"))
+	m.panicMembers = toSet(s.PanicMembers)
 	m.nodeIndex = make(map[string]int, len(plan.Nodes))
 	for i, n := range plan.Nodes {
 		m.nodeIndex[n.ID] = i
@@ -262,6 +264,8 @@ const anyTurn = math.MaxInt
 //     spawned sub-team's member): turn 1 streams ReasoningTokens Reasoning
 //     chunks and Tokens Text chunks, with the context lead; it makes no
 //     call and no selector (fail, panic, spawn, advisor) ever matches it.
+//     A member of PanicMembers streams one Text chunk and panics instead,
+//     on its attempts up to PanicAttempts.
 //   - a worker or sub-agent turn with Guidance (an advisor's redirect),
 //     whatever its number: max(1, Tokens/4) Text chunks, the first
 //     "Revised per advice. ". It never fails, panics or calls a tool, and
@@ -277,7 +281,9 @@ const anyTurn = math.MaxInt
 //     "[<persona>] round <r>: ", "(answering <n> earlier lines) " when the
 //     Transcript has n > 0 lines, max(3, Tokens/2) words, and then
 //     "\nSTANCE: <stance>" (DebateStance). Persona defaults to the plan's
-//     persona of the agent.
+//     persona of the agent. A debater of PanicMembers streams its lead and
+//     max(1, Tokens/4) words and panics instead, in round 1, on its
+//     attempts up to PanicAttempts.
 //   - judge (AgentID "<node>:judge"): turn 1 streams "Judging round <r>: ",
 //     four words and "\nCONSENSUS_REACHED: true" when Debate.ConsensusRound
 //     > 0 and Round >= ConsensusRound, else "\nCONSENSUS_REACHED: false".
@@ -385,6 +391,11 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 	if isMember(req.AgentID) {
 		if req.Turn == 1 {
 			st.add(step{kind: kindReasoning, n: m.s.ReasoningTokens})
+			if m.memberPanics(req) {
+				st.add(textStep(min(t, 1), false, nil))
+				st.add(step{kind: kindPanic, panic: &Panic{NodeID: req.AgentID, Attempt: max(req.Attempt, 1)}})
+				return 1
+			}
 			st.add(textStep(t, true, req.Context))
 		}
 		return 1
@@ -442,6 +453,14 @@ func (m *Model) worker(st *stream, req model.Request) (turns int) {
 		}
 	}
 	return turns
+}
+
+// memberPanics reports whether the turn of a team member or debate agent
+// panics: Scenario.PanicMembers names it and its attempt is at most
+// PanicAttempts.
+func (m *Model) memberPanics(req model.Request) bool {
+	_, ok := m.panicMembers[req.AgentID]
+	return ok && max(req.Attempt, 1) <= m.s.PanicAttempts
 }
 
 // isMember reports whether a worker id is a team member's ("T/X").

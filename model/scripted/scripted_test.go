@@ -469,6 +469,36 @@ func TestModel_PanicNode(t *testing.T) {
 	}
 }
 
+// TestModel_PanicMembers: a team member of PanicMembers panics after its
+// first token on its first PanicAttempts attempts, and a debate agent of
+// it in its round-1 turn; members not named, and later attempts, run
+// normally.
+func TestModel_PanicMembers(t *testing.T) {
+	t.Parallel()
+	m := newModel(t, messages.Scenario{Tokens: 6, PanicAttempts: 1, PanicMembers: []string{"n001/m2", "n004:a2"}})
+	ctx := t.Context()
+	r := run(t, m, ctx, worker("n001/m2", 1, 1))
+	if p, ok := r.panic.(*scripted.Panic); !ok || *p != (scripted.Panic{NodeID: "n001/m2", Attempt: 1}) || r.shape() != "text*1" {
+		t.Fatalf("member attempt 1: panic %#v, streamed %s", r.panic, r.shape())
+	}
+	for _, req := range []model.Request{worker("n001/m2", 1, 2), worker("n001/m1", 1, 1)} {
+		if r := run(t, m, ctx, req); r.panic != nil || r.err != io.EOF {
+			t.Fatalf("%s attempt %d: panic %v, err %v", req.AgentID, req.Attempt, r.panic, r.err)
+		}
+	}
+	debater := func(id string, round, attempt int) model.Request {
+		return model.Request{Role: model.RoleDebater, AgentID: id, Turn: 1, Round: round, Attempt: attempt}
+	}
+	if r := run(t, m, ctx, debater("n004:a2", 1, 1)); r.panic == nil {
+		t.Fatalf("debater round 1: no panic (err %v)", r.err)
+	}
+	for _, req := range []model.Request{debater("n004:a2", 2, 1), debater("n004:a2", 1, 2), debater("n004:a1", 1, 1)} {
+		if r := run(t, m, ctx, req); r.panic != nil || r.err != io.EOF {
+			t.Fatalf("%s round %d attempt %d: panic %v, err %v", req.AgentID, req.Round, req.Attempt, r.panic, r.err)
+		}
+	}
+}
+
 func TestModel_Deterministic(t *testing.T) {
 	t.Parallel()
 	s := messages.Scenario{Tokens: 40, ReasoningTokens: 5, Seed: 42}

@@ -463,6 +463,13 @@ func engineError(err error) *RPCError {
 		e := rpcErrorf(CodeInvalidParams, "%s: %s", quota.Code, quota.Message)
 		e.status = http.StatusUnprocessableEntity
 		return e
+	case errors.As(err, &quota) && quota.Code == actors.QuotaTenantSuspended:
+		// Retrying does not help until the billing service lifts the
+		// suspension: 402, as REST and AG-UI answer, without Retry-After.
+		e := quotaError(string(quota.Code), quota.Message, 0)
+		e.Data[0].Metadata = nil
+		e.status, e.retryAfter = http.StatusPaymentRequired, 0
+		return e
 	case errors.As(err, &quota):
 		return quotaError(string(quota.Code), quota.Message, quota.RetryAfter)
 	case errors.Is(err, actors.ErrRunNotFound), errors.Is(err, actors.ErrSessionNotFound):

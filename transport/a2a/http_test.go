@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport/a2a"
@@ -141,6 +144,27 @@ func TestHandler_QuotaRefusals(t *testing.T) {
 		quota(t, r, "RATE_LIMITED")
 		if r.Header.Get("Retry-After") == "1" { // one run per 100 s
 			t.Fatalf("Retry-After %s", r.Header.Get("Retry-After"))
+		}
+	})
+	t.Run("billing denied", func(t *testing.T) {
+		t.Parallel()
+		// A real billing service (package billing's HTTP hook): the first
+		// start is refused for budget, the second for a suspension.
+		var n atomic.Int32
+		billSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			code := "insufficient_budget"
+			if n.Add(1) > 1 {
+				code = "tenant_suspended"
+			}
+			_, _ = w.Write([]byte(`{"allow": false, "code": "` + code + `", "reason": "billing says no"}`))
+		}))
+		t.Cleanup(billSrv.Close)
+		hs := newHarnessWith(t, actors.Config{Billing: &billing.Gate{Checker: &billing.HTTPChecker{URL: billSrv.URL}}}, a2a.Config{})
+		quota(t, hs.call("SendMessage", parked), "INSUFFICIENT_BUDGET")
+		r := hs.call("SendMessage", parked)
+		if r.Error == nil || r.Status != http.StatusPaymentRequired || r.Error.Code != a2a.CodeQuotaExceeded || r.Header.Get("Retry-After") != "" ||
+			len(r.Error.Data) != 1 || r.Error.Data[0].Reason != "TENANT_SUSPENDED" || !strings.Contains(r.Error.Message, "billing says no") {
+			t.Fatalf("HTTP %d error %+v, want 402 TENANT_SUSPENDED without Retry-After", r.Status, r.Error)
 		}
 	})
 	t.Run("scenario too large", func(t *testing.T) {

@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/actors/billing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/testkit"
 	"github.com/conclave-ai/conclave/transport/agui"
@@ -331,6 +333,40 @@ func TestHandler_Budgets(t *testing.T) {
 		t.Fatalf("a run over the day's one token: last event %v", r.last())
 	}
 	h.errorBody(ok(input("t2", "r3", "q", nil)), "application/json", http.StatusTooManyRequests, "insufficient_budget")
+}
+
+// TestHandler_BillingDenied: with the billing pre-flight hook (a real
+// HTTP billing service), a start it denies is answered as REST answers
+// it (429 insufficient_budget, 402 tenant_suspended), and a run whose
+// model turn it denies ends with RUN_ERROR of that code.
+func TestHandler_BillingDenied(t *testing.T) {
+	t.Parallel()
+	// The first start is denied for budget, the second for a suspension;
+	// later starts are allowed and every model turn is denied.
+	var starts atomic.Int32
+	billSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req billing.Request
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		answer := `{"allow": true}`
+		switch {
+		case req.Stage == billing.StageTurn:
+			answer = `{"allow": false, "reason": "turn over budget"}`
+		case starts.Add(1) == 1:
+			answer = `{"allow": false, "reason": "spent"}`
+		case starts.Load() == 2:
+			answer = `{"allow": false, "code": "tenant_suspended", "reason": "unpaid"}`
+		}
+		_, _ = w.Write([]byte(answer))
+	}))
+	t.Cleanup(billSrv.Close)
+	h := newHarnessWith(t, actors.Config{Billing: &billing.Gate{Checker: &billing.HTTPChecker{URL: billSrv.URL}}}, agui.Config{})
+	ok := func(m map[string]any) []byte { b, _ := json.Marshal(m); return b }
+	h.errorBody(ok(input("t-budget", "r1", "q", nil)), "application/json", http.StatusTooManyRequests, "insufficient_budget")
+	h.errorBody(ok(input("t-suspend", "r2", "q", nil)), "application/json", http.StatusPaymentRequired, "tenant_suspended")
+	r := h.do(input("t-turn", "r3", "q", map[string]any{"scenario": map[string]any{"nodes": 1, "tokens": 2}}), newVerifier("t-turn"))
+	if last := r.last(); last["type"] != "RUN_ERROR" || last["code"] != "insufficient_budget" {
+		t.Fatalf("a run whose turns are denied: last event %v", last)
+	}
 }
 
 // TestHandler_Shutdown: Shutdown ends open streams with RUN_ERROR and

@@ -46,6 +46,7 @@ const (
 	CodeScenarioTooLarge   = string(actors.QuotaScenarioTooLarge)
 	CodeInsufficientBudget = string(actors.QuotaInsufficientBudget)
 	CodeBudgetTooLarge     = string(actors.QuotaBudgetTooLarge)
+	CodeTenantSuspended    = string(actors.QuotaTenantSuspended)
 	CodeInternal           = "internal"
 	// CodeNotOwner: another node of the cluster owns the session (421,
 	// with its id in the Conclave-Owner header). A node's own API
@@ -141,8 +142,11 @@ func EngineError(err error) *Error {
 		return NewError(status, string(file.Code), file.Error())
 	case errors.As(err, &quota):
 		status := http.StatusTooManyRequests
-		if quota.Permanent() {
+		switch {
+		case quota.Permanent():
 			status = http.StatusUnprocessableEntity // it can never fit: retrying does not help
+		case quota.Code == actors.QuotaTenantSuspended:
+			status = http.StatusPaymentRequired // the billing service suspended the tenant
 		}
 		return &Error{Status: status, Code: string(quota.Code), Message: quota.Message, RetryAfter: quota.RetryAfter}
 	case errors.Is(err, actors.ErrInvalidRequest):

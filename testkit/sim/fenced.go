@@ -37,6 +37,8 @@ type fencedStore struct {
 	mu     sync.Mutex                    // guards msgs and writes; held across an append, so a check and its write are one step
 	msgs   map[messages.SessionID]uint64 // messages appended to each session (batches and fences)
 	writes map[messages.SessionID][]write
+	// fenced counts the appends refused with journal.ErrFenced.
+	fenced atomic.Int64
 }
 
 // write is one message a node put in a session: a batch of events
@@ -132,6 +134,7 @@ func (j *fencedJournal) Append(ctx context.Context, s messages.SessionID, events
 	}
 	if expect != st.msgs[s] && !regress.NoFencing.Load() {
 		delete(j.tails, s)
+		st.fenced.Add(1)
 		return fmt.Errorf("%w; node %s expected the session's last message at %d, it is at %d", journal.ErrFenced, j.node, expect, st.msgs[s])
 	}
 	if err := st.mem.Append(ctx, s, events); err != nil {

@@ -86,8 +86,15 @@ type Result struct {
 	HTTP     int `json:"http"`
 	Restarts int `json:"restarts"`
 	// CommitCrashes counts the power losses inside a group commit.
-	CommitCrashes int      `json:"commit_crashes"`
-	Failures      []string `json:"failures,omitempty"`
+	CommitCrashes int `json:"commit_crashes"`
+	// In cluster mode (Scenario.Nodes > 1): Takeovers counts the sessions
+	// a node took over from a crashed or paused one, Stale the paused
+	// owners that resumed after that, and Fenced the appends the shared
+	// journal refused to a node that no longer owned the session.
+	Takeovers int      `json:"takeovers,omitempty"`
+	Stale     int      `json:"stale,omitempty"`
+	Fenced    int      `json:"fenced,omitempty"`
+	Failures  []string `json:"failures,omitempty"`
 	// Digest is a SHA-256 of the journal's events at the end (seq and
 	// bytes): the same seed gives the same digest.
 	Digest string `json:"digest"`
@@ -297,6 +304,9 @@ func (d *driver) planned(sc Scenario) {
 	}
 	if slices.Contains(sc.Crashes, d.step) {
 		d.crash(sc.DamageWAL && d.crashes == 0)
+	}
+	if d.w.cl != nil && slices.Contains(sc.Pauses, d.step) {
+		d.pause()
 	}
 	if d.w.e == nil {
 		return
@@ -591,6 +601,13 @@ func (d *driver) crash(damage bool) {
 	// driver's later choices must not.
 	rng := rand.New(rand.NewPCG(d.w.sc.Seed, uint64(d.crashes)+1))
 	d.restart(func() error { return d.w.crash(d.ctx, rng, damage) })
+}
+
+// pause makes the session's owner a stale owner (world.pauseNode); the
+// clients resume on the new owner.
+func (d *driver) pause() {
+	rng := rand.New(rand.NewPCG(d.w.sc.Seed, 0x57a1e+uint64(d.w.cl.stale)))
+	d.restart(func() error { return d.w.pauseNode(d.ctx, rng) })
 }
 
 // restart crashes the server as crash says and restarts it; the clients

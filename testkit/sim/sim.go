@@ -607,12 +607,22 @@ func (d *driver) crash(damage bool) {
 // clients resume on the new owner.
 func (d *driver) pause() {
 	rng := rand.New(rand.NewPCG(d.w.sc.Seed, 0x57a1e+uint64(d.w.cl.stale)))
-	d.restart(func() error { return d.w.pauseNode(d.ctx, rng) })
+	d.replace(func() error { return d.w.pauseNode(d.ctx, rng) }, "the stale owner's replacement", func() {})
 }
 
 // restart crashes the server as crash says and restarts it; the clients
 // that were connected reconnect from their cursors.
 func (d *driver) restart(crash func() error) {
+	d.replace(crash, fmt.Sprintf("restart after crash %d", d.crashes+1), func() {
+		d.crashes++
+		d.res.Crashes++
+	})
+}
+
+// replace replaces the server (the session's owner, in cluster mode) as
+// replace says, then calls replaced; the clients that were connected
+// reconnect from their cursors.
+func (d *driver) replace(replace func() error, what string, replaced func()) {
 	if d.w.front != nil {
 		// The server dies: its connections drop, and each HTTP client
 		// reads the end of its stream (no final frame). Before the disk is
@@ -628,12 +638,11 @@ func (d *driver) restart(crash func() error) {
 		}
 		c.disconnect() // an HTTP client's reader has returned: its connection dropped (a parked one's too)
 	}
-	if err := crash(); err != nil {
-		d.fail("restart after crash %d at step %d: %v", d.crashes+1, d.step, err)
+	if err := replace(); err != nil {
+		d.fail("%s at step %d: %v", what, d.step, err)
 		return
 	}
-	d.crashes++
-	d.res.Crashes++
+	replaced()
 	clear(d.ended) // a repair may have lost a run's end: it then goes on
 	d.adopt()
 	d.checkParked()

@@ -53,7 +53,11 @@ type world struct {
 	// commitCrashes counts crashes inside a group commit: each starts the
 	// ids over (idSource.reseed).
 	commitCrashes int
-	faults        *journalFaults // of the current journal: a failed append
+	// diskRestarts counts the restarts after a failed disk (DiskFaults):
+	// each starts the ids over too, at the next boot (reseedAtBoot).
+	diskRestarts int
+	reseedAtBoot bool
+	faults       *journalFaults // of the current journal: a failed append
 	// j is the journal: the durable one of the server, or in cluster mode
 	// the driver's handle on the nodes' shared one.
 	j    simJournal
@@ -340,6 +344,10 @@ func (w *world) boot(ctx context.Context) error {
 		return fmt.Errorf("open the journal: %w", err)
 	}
 	w.j = j
+	if w.reseedAtBoot {
+		w.reseedAtBoot = false
+		w.ids.reseed(w.sc.Seed, diskEpoch+uint64(w.diskRestarts))
+	}
 	w.faults = &journalFaults{}
 	w.disp = NewDispatcher()
 	w.flight.reset()
@@ -424,6 +432,15 @@ func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
 	if w.cl != nil {
 		return w.crashNode(ctx, rng) // the shared journal loses nothing acknowledged
 	}
+	if w.faults != nil && w.faults.err() != nil {
+		// The disk failed: the hub dropped what the models went on
+		// streaming, and how far they ran (how many ids they drew)
+		// depends on the Go scheduler. The restarted server's ids start
+		// over, as after a crash inside a group commit (seed 24054 gave a
+		// different journal on each run).
+		w.diskRestarts++
+		w.reseedAtBoot = true
+	}
 	var head uint64
 	if damage {
 		head, _ = w.j.Head(ctx, journalKey)
@@ -496,6 +513,11 @@ func (w *world) afterDamage(ctx context.Context, acked uint64, err error) error 
 	}
 	return nil
 }
+
+// diskEpoch is where the ids' epochs after a failed disk start
+// (idSource.reseed; a crash inside a group commit takes 1, 2, …, a stale
+// cluster owner staleEpoch+1, …).
+const diskEpoch = 1 << 48
 
 // hwmFile is the journal's high-water mark log (journal/hwm.go).
 const hwmFile = "CONCLAVE-JOURNAL-HWM"

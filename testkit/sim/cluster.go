@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing/synctest"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -128,14 +130,16 @@ type simNode struct {
 	tag   string // in its models' and tools' gate keys
 	j     *fencedJournal
 	place *placement
-	disp  *Dispatcher
-	e     *actors.Engine
-	front *front
+	// followers serve the node's streams from the shared journal.
+	followers *cluster.Followers
+	disp      *Dispatcher
+	e         *actors.Engine
+	front     *front
 }
 
-// cluster is the simulated cluster: its nodes (the current incarnation of
+// simCluster is the simulated cluster: its nodes (the current incarnation of
 // each), the shared journal and the ownership table.
-type cluster struct {
+type simCluster struct {
 	store *fencedStore
 	tab   *owners
 	nodes []*simNode
@@ -149,7 +153,7 @@ type cluster struct {
 // bootCluster starts sc.Nodes engines on one shared journal; the first
 // node serves the driver until another takes the session over.
 func (w *world) bootCluster(ctx context.Context) error {
-	w.cl = &cluster{store: newFencedStore(), tab: &owners{owner: map[messages.SessionID]string{}, alive: map[string]bool{}},
+	w.cl = &simCluster{store: newFencedStore(), tab: &owners{owner: map[messages.SessionID]string{}, alive: map[string]bool{}},
 		nodes: make([]*simNode, w.sc.Nodes), lives: make([]int, w.sc.Nodes)}
 	w.j = w.cl.store.handle("driver")
 	w.faults = &journalFaults{} // never armed: the cluster's journal is JetStream's, not a disk
@@ -178,6 +182,11 @@ func (w *world) startNode(i int) error {
 	n.disp = NewDispatcher()
 	cfg := w.engineConfig(n.j, n.disp, w.modelsTagged(n.tag), tools)
 	cfg.Placement = n.place
+	// Streams on any node follow the session from the shared journal, as
+	// in `conclave serve --cluster`; their replay markers take the ids
+	// markers take (a client's reads must not shift the journal's ids).
+	n.followers = cluster.NewFollowersWith(n.j, cluster.FollowersOptions{NewID: w.markerIDs.New, Now: time.Now})
+	cfg.Followers = n.followers
 	e, err := actors.New(cfg)
 	if err != nil {
 		_ = n.disp.Shutdown(context.Background())
@@ -224,7 +233,7 @@ func (w *world) stopNode(ctx context.Context, i int) error {
 	if n.front != nil {
 		errs = append(errs, n.front.stop(ctx))
 	}
-	errs = append(errs, n.disp.Shutdown(ctx), n.j.Close())
+	errs = append(errs, n.followers.Shutdown(ctx), n.disp.Shutdown(ctx), n.j.Close())
 	if w.cl.owner == i {
 		w.e, w.disp, w.front = nil, nil, nil
 	}
@@ -250,7 +259,7 @@ func (w *world) haltCluster(ctx context.Context) error {
 }
 
 // other draws a node other than i.
-func (cl *cluster) other(i int, rng *rand.Rand) int {
+func (cl *simCluster) other(i int, rng *rand.Rand) int {
 	return (i + 1 + rng.IntN(len(cl.nodes)-1)) % len(cl.nodes)
 }
 
@@ -266,6 +275,7 @@ func (w *world) crashNode(ctx context.Context, rng *rand.Rand) error {
 	if err := w.takeOver(ctx, next, nil); err != nil {
 		return err
 	}
+	synctest.Wait() // as pauseNode
 	// What the dead node's models handed out and its journal never took
 	// is gone with it (a restart's reset).
 	w.flight.reset()
@@ -276,9 +286,17 @@ func (w *world) crashNode(ctx context.Context, rng *rand.Rand) error {
 // of its gates (drawn from rng) goes on, so that what that sets off waits
 // in its mailboxes; its lease runs out and another node takes the session
 // over; then it resumes, and whatever it appends must be refused. Drawn
-// from rng too: whether it resumes right after the fence or once the new
-// owner adopted the runs. It then stops (it lost its membership) and
+// from rng too: whether it resumes right after the fence (it is then held
+// again while the new owner adopts the runs: the adoption waits, virtual
+// time moves, and the stale node's timers would fire meanwhile) or once
+// the new owner adopted them. It then stops (it lost its membership) and
 // starts again as a new member.
+//
+// How many ids the stale node draws once resumed depends on the Go
+// scheduler (how far its stream ran while its actors were held, what its
+// shutdown ends): after it resumed and after it stopped, the ids start
+// over, as after a crash inside a group commit, so that the new owner's
+// do not depend on it.
 func (w *world) pauseNode(ctx context.Context, rng *rand.Rand) error {
 	cl := w.cl
 	stale := cl.owner
@@ -297,33 +315,35 @@ func (w *world) pauseNode(ctx context.Context, rng *rand.Rand) error {
 	cl.tab.mu.Lock()
 	cl.tab.alive[n.name] = false // its lease ran out
 	cl.tab.mu.Unlock()
+	epoch := staleEpoch + 2*uint64(cl.stale)
 	resumed := false
-	resume := func() {
-		resumed = true
-		n.disp.Release()
-		synctest.Wait()
-		// How many ids the stale node drew for what it had queued depends
-		// on the Go scheduler (how far its stream ran while its actors were
-		// held): the ids start over, as after a crash inside a group
-		// commit, so that the new owner's do not.
-		w.ids.reseed(w.sc.Seed, staleEpoch+uint64(cl.stale))
-	}
 	var between func()
 	if rng.IntN(2) == 0 {
-		between = resume
+		between = func() {
+			resumed = true
+			n.disp.Release()
+			synctest.Wait()
+			n.disp.Hold()
+			w.ids.reseed(w.sc.Seed, epoch)
+		}
 	}
 	next := cl.other(stale, rng)
-	if err := w.takeOver(ctx, next, between); err != nil {
-		n.disp.Release()
+	err := w.takeOver(ctx, next, between)
+	// Adopt returns once the runs are back in place; what their restart
+	// sets off on the new owner settles before the stale node resumes.
+	synctest.Wait()
+	n.disp.Release()
+	if err != nil {
 		return err
 	}
 	if !resumed {
-		resume()
+		synctest.Wait()
 	}
 	cl.stale++
 	if err := w.stopNode(ctx, stale); err != nil {
 		return fmt.Errorf("stop the stale node %s: %w", n.name, err)
 	}
+	w.ids.reseed(w.sc.Seed, epoch+1)
 	w.flight.reset() // as crashNode
 	return w.startNode(stale)
 }

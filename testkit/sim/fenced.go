@@ -3,9 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
@@ -39,7 +41,15 @@ type fencedStore struct {
 	writes map[messages.SessionID][]write
 	// fenced counts the appends refused with journal.ErrFenced.
 	fenced atomic.Int64
+	// tails are the Tail calls following each session, called in the
+	// append, under mu: in seq order, and without a goroutine of their
+	// own (a JetStream ordered consumer delivers on its own; here the
+	// order of everything must come from the driver).
+	tails map[messages.SessionID][]*tailFn
 }
+
+// tailFn is one Tail's callback (a pointer: its identity is the key).
+type tailFn struct{ fn func([]*messages.Encoded) }
 
 // write is one message a node put in a session: a batch of events
 // (first..last) or a fence (first = last+1, as in journal.JetStream).
@@ -50,7 +60,8 @@ type write struct {
 }
 
 func newFencedStore() *fencedStore {
-	return &fencedStore{mem: journal.NewMemory(), msgs: map[messages.SessionID]uint64{}, writes: map[messages.SessionID][]write{}}
+	return &fencedStore{mem: journal.NewMemory(), msgs: map[messages.SessionID]uint64{}, writes: map[messages.SessionID][]write{},
+		tails: map[messages.SessionID][]*tailFn{}}
 }
 
 // handle is a node's view of the store, named for the one-writer
@@ -103,8 +114,9 @@ type fencedJournal struct {
 }
 
 var (
-	_ journal.Journal = (*fencedJournal)(nil)
-	_ journal.Catalog = (*fencedJournal)(nil)
+	_ journal.Journal     = (*fencedJournal)(nil)
+	_ journal.Catalog     = (*fencedJournal)(nil)
+	_ cluster.TailJournal = (*fencedJournal)(nil)
 )
 
 func (j *fencedJournal) check(ctx context.Context) error {
@@ -144,7 +156,33 @@ func (j *fencedJournal) Append(ctx context.Context, s messages.SessionID, events
 	st.msgs[s]++
 	j.tails[s] = st.msgs[s]
 	st.writes[s] = append(st.writes[s], write{node: j.node, first: events[0].Seq, last: events[len(events)-1].Seq})
+	for _, t := range st.tails[s] {
+		t.fn(slices.Clone(events)) // the hub reuses its batch's slice
+	}
 	return nil
+}
+
+// Tail calls fn with each batch appended to session s after the call, in
+// seq order, from inside the Append that stored it (fn must not block, nor
+// append), and returns the session's head at the start; stop ends it
+// (journal.JetStream.Tail, for cluster.Followers).
+func (j *fencedJournal) Tail(ctx context.Context, s messages.SessionID, fn func([]*messages.Encoded)) (head uint64, stop func(), err error) {
+	if err := j.check(ctx); err != nil {
+		return 0, nil, err
+	}
+	st := j.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if head, err = st.mem.Head(ctx, s); err != nil {
+		return 0, nil, err
+	}
+	t := &tailFn{fn: fn}
+	st.tails[s] = append(st.tails[s], t)
+	return head, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.tails[s] = slices.DeleteFunc(st.tails[s], func(o *tailFn) bool { return o == t })
+	}, nil
 }
 
 // Fence makes every handle that wrote to the session before this call fail

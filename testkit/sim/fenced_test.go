@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,47 @@ func TestFencedStore_Interleaved(t *testing.T) {
 	got := st.interleaved()
 	if len(got) != 1 || !strings.Contains(got[0], "node a appended seqs 2..2 after node b took it over at seq 1") {
 		t.Fatalf("interleaved = %q", got)
+	}
+}
+
+// TestFencedJournal_Tail: a tail gets every batch any handle appends after
+// it started, in order and as copies; a refused batch never; nothing
+// after stop.
+func TestFencedJournal_Tail(t *testing.T) {
+	ctx := context.Background()
+	st := newFencedStore()
+	a, b := st.handle("a"), st.handle("b")
+	if err := a.Append(ctx, "s", fencedEvents(1)); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	head, stop, err := b.Tail(ctx, "s", func(evs []*messages.Encoded) {
+		for _, e := range evs {
+			got = append(got, e.Seq)
+		}
+		evs[0] = nil // the tail owns its slice: the appender's is not touched
+	})
+	if err != nil || head != 1 {
+		t.Fatalf("Tail = %d, %v; want head 1", head, err)
+	}
+	batch := fencedEvents(2, 3)
+	if err := a.Append(ctx, "s", batch); err != nil || batch[0] == nil {
+		t.Fatalf("Append = %v; batch[0] = %v", err, batch[0])
+	}
+	if _, err := b.Fence(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, "s", fencedEvents(4)); !errors.Is(err, journal.ErrFenced) {
+		t.Fatalf("stale Append = %v, want ErrFenced", err)
+	}
+	if err := b.Append(ctx, "s", fencedEvents(4)); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := b.Append(ctx, "s", fencedEvents(5)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{2, 3, 4}; !slices.Equal(got, want) {
+		t.Fatalf("the tail got seqs %v, want %v", got, want)
 	}
 }

@@ -623,6 +623,13 @@ func (d *driver) restart(crash func() error) {
 // replace says, then calls replaced; the clients that were connected
 // reconnect from their cursors.
 func (d *driver) replace(replace func() error, what string, replaced func()) {
+	// In cluster mode only the streams on the node replaced (the owner)
+	// drop: the other nodes follow the session from the shared journal,
+	// and their streams go on across the takeover.
+	var gone string
+	if d.w.cl != nil {
+		gone = d.w.cl.nodes[d.w.cl.owner].name
+	}
 	if d.w.front != nil {
 		// The server dies: its connections drop, and each HTTP client
 		// reads the end of its stream (no final frame). Before the disk is
@@ -633,6 +640,9 @@ func (d *driver) replace(replace func() error, what string, replaced func()) {
 	}
 	var reconnect []*client
 	for _, c := range d.clients {
+		if gone != "" && c.at != gone {
+			continue
+		}
 		if c.connected() {
 			reconnect = append(reconnect, c)
 		}

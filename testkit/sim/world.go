@@ -67,7 +67,7 @@ type world struct {
 	// engines on one shared journal; e, disp and front are then those of
 	// the node that owns the session (where the driver and the clients
 	// send their requests, as the cluster forwards them).
-	cl *cluster
+	cl *simCluster
 	// front serves e over HTTP to the SSE and WebSocket clients (nil
 	// without such clients); boots counts the engines started, so that
 	// each front draws its own request ids.

@@ -305,7 +305,7 @@ func (d *driver) planned(sc Scenario) {
 	if slices.Contains(sc.Crashes, d.step) {
 		d.crash(sc.DamageWAL && d.crashes == 0)
 	}
-	if d.w.cl != nil && slices.Contains(sc.Pauses, d.step) {
+	if d.w.cl != nil && d.w.e != nil && slices.Contains(sc.Pauses, d.step) {
 		d.pause()
 	}
 	if d.w.e == nil {
@@ -604,7 +604,7 @@ func (d *driver) crash(damage bool) {
 }
 
 // pause makes the session's owner a stale owner (world.pauseNode); the
-// clients resume on the new owner.
+// streams that were on it resume on another node.
 func (d *driver) pause() {
 	rng := rand.New(rand.NewPCG(d.w.sc.Seed, 0x57a1e+uint64(d.w.cl.stale)))
 	d.replace(func() error { return d.w.pauseNode(d.ctx, rng) }, "the stale owner's replacement", func() {})

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/conclave-ai/conclave/actors/feed"
+	"github.com/conclave-ai/conclave/internal/regress"
 	"github.com/conclave-ai/conclave/journal"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -133,7 +134,7 @@ func (e *Engine) Adopt(ctx context.Context, key messages.SessionID) error {
 	// the same: the session then goes idle and is given up like any other
 	// (release), instead of staying this node's for good.
 	folded := &foldedSession{key: k}
-	if len(live) > 0 {
+	if len(live) > 0 && !regress.AdoptSkipsReplay.Load() {
 		if folded, err = e.foldSession(ctx, key, live); err != nil {
 			return fmt.Errorf("actors: adopt session %s: %w", key, err)
 		}

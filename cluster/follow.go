@@ -23,7 +23,7 @@ import (
 // a gap (an overflowing subscriber) is read back from the journal.
 // It implements actors.Followers.
 type Followers struct {
-	journal   *journal.JetStream
+	journal   TailJournal
 	newID     func() uuid.UUID
 	now       func() time.Time
 	tailBytes int
@@ -33,11 +33,24 @@ type Followers struct {
 	closed   bool
 }
 
+// TailJournal is the journal Followers read: journal.JetStream, or the
+// shared journal of testkit/sim's cluster mode.
+type TailJournal interface {
+	journal.Journal
+	// Tail calls fn with each batch of events appended to session s after
+	// the call, in seq order, and returns the session's head at the start;
+	// stop ends it (fn is not called after stop returns). See
+	// journal.JetStream.Tail.
+	Tail(ctx context.Context, s messages.SessionID, fn func([]*messages.Encoded)) (head uint64, stop func(), err error)
+}
+
+var _ TailJournal = (*journal.JetStream)(nil)
+
 // NewFollowers returns the followers of j. newID and now make the
 // replay_truncated events of readers that fell behind retention. Each
 // followed session keeps DefaultTailBytes of its latest events
 // (NewFollowersWith sets it).
-func NewFollowers(j *journal.JetStream, newID func() uuid.UUID, now func() time.Time) *Followers {
+func NewFollowers(j TailJournal, newID func() uuid.UUID, now func() time.Time) *Followers {
 	return NewFollowersWith(j, FollowersOptions{NewID: newID, Now: now})
 }
 
@@ -55,7 +68,7 @@ type FollowersOptions struct {
 }
 
 // NewFollowersWith returns the followers of j, configured by opts.
-func NewFollowersWith(j *journal.JetStream, opts FollowersOptions) *Followers {
+func NewFollowersWith(j TailJournal, opts FollowersOptions) *Followers {
 	if opts.NewID == nil {
 		opts.NewID = uuid.New
 	}

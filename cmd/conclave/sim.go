@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +34,7 @@ type simCmd struct {
 	size         sim.Size
 	noFeatures   bool
 	noHTTP       bool
+	cluster      bool
 	councilNodes int
 	shrink       int
 	jsonOut      bool
@@ -50,6 +53,16 @@ var fixedBugs = map[string]*atomic.Bool{
 	"marker-seq":        &regress.MarkerAtFirstRetained,
 	"ack-before-sync":   &regress.AckBeforeSync,
 	"resume-repeat":     &regress.LastEventIDInclusive,
+	// Cluster mode's (--cluster): a stale owner's appends are not fenced
+	// off; a takeover resumes none of the dead node's runs.
+	"no-fencing":           &regress.NoFencing,
+	"takeover-skip-replay": &regress.AdoptSkipsReplay,
+}
+
+// fixedBugNames lists fixedBugs' names, sorted, for the usage and errors.
+func fixedBugNames() string {
+	names := slices.Sorted(maps.Keys(fixedBugs))
+	return strings.Join(names, "|")
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -78,10 +91,11 @@ does the same thing, so a failing seed is reproduced by "conclave sim --seed N" 
 	fs.IntVar(&c.size.Crashes, "crashes", c.size.Crashes, "at most this many crashes per seed")
 	fs.BoolVar(&c.noFeatures, "no-features", false, "plain councils: no teams, debates, HITL, faults or actions besides crashes")
 	fs.BoolVar(&c.noHTTP, "no-http", false, "every client subscribes on the engine: none reads the SSE or WebSocket stream through the HTTP server")
+	fs.BoolVar(&c.cluster, "cluster", false, "simulate clusters of 2 or 3 nodes on one fenced journal, with node crashes, takeovers and stale owners")
 	fs.IntVar(&c.councilNodes, "council-nodes", 0, "instead of random scenarios, simulate one council of this many nodes per seed (sim.BigCouncil)")
 	fs.IntVar(&c.shrink, "shrink", 60, "simulations to spend shrinking each failing scenario (0: none)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON result per seed, then the summary as JSON")
-	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: damaged-wal|damaged-hwm|trim-live|abort-race|backpressure|orphan-interrupts|marker-seq|ack-before-sync|resume-repeat")
+	fs.StringVar(&c.reintroduce, "reintroduce", "", "put a fixed bug back, to see the simulator find it: "+fixedBugNames()+" (no-fencing and takeover-skip-replay with --cluster)")
 	return cmd
 }
 
@@ -124,6 +138,7 @@ func (c *simCmd) scenarios() ([]sim.Scenario, error) {
 	size := c.size
 	size.Features = !c.noFeatures
 	size.NoHTTP = c.noHTTP
+	size.Cluster = c.cluster
 	first, n := c.from, c.seeds
 	if c.seed != 0 {
 		first, n = c.seed, 1
@@ -152,7 +167,7 @@ func (c *simCmd) run() error {
 	if c.reintroduce != "" {
 		bug, ok := fixedBugs[c.reintroduce]
 		if !ok {
-			return usageError(fmt.Errorf("--reintroduce %q: one of damaged-wal, damaged-hwm, trim-live, abort-race, backpressure, orphan-interrupts, marker-seq, ack-before-sync, resume-repeat", c.reintroduce))
+			return usageError(fmt.Errorf("--reintroduce %q: one of %s", c.reintroduce, fixedBugNames()))
 		}
 		bug.Store(true) // this process only simulates
 	}
@@ -191,7 +206,7 @@ func (c *simCmd) run() error {
 
 // summary prints what the seeds did, all together.
 func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
-	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers, overHTTP, restarts int
+	var runs, events, delivered, crashes, commitCrashes, steps, sleeps, markers, overHTTP, restarts, takeovers, stale, fenced int
 	var virtual time.Duration
 	for _, r := range rep.results {
 		runs, events, delivered, crashes, steps = runs+r.Runs, events+r.Events, delivered+r.Delivered, crashes+r.Crashes, steps+r.Steps
@@ -199,6 +214,7 @@ func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
 		markers += r.Markers
 		overHTTP, restarts = overHTTP+r.HTTP, restarts+r.Restarts
 		commitCrashes += r.CommitCrashes
+		takeovers, stale, fenced = takeovers+r.Takeovers, stale+r.Stale, fenced+r.Fenced
 		virtual += r.Virtual
 	}
 	n := len(rep.results)
@@ -206,7 +222,7 @@ func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
 		b, _ := json.Marshal(map[string]any{"seeds": n, "failed": len(rep.failed), "seconds": took.Seconds(),
 			"seeds_per_second": float64(n) / took.Seconds(), "runs": runs, "events": events, "delivered": delivered,
 			"delivered_http": overHTTP, "ws_restarts": restarts,
-			"crashes": crashes, "commit_crashes": commitCrashes, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
+			"crashes": crashes, "commit_crashes": commitCrashes, "takeovers": takeovers, "stale_owners": stale, "fenced_appends": fenced, "sleeps": sleeps, "markers": markers, "steps": steps, "virtual_seconds": virtual.Seconds()})
 		fmt.Fprintf(out, "%s\n", b)
 		return
 	}
@@ -214,6 +230,9 @@ func (c *simCmd) summary(out io.Writer, rep *simReport, took time.Duration) {
 		n, c.parallel, n-len(rep.failed), len(rep.failed), took.Seconds(), float64(n)/took.Seconds())
 	fmt.Fprintf(out, "  simulated %d runs, %d events, %d deliveries to clients (%d over HTTP, %d WebSocket restarts), %d crashes (%d inside a group commit), %d runs put to sleep, %d replay markers, %d steps, %s of virtual time\n",
 		runs, events, delivered, overHTTP, restarts, crashes, commitCrashes, sleeps, markers, steps, virtual.Round(time.Second))
+	if c.cluster {
+		fmt.Fprintf(out, "  cluster: %d sessions taken over from a crashed or paused node, %d stale owners resumed, %d of their appends fenced off\n", takeovers, stale, fenced)
+	}
 }
 
 // explain prints a failing scenario's findings, shrinks it, and prints the
@@ -282,6 +301,9 @@ func (c *simCmd) sizeFlags() string {
 	}
 	if c.noHTTP {
 		s += " --no-http"
+	}
+	if c.cluster {
+		s += " --cluster"
 	}
 	if c.reintroduce != "" {
 		s += " --reintroduce " + c.reintroduce

@@ -69,6 +69,23 @@ func TestSim_FindsReintroducedBug(t *testing.T) {
 	}
 }
 
+// TestSim_FindsClusterBug: with --cluster and the fence check taken out of
+// the nodes' shared journal, seed 1's stale owner appends after the new
+// owner took its session over; the report says so, and its shrunk
+// scenario (which carries the cluster's nodes and pauses) still fails.
+func TestSim_FindsClusterBug(t *testing.T) {
+	out, code := simCommand(t, "--cluster", "--from", "1", "--seeds", "1", "--reintroduce", "no-fencing", "--shrink", "10")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{"1 failed", "FAIL seed 1:", "two owners interleaved", "reproduce: conclave sim --seed 1 --cluster --reintroduce no-fencing",
+		"stale owners resumed", `"nodes":`, `"pauses":`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in:\n%s", want, out)
+		}
+	}
+}
+
 func TestSim_Usage(t *testing.T) {
 	for _, args := range [][]string{{"--reintroduce", "nope"}, {"--seeds", "0"}, {"--scenario", "{"}, {"--nodes", "0"}} {
 		out, code := simCommand(t, args...)

@@ -53,4 +53,16 @@ var (
 	// the client's last event (issue 33: a duplicate at the resume of an
 	// SSE stream, which clients subscribing on the engine never see).
 	LastEventIDInclusive atomic.Bool
+	// NoFencing takes the fence check out of the journal a cluster's nodes
+	// share, as if its appends were sent without JetStream's expected last
+	// subject sequence (journal.JetStream.Append): a node whose session
+	// was taken over while it was paused goes on appending to it, between
+	// the new owner's events (issue 33, cluster mode). The simulator's
+	// shared journal (testkit/sim, fenced.go) reads it.
+	NoFencing atomic.Bool
+	// AdoptSkipsReplay makes a takeover (actors.Engine.Adopt) start the
+	// session's hub without folding its live runs from the journal: the
+	// runs of a crashed node are never resumed by the node that took its
+	// session over (issue 33, cluster mode).
+	AdoptSkipsReplay atomic.Bool
 )

@@ -59,11 +59,14 @@ type client struct {
 	// neither disconnect nor park ran since). open: a connection is open
 	// and read; a parked WebSocket client's is open while it is not on.
 	on, open bool
-	sub      *actors.Subscription // a direct client's
-	wsc      *websocket.Conn      // a WebSocket client's
-	stop     chan struct{}        // closed by disconnect: a slow reader stops waiting
-	hang     func()               // closes an HTTP client's connection
-	done     chan struct{}        // closed when the reading goroutine returns
+	// at names the cluster node the client's stream is on (cluster mode:
+	// any node, which follows the session from the shared journal).
+	at   string
+	sub  *actors.Subscription // a direct client's
+	wsc  *websocket.Conn      // a WebSocket client's
+	stop chan struct{}        // closed by disconnect: a slow reader stops waiting
+	hang func()               // closes an HTTP client's connection
+	done chan struct{}        // closed when the reading goroutine returns
 }
 
 func newClient(id int, seed uint64, kind clientKind) *client {
@@ -88,23 +91,28 @@ func (c *client) connect(ctx context.Context, w *world, after uint64) error {
 	c.disconnect()
 	slow, pace := c.slow, time.Duration(c.rng.IntN(5_000_000)+1)
 	stop, done := make(chan struct{}), make(chan struct{})
+	e, front := w.e, w.front
+	if w.cl != nil { // any node serves a stream (cluster.Followers): drawn from the client's generator
+		n := w.cl.nodes[c.rng.IntN(len(w.cl.nodes))]
+		e, front, c.at = n.e, n.front, n.name
+	}
 	var err error
 	switch c.kind {
 	case direct:
-		err = c.connectDirect(ctx, w.e, after, slow, pace, stop, done)
+		err = c.connectDirect(ctx, e, after, slow, pace, stop, done)
 	case sse:
-		if w.front == nil {
+		if front == nil {
 			return fmt.Errorf("client %d: no HTTP server", c.id)
 		}
 		// A resume sends Last-Event-ID, as EventSource does, three times in
 		// four; else ?after=, as a client that keeps its own cursor.
 		header := resume && c.rng.IntN(4) != 0
-		err = c.connectSSE(ctx, w.front, after, header, slow, pace, stop, done)
+		err = c.connectSSE(ctx, front, after, header, slow, pace, stop, done)
 	case ws:
-		if w.front == nil {
+		if front == nil {
 			return fmt.Errorf("client %d: no HTTP server", c.id)
 		}
-		err = c.connectWS(ctx, w.front, after, slow, pace, stop, done)
+		err = c.connectWS(ctx, front, after, slow, pace, stop, done)
 	}
 	if err != nil {
 		return err

@@ -38,6 +38,21 @@
 //     their connections before the disk is cloned, as a dead process
 //     would. What they receive is checked as the direct clients'
 //     streams are, and each frame's id and event against its envelope.
+//   - Cluster mode (Scenario.Nodes > 1, cluster.go): several engines,
+//     each with its own dispatcher and gates tagged with its name, share
+//     one journal in memory with journal.JetStream's fencing (fenced.go;
+//     it passes the journal conformance suite), and an ownership table
+//     stands for cluster.Node's buckets. The driver talks to the
+//     session's owner; a client connects to any node, which serves its
+//     stream from the shared journal (cluster.Followers), so only the
+//     streams on a node that is replaced drop. A crash kills the owner,
+//     another node takes the session over (fence, then
+//     actors.Engine.Adopt), and the dead node rejoins owning nothing; a
+//     pause (Scenario.Pauses) holds the owner's actors while one of its
+//     streams goes on, lets another node take the session over, then
+//     resumes it: its appends must be refused, and it rejoins as a new
+//     member. The shared journal records who wrote each session, and no
+//     node may append after another took it over.
 //
 // Generate draws a Scenario (runs and their features, clients, crashes,
 // crashes inside a group commit, disk faults, aborts, steering, rewinds, stalls, retention, model and tool

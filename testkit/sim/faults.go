@@ -85,6 +85,9 @@ type Model struct {
 	seed   uint64
 	faults ModelFaults
 	keys   counter
+	// tag names the engine the model runs for in its gates' keys (a
+	// cluster node; "" for the one server).
+	tag string
 	// observe, when set, is told of every chunk a stream hands out (the
 	// simulator's backpressure check).
 	observe func(req *model.Request, c model.Chunk)
@@ -100,7 +103,7 @@ func (m *Model) Name() string { return m.inner.Name() }
 
 // Stream implements model.Model.
 func (m *Model) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
-	key := m.keys.next(fmt.Sprintf("model %s %s %s a%d t%d r%d", req.RunID, req.Role, req.AgentID, req.Attempt, req.Turn, req.Round))
+	key := m.keys.next(fmt.Sprintf("model %s %s %s a%d t%d r%d%s", req.RunID, req.Role, req.AgentID, req.Attempt, req.Turn, req.Round, m.tag))
 	st := &simStream{m: m, ctx: ctx, req: req, key: key}
 	if err := st.gate(0); err != nil {
 		return nil, err
@@ -175,6 +178,7 @@ type Tool struct {
 	seed   uint64
 	faults ToolFaults
 	keys   counter
+	tag    string // as Model's
 }
 
 // WrapTool returns inner as a simulated tool.
@@ -192,7 +196,7 @@ var ErrInjected = errors.New("sim: injected tool failure")
 func (t *Tool) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
 	info, _ := tool.CallInfoFrom(ctx)
 	turn := fmt.Sprintf("tool %s %s a%d t%d", info.RunID, info.AgentID, info.Attempt, info.Turn)
-	key := t.keys.next(fmt.Sprintf("%s %s %s", turn, info.CallID, t.Def().Name))
+	key := t.keys.next(fmt.Sprintf("%s %s %s%s", turn, info.CallID, t.Def().Name, t.tag))
 	f := t.faults
 	if f.HangRate > 0 && chance(t.seed, turn, "hang") < f.HangRate && info.Index == int(chance(t.seed, turn, "victim")*2) {
 		<-ctx.Done()

@@ -13,27 +13,36 @@ import (
 // find back (internal/regress) and shows that the seeds CI runs find it:
 // the first failing seed must come within the stated number.
 func TestSim_FindsFixedBugs(t *testing.T) {
+	clusterSize := sim.SmallSize
+	clusterSize.Cluster = true
 	cases := []struct {
 		name   string
 		bug    *atomic.Bool
 		within int
+		size   *sim.Size // default sim.SmallSize
 	}{
-		{"damaged WAL reuses seqs", &regress.TrustDamagedJournal, 50},
-		{"damaged HWM reuses seqs", &regress.TrustDamagedMarks, 50},
-		{"retention strands a parked run", &regress.TrimLiveRuns, 50},
-		{"abort racing the end", &regress.AbortWithoutOutcome, 50},
-		{"no backpressure", &regress.UnboundedStreams, 50},
-		{"an abort orphans a parked interrupt", &regress.OrphanParkedInterrupts, 50},
-		{"a replay marker one seq late", &regress.MarkerAtFirstRetained, 50},
-		{"a group acknowledged before its fsync", &regress.AckBeforeSync, 50},
-		{"an SSE resume repeats the last event", &regress.LastEventIDInclusive, 50},
+		{"damaged WAL reuses seqs", &regress.TrustDamagedJournal, 50, nil},
+		{"damaged HWM reuses seqs", &regress.TrustDamagedMarks, 50, nil},
+		{"retention strands a parked run", &regress.TrimLiveRuns, 50, nil},
+		{"abort racing the end", &regress.AbortWithoutOutcome, 50, nil},
+		{"no backpressure", &regress.UnboundedStreams, 50, nil},
+		{"an abort orphans a parked interrupt", &regress.OrphanParkedInterrupts, 50, nil},
+		{"a replay marker one seq late", &regress.MarkerAtFirstRetained, 50, nil},
+		{"a group acknowledged before its fsync", &regress.AckBeforeSync, 50, nil},
+		{"an SSE resume repeats the last event", &regress.LastEventIDInclusive, 50, nil},
+		{"a stale owner is not fenced off", &regress.NoFencing, 50, &clusterSize},
+		{"a takeover does not replay the journal", &regress.AdoptSkipsReplay, 50, &clusterSize},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.bug.Store(true)
 			defer c.bug.Store(false)
+			size := sim.SmallSize
+			if c.size != nil {
+				size = *c.size
+			}
 			for seed := uint64(1); seed <= uint64(c.within); seed++ {
-				res := sim.Run(t, sim.Generate(seed, sim.SmallSize), sim.Options{})
+				res := sim.Run(t, sim.Generate(seed, size), sim.Options{})
 				if res.Failed() {
 					t.Logf("found at seed %d: %s", seed, res.Failures[0])
 					return

@@ -71,9 +71,20 @@ type Scenario struct {
 	Stalls []int `json:"stalls,omitempty"`
 	// Retention keeps at most this many events per session, applied every
 	// few steps (0: no retention).
-	Retention int         `json:"retention,omitempty"`
-	Model     ModelFaults `json:"model"`
-	Tool      ToolFaults  `json:"tool"`
+	Retention int `json:"retention,omitempty"`
+	// Nodes, when above 1, simulates a cluster of that many nodes on one
+	// shared journal with JetStream's fencing (cluster.go): a crash then
+	// kills the node that owns the session, and another takes it over.
+	// The durable journal's faults (DamageWAL, DiskFaults, CommitCrashes)
+	// do not apply.
+	Nodes int `json:"nodes,omitempty"`
+	// Pauses are the steps at which, in cluster mode, the owner pauses
+	// (its actors held while one of its streams goes on), loses the
+	// session to another node, and resumes as a stale owner whose appends
+	// must be refused.
+	Pauses []int       `json:"pauses,omitempty"`
+	Model  ModelFaults `json:"model"`
+	Tool   ToolFaults  `json:"tool"`
 }
 
 // HWMDamage is a fault of the journal's high-water mark log.
@@ -102,6 +113,9 @@ type Size struct {
 	// NoHTTP: every client subscribes on the engine (none goes through
 	// the transport server), as before the HTTP clients.
 	NoHTTP bool
+	// Cluster simulates clusters of 2 or 3 nodes (Scenario.Nodes) with
+	// one or two stale owners (Scenario.Pauses) besides the crashes.
+	Cluster bool
 }
 
 // SmallSize is what CI runs: councils of a few nodes with every feature.
@@ -168,8 +182,31 @@ func Generate(seed uint64, size Size) Scenario {
 	if later.IntN(4) == 0 {
 		sc.CommitCrashes = []int{2 + later.IntN(size.Horizon/2)}
 	}
+	if size.Cluster {
+		clusterize(&sc, seed, size)
+	}
 	return sc
 }
+
+// clusterize makes sc a cluster's, from a generator of its own (the draws
+// above stay what they are): 2 or 3 nodes, one or two pauses and at least
+// one crash in the first half of the horizon (while runs are live), and
+// none of the durable journal's faults.
+func clusterize(sc *Scenario, seed uint64, size Size) {
+	rng := rand.New(rand.NewPCG(seed, 0xc1a5))
+	sc.Nodes = 2 + rng.IntN(2)
+	early := func() int { return 2 + rng.IntN(max(size.Horizon/2, 1)) }
+	for range 1 + rng.IntN(2) {
+		sc.Pauses = append(sc.Pauses, early())
+	}
+	if len(sc.Crashes) == 0 {
+		sc.Crashes = []int{early()}
+	}
+	sc.DamageWAL, sc.DamageHWM, sc.DiskFaults, sc.CommitCrashes = false, "", nil, nil
+}
+
+// cluster reports whether sc simulates a cluster.
+func (sc Scenario) cluster() bool { return sc.Nodes > 1 }
 
 // httpClients is how many clients go over HTTP (HTTPClients, at most
 // Clients: Shrink drops clients from the end).

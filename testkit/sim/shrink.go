@@ -66,6 +66,7 @@ func candidates(sc Scenario) []Scenario {
 		func(c *Scenario) *[]int { return &c.Crashes }, func(c *Scenario) *[]int { return &c.DiskFaults },
 		func(c *Scenario) *[]int { return &c.Aborts }, func(c *Scenario) *[]int { return &c.Steers },
 		func(c *Scenario) *[]int { return &c.Rewinds }, func(c *Scenario) *[]int { return &c.Stalls },
+		func(c *Scenario) *[]int { return &c.Pauses },
 	} {
 		for i := range *steps(&sc) {
 			with(func(c *Scenario) { s := steps(c); *s = slices.Delete(*s, i, i+1) })
@@ -143,6 +144,6 @@ func (sc Scenario) Size() (runs, nodes, actions int) {
 			nodes += r.Start.Scenario.Nodes
 		}
 	}
-	actions = len(sc.Crashes) + len(sc.DiskFaults) + len(sc.Aborts) + len(sc.Steers) + len(sc.Rewinds) + len(sc.Stalls) + sc.Clients
+	actions = len(sc.Crashes) + len(sc.DiskFaults) + len(sc.Aborts) + len(sc.Steers) + len(sc.Rewinds) + len(sc.Stalls) + len(sc.Pauses) + sc.Clients
 	return len(sc.Runs), nodes, actions
 }

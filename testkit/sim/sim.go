@@ -86,8 +86,15 @@ type Result struct {
 	HTTP     int `json:"http"`
 	Restarts int `json:"restarts"`
 	// CommitCrashes counts the power losses inside a group commit.
-	CommitCrashes int      `json:"commit_crashes"`
-	Failures      []string `json:"failures,omitempty"`
+	CommitCrashes int `json:"commit_crashes"`
+	// In cluster mode (Scenario.Nodes > 1): Takeovers counts the sessions
+	// a node took over from a crashed or paused one, Stale the paused
+	// owners that resumed after that, and Fenced the appends the shared
+	// journal refused to a node that no longer owned the session.
+	Takeovers int      `json:"takeovers,omitempty"`
+	Stale     int      `json:"stale,omitempty"`
+	Fenced    int      `json:"fenced,omitempty"`
+	Failures  []string `json:"failures,omitempty"`
 	// Digest is a SHA-256 of the journal's events at the end (seq and
 	// bytes): the same seed gives the same digest.
 	Digest string `json:"digest"`
@@ -297,6 +304,9 @@ func (d *driver) planned(sc Scenario) {
 	}
 	if slices.Contains(sc.Crashes, d.step) {
 		d.crash(sc.DamageWAL && d.crashes == 0)
+	}
+	if d.w.cl != nil && d.w.e != nil && slices.Contains(sc.Pauses, d.step) {
+		d.pause()
 	}
 	if d.w.e == nil {
 		return
@@ -593,9 +603,33 @@ func (d *driver) crash(damage bool) {
 	d.restart(func() error { return d.w.crash(d.ctx, rng, damage) })
 }
 
+// pause makes the session's owner a stale owner (world.pauseNode); the
+// streams that were on it resume on another node.
+func (d *driver) pause() {
+	rng := rand.New(rand.NewPCG(d.w.sc.Seed, 0x57a1e+uint64(d.w.cl.stale)))
+	d.replace(func() error { return d.w.pauseNode(d.ctx, rng) }, "the stale owner's replacement", func() {})
+}
+
 // restart crashes the server as crash says and restarts it; the clients
 // that were connected reconnect from their cursors.
 func (d *driver) restart(crash func() error) {
+	d.replace(crash, fmt.Sprintf("restart after crash %d", d.crashes+1), func() {
+		d.crashes++
+		d.res.Crashes++
+	})
+}
+
+// replace replaces the server (the session's owner, in cluster mode) as
+// replace says, then calls replaced; the clients that were connected
+// reconnect from their cursors.
+func (d *driver) replace(replace func() error, what string, replaced func()) {
+	// In cluster mode only the streams on the node replaced (the owner)
+	// drop: the other nodes follow the session from the shared journal,
+	// and their streams go on across the takeover.
+	var gone string
+	if d.w.cl != nil {
+		gone = d.w.cl.nodes[d.w.cl.owner].name
+	}
 	if d.w.front != nil {
 		// The server dies: its connections drop, and each HTTP client
 		// reads the end of its stream (no final frame). Before the disk is
@@ -606,17 +640,19 @@ func (d *driver) restart(crash func() error) {
 	}
 	var reconnect []*client
 	for _, c := range d.clients {
+		if gone != "" && c.at != gone {
+			continue
+		}
 		if c.connected() {
 			reconnect = append(reconnect, c)
 		}
 		c.disconnect() // an HTTP client's reader has returned: its connection dropped (a parked one's too)
 	}
-	if err := crash(); err != nil {
-		d.fail("restart after crash %d at step %d: %v", d.crashes+1, d.step, err)
+	if err := replace(); err != nil {
+		d.fail("%s at step %d: %v", what, d.step, err)
 		return
 	}
-	d.crashes++
-	d.res.Crashes++
+	replaced()
 	clear(d.ended) // a repair may have lost a run's end: it then goes on
 	d.adopt()
 	d.checkParked()

@@ -123,6 +123,7 @@ func (d *driver) verify() {
 	}
 	d.checkRuns(bySeq)
 	d.checkNoneOpen()
+	d.checkCluster()
 	head, _ := d.w.j.Head(d.ctx, journalKey)
 	for _, c := range d.clients {
 		d.checkClient(c, bySeq, decoded, head)

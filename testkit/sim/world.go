@@ -53,17 +53,32 @@ type world struct {
 	// commitCrashes counts crashes inside a group commit: each starts the
 	// ids over (idSource.reseed).
 	commitCrashes int
-	faults        *journalFaults // of the current journal: a failed append
-	j             *journal.Durable
-	disp          *Dispatcher
-	e             *actors.Engine
+	// diskRestarts counts the restarts after a failed disk (DiskFaults):
+	// each starts the ids over too, at the next boot (reseedAtBoot).
+	diskRestarts int
+	reseedAtBoot bool
+	faults       *journalFaults // of the current journal: a failed append
+	// j is the journal: the durable one of the server, or in cluster mode
+	// the driver's handle on the nodes' shared one.
+	j    simJournal
+	disp *Dispatcher
+	e    *actors.Engine
+	// cl is the cluster in cluster mode (Scenario.Nodes > 1): several
+	// engines on one shared journal; e, disp and front are then those of
+	// the node that owns the session (where the driver and the clients
+	// send their requests, as the cluster forwards them).
+	cl *simCluster
 	// front serves e over HTTP to the SSE and WebSocket clients (nil
 	// without such clients); boots counts the engines started, so that
 	// each front draws its own request ids.
-	front    *front
-	boots    uint64
-	models   model.Factory
-	tools    *tool.Set
+	front  *front
+	boots  uint64
+	models model.Factory
+	tools  *tool.Set
+	// base and inner are the models and tools of Options, before they
+	// are wrapped (a cluster's nodes wrap them each under a tag).
+	base     model.Factory
+	inner    []tool.Tool
 	flight   inflight
 	repaired bool // the journal was repaired: acknowledged events were lost (DamageWAL)
 }
@@ -173,11 +188,18 @@ func (f *inflight) appended(events []*messages.Encoded) {
 	}
 }
 
-// countingJournal is the engine's view of the journal: the durable one,
-// telling the in-flight count what it acknowledged, and failing as a disk
-// does when journalFaults says so.
+// simJournal is a journal the engine runs on: the durable one, or a
+// node's handle on a cluster's shared one (fencedJournal).
+type simJournal interface {
+	journal.Journal
+	journal.Catalog
+}
+
+// countingJournal is the engine's view of the journal: the durable one (or
+// a cluster node's), telling the in-flight count what it acknowledged, and
+// failing as a disk does when journalFaults says so.
 type countingJournal struct {
-	*journal.Durable
+	simJournal
 	flight *inflight
 	faults *journalFaults
 }
@@ -217,13 +239,13 @@ func (j countingJournal) Append(ctx context.Context, s messages.SessionID, event
 	}
 	if j.faults.armed.CompareAndSwap(true, false) {
 		if j.faults.after {
-			_ = j.Durable.Append(ctx, s, events)
+			_ = j.simJournal.Append(ctx, s, events)
 		}
 		j.faults.failed.Store(true)
 		j.flight.off.Store(true)
 		return errDiskFailed
 	}
-	return j.Durable.Append(ctx, s, events)
+	return j.simJournal.Append(ctx, s, events)
 }
 
 func newWorld(sc Scenario, opts Options) (*world, error) {
@@ -258,25 +280,41 @@ func newWorld(sc Scenario, opts Options) (*world, error) {
 			inner = append([]tool.Tool{scripted.SearchTool()}, inner...)
 		}
 	}
-	w.models = func(s messages.Scenario) (model.Model, error) {
-		inner, err := base(s)
-		if err != nil {
-			return nil, err
-		}
-		m := WrapModel(inner, w.sched, sc.Seed, sc.Model)
-		m.observe = w.flight.handedOut
-		return m, nil
-	}
-	wrapped := make([]tool.Tool, len(inner))
-	for i, t := range inner {
-		wrapped[i] = WrapTool(t, w.sched, sc.Seed, sc.Tool)
-	}
-	set, err := tool.NewSet(wrapped...)
+	w.base, w.inner = base, inner
+	w.models = w.modelsTagged("")
+	set, err := w.toolsTagged("")
 	if err != nil {
 		return nil, err
 	}
 	w.tools = set
 	return w, nil
+}
+
+// modelsTagged wraps the world's models for one engine; tag (a cluster
+// node's name, "" for the one server) goes into their gates' keys, so
+// that two nodes running the same run wait at gates of their own.
+func (w *world) modelsTagged(tag string) model.Factory {
+	return func(s messages.Scenario) (model.Model, error) {
+		inner, err := w.base(s)
+		if err != nil {
+			return nil, err
+		}
+		m := WrapModel(inner, w.sched, w.sc.Seed, w.sc.Model)
+		m.observe = w.flight.handedOut
+		m.tag = tag
+		return m, nil
+	}
+}
+
+// toolsTagged wraps the world's tools for one engine, as modelsTagged.
+func (w *world) toolsTagged(tag string) (*tool.Set, error) {
+	wrapped := make([]tool.Tool, len(w.inner))
+	for i, t := range w.inner {
+		tt := WrapTool(t, w.sched, w.sc.Seed, w.sc.Tool)
+		tt.tag = tag
+		wrapped[i] = tt
+	}
+	return tool.NewSet(wrapped...)
 }
 
 // boot opens the journal on the disk as it is and starts an engine on it
@@ -291,6 +329,9 @@ func (w *world) boot(ctx context.Context) error {
 	// bigger log costs more; the simulations CI runs write a few MB.)
 	// Sessions stay in memory: leaving it flushes the memtable, which
 	// rotates the write-ahead log on a background goroutine (see above).
+	if w.sc.cluster() {
+		return w.bootCluster(ctx)
+	}
 	w.hang = newHangFS(w.mem)
 	jopts := journal.Options{Logger: w.log, FS: w.hang, CacheSize: 1 << 20, MemTableSize: 16 << 20, IdleAfter: -1, WatchEvery: -1}
 	j, err := journal.Open(dataDir, jopts)
@@ -303,23 +344,14 @@ func (w *world) boot(ctx context.Context) error {
 		return fmt.Errorf("open the journal: %w", err)
 	}
 	w.j = j
+	if w.reseedAtBoot {
+		w.reseedAtBoot = false
+		w.ids.reseed(w.sc.Seed, diskEpoch+uint64(w.diskRestarts))
+	}
 	w.faults = &journalFaults{}
 	w.disp = NewDispatcher()
 	w.flight.reset()
-	e, err := actors.New(actors.Config{
-		Logger: w.log, NewID: w.ids.New,
-		// Replay markers go to one client: when a client reads (up to the
-		// Go scheduler) must not shift the journaled events' ids.
-		MarkerID: w.markerIDs.New,
-		Journal:  countingJournal{Durable: j, flight: &w.flight, faults: w.faults},
-		Models:   w.models, Tools: w.tools, Dispatcher: w.disp,
-		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
-		SleepAfter:         -1, // likewise: the driver puts parked runs to sleep itself (loop)
-		KeepRunsOnShutdown: true,
-		InterruptTimeout:   DriverPatience * 10,
-		ToolTimeout:        ToolTimeout,
-		Concurrency:        w.opts.Concurrency,
-	})
+	e, err := actors.New(w.engineConfig(j, w.disp, w.models, w.tools))
 	if err != nil {
 		_ = w.disp.Shutdown(ctx)
 		_ = j.Close()
@@ -337,9 +369,31 @@ func (w *world) boot(ctx context.Context) error {
 	return nil
 }
 
+// engineConfig is the configuration of an engine of the world on journal
+// j, its actors on disp.
+func (w *world) engineConfig(j simJournal, disp *Dispatcher, models model.Factory, tools *tool.Set) actors.Config {
+	return actors.Config{
+		Logger: w.log, NewID: w.ids.New,
+		// Replay markers go to one client: when a client reads (up to the
+		// Go scheduler) must not shift the journaled events' ids.
+		MarkerID: w.markerIDs.New,
+		Journal:  countingJournal{simJournal: j, flight: &w.flight, faults: w.faults},
+		Models:   models, Tools: tools, Dispatcher: disp,
+		HubIdleAfter:       -1, // a sweeper ticking on its own would race the driver
+		SleepAfter:         -1, // likewise: the driver puts parked runs to sleep itself (loop)
+		KeepRunsOnShutdown: true,
+		InterruptTimeout:   DriverPatience * 10,
+		ToolTimeout:        ToolTimeout,
+		Concurrency:        w.opts.Concurrency,
+	}
+}
+
 // halt stops the engine, its dispatcher and its journal. After a crash
 // clone it only tidies up: the disk the old engine writes to is dropped.
 func (w *world) halt(ctx context.Context) error {
+	if w.cl != nil {
+		return w.haltCluster(ctx)
+	}
 	var errs []error
 	if w.e != nil {
 		errs = append(errs, w.e.Shutdown(ctx))
@@ -375,6 +429,18 @@ func (w *world) halt(ctx context.Context) error {
 // same disk: it is asked for all or only the synced state, and the torn
 // tail is added here.)
 func (w *world) crash(ctx context.Context, rng *rand.Rand, damage bool) error {
+	if w.cl != nil {
+		return w.crashNode(ctx, rng) // the shared journal loses nothing acknowledged
+	}
+	if w.faults != nil && w.faults.err() != nil {
+		// The disk failed: the hub dropped what the models went on
+		// streaming, and how far they ran (how many ids they drew)
+		// depends on the Go scheduler. The restarted server's ids start
+		// over, as after a crash inside a group commit (seed 24054 gave a
+		// different journal on each run).
+		w.diskRestarts++
+		w.reseedAtBoot = true
+	}
 	var head uint64
 	if damage {
 		head, _ = w.j.Head(ctx, journalKey)
@@ -447,6 +513,11 @@ func (w *world) afterDamage(ctx context.Context, acked uint64, err error) error 
 	}
 	return nil
 }
+
+// diskEpoch is where the ids' epochs after a failed disk start
+// (idSource.reseed; a crash inside a group commit takes 1, 2, …, a stale
+// cluster owner staleEpoch+1, …).
+const diskEpoch = 1 << 48
 
 // hwmFile is the journal's high-water mark log (journal/hwm.go).
 const hwmFile = "CONCLAVE-JOURNAL-HWM"

@@ -276,6 +276,9 @@ func TestRecover_WorkingRunResumes(t *testing.T) {
 // supervision it chose (run_started records it): with worker=stop, the
 // node of its second wave that panics after the restart is not restarted
 // and the run fails (the restarted engine's default would restart it).
+// The node panics on its first three attempts: the first engine may
+// already have started (and lost) attempt 1 when it stops, so the resumed
+// run's attempt 2 must panic too.
 func TestRecover_KeepsSupervision(t *testing.T) {
 	t.Parallel()
 	r := newRestartable(t)
@@ -283,7 +286,7 @@ func TestRecover_KeepsSupervision(t *testing.T) {
 	defer cancel()
 	ref, err := r.e.StartRun(ctx, messages.StartRun{Question: "q", SessionID: "s",
 		Supervision: &messages.Supervision{Worker: &messages.SupervisionPolicy{Strategy: messages.SupervisionStop}},
-		Scenario:    &messages.Scenario{Nodes: 2, Waves: 2, Tokens: 4, PanicNodes: messages.NodeSelector{IDs: []string{"n002"}}}})
+		Scenario:    &messages.Scenario{Nodes: 2, Waves: 2, Tokens: 4, PanicAttempts: 3, PanicNodes: messages.NodeSelector{IDs: []string{"n002"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

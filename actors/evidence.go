@@ -96,7 +96,7 @@ func (r *runActor) planEvidence(id string, plan *messages.Plan, waves [][]string
 }
 
 // spawnEvidence is the evidence of a spawn gate.
-func (r *runActor) spawnEvidence(id string, s *spawnAsk) *messages.EvidencePackage {
+func (w *graphRunner) spawnEvidence(id string, s *spawnAsk) *messages.EvidencePackage {
 	return &messages.EvidencePackage{
 		ID: id, Title: "Spawn a sub-team for " + s.parent,
 		Narrative:      fmt.Sprintf("%s asks for a sub-team on: %s", s.parent, clip(s.req.Goal, 400)),

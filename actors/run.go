@@ -138,8 +138,7 @@ type runActor struct {
 	st *runstate.Run
 	g  *runstate.Graph
 
-	queue   []string // nodes of the current wave not started yet (scheduling)
-	running int      // node agents started and not reported
+	graph *graphRunner // the waves of the graph (shared by a run and a team)
 
 	children map[string]*child // by PID id
 	spawned  uint64            // children started so far (child.order)
@@ -156,13 +155,9 @@ type runActor struct {
 
 	team     *teamScope        // set when this supervises a team node's nested plan
 	steering *steeringQueue    // notes waiting for the next wave boundary (run level)
-	spawns   []spawnAsk        // sub-team requests of the current wave's workers
 	cites    citations.Manager // the run's sources (run level)
 
 	end ending // the ending of a failing graph (ending.go)
-
-	atBoundary bool // between waves (boundary.go)
-	nextWave   int  // the wave the boundary leads to
 }
 
 // watchBudget makes the run end with budget_exceeded once its outbox
@@ -248,8 +243,29 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
+	r := &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
 		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
+	r.graph = &graphRunner{r: r}
+	return r
+}
+
+// graphRunner runs the waves of the graph a supervisor runs, the same way
+// for a run and for a team: the wave queue and the concurrency limit, the
+// node gates' and dependencies' skips, the nodes it starts (workers, teams,
+// debates), the wave boundaries with their sub-team requests and spawn
+// gates, and putting a graph back after a restart (resumeGraph). What only
+// a run does (planning, the plan gate, steering, the run's end) stays on
+// runActor and its other parts.
+type graphRunner struct {
+	r *runActor
+
+	queue   []string // nodes of the current wave not started yet (scheduling)
+	running int      // node agents started and not reported
+
+	spawns []spawnAsk // sub-team requests of the current wave's workers
+
+	atBoundary bool // between waves (boundary.go)
+	nextWave   int  // the wave the boundary leads to
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
@@ -437,12 +453,12 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		// continuation), and the director's report need not be kept.
 		ctx.Send(ctx.Self(), &gatePlan{})
 	case model.RoleWorker:
-		r.running--
+		r.graph.running--
 		if m.Rejected {
 			// A human rejected the node before it started: it never opened
 			// its lane; its dependents will be skipped, the run goes on.
-			r.skip(ctx, c.agentID, m.Err.Error(), "")
-			r.advance(ctx)
+			r.graph.skip(ctx, c.agentID, m.Err.Error(), "")
+			r.graph.advance(ctx)
 			return
 		}
 		if m.Err != nil {
@@ -455,9 +471,9 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			return
 		}
 		if m.Spawn != nil {
-			r.spawns = append(r.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
+			r.graph.spawns = append(r.graph.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
 		}
-		r.advance(ctx) // does nothing once the run is failing
+		r.graph.advance(ctx) // does nothing once the run is failing
 	case model.RoleSteerer:
 		r.steeringTranslated(ctx, c, m)
 	case model.RoleSynthesizer:
@@ -480,7 +496,7 @@ func (r *runActor) planGate(ctx actor.Context) {
 	if !r.spec.hitl.Includes(messages.HITLPlan) {
 		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
 		r.phase = phaseExecuting
-		r.boundary(ctx, 0)
+		r.graph.boundary(ctx, 0)
 		return
 	}
 	plan := r.g.Plan.Clone() // the interrupt keeps it; the graph may change
@@ -521,7 +537,7 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 		return
 	}
 	r.phase = phaseExecuting
-	r.boundary(ctx, 0)
+	r.graph.boundary(ctx, 0)
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
@@ -547,7 +563,7 @@ func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
 	case r.failCode != "":
 		r.maybeEndFailure(ctx)
 	case r.phase == phaseExecuting:
-		r.advance(ctx)
+		r.graph.advance(ctx)
 	}
 }
 
@@ -571,7 +587,7 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			it.translating = false
 			r.rejectSteering(ctx, it, "translation stopped: "+reason)
 			r.steering.items = slices.DeleteFunc(r.steering.items, func(x *steerItem) bool { return x == it })
-			r.continueBoundary(ctx)
+			r.graph.continueBoundary(ctx)
 		}
 	case model.RoleSynthesizer:
 		r.emitFor(ctx, c.agentID, r.synthesisLane(), &messages.SynthesisFailedPayload{Error: reason})
@@ -579,14 +595,14 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			r.fail(ctx, messages.ErrCodeSynthesis, reason)
 		}
 	case model.RoleWorker:
-		r.running--
+		r.graph.running--
 		if !c.shared.opened {
 			// Stopped (or crashed) while parked on its node gate: the lane
 			// was never opened, so the node closes as skipped.
 			if c.stopping {
 				reason = "run ended before the node started: " + r.failMsg
 			}
-			r.skip(ctx, c.agentID, reason, "")
+			r.graph.skip(ctx, c.agentID, reason, "")
 			if !c.stopping {
 				r.failDep = c.agentID
 				r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed before it started: %s", c.agentID, reason))
@@ -604,7 +620,8 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	}
 }
 
-func (r *runActor) startWave(ctx actor.Context, i int) {
+func (w *graphRunner) startWave(ctx actor.Context, i int) {
+	r := w.r
 	if i == len(r.g.Waves) {
 		if c := r.g.Counts(); c.Completed == 0 {
 			// Nothing to synthesise from (every node was rejected, or
@@ -617,36 +634,38 @@ func (r *runActor) startWave(ctx actor.Context, i int) {
 		r.startSynthesis(ctx)
 		return
 	}
-	r.queue = append(r.queue[:0], r.g.Waves[i]...)
+	w.queue = append(w.queue[:0], r.g.Waves[i]...)
 	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.g.Waves[i], Team: r.teamID()})
 	r.injectScenarioSteering(ctx, i)
-	r.advance(ctx)
+	w.advance(ctx)
 }
 
 // advance starts queued nodes up to the concurrency limit, and moves to the
 // next wave once the current one is done.
-func (r *runActor) advance(ctx actor.Context) {
+func (w *graphRunner) advance(ctx actor.Context) {
+	r := w.r
 	if r.failCode != "" || r.terminal != nil {
 		// A sibling that finished after the run started failing must not
 		// start more nodes or the next wave.
 		return
 	}
-	for r.running < r.spec.concurrency && len(r.queue) > 0 {
-		id := r.queue[0]
-		r.queue = r.queue[1:]
-		if dep := r.incompleteDep(id); dep != "" {
-			r.skip(ctx, id, "dependency "+dep+" did not complete", dep)
+	for w.running < r.spec.concurrency && len(w.queue) > 0 {
+		id := w.queue[0]
+		w.queue = w.queue[1:]
+		if dep := w.incompleteDep(id); dep != "" {
+			w.skip(ctx, id, "dependency "+dep+" did not complete", dep)
 			continue
 		}
-		r.startNode(ctx, id)
+		w.startNode(ctx, id)
 	}
-	if r.running == 0 && len(r.queue) == 0 && r.g.InWave() {
-		r.completeWave(ctx)
-		r.boundary(ctx, r.g.Wave+1)
+	if w.running == 0 && len(w.queue) == 0 && r.g.InWave() {
+		w.completeWave(ctx)
+		w.boundary(ctx, r.g.Wave+1)
 	}
 }
 
-func (r *runActor) completeWave(ctx actor.Context) {
+func (w *graphRunner) completeWave(ctx actor.Context) {
+	r := w.r
 	p := &messages.WaveCompletedPayload{Wave: r.g.Wave, Team: r.teamID()}
 	for _, id := range r.g.Waves[r.g.Wave] {
 		switch r.node(id).State {
@@ -663,13 +682,14 @@ func (r *runActor) completeWave(ctx actor.Context) {
 	r.emit(ctx, p)
 }
 
-func (r *runActor) startNode(ctx actor.Context, id string) {
-	r.startNodeWith(ctx, id, &agentShared{}, nil, nil)
+func (w *graphRunner) startNode(ctx actor.Context, id string) {
+	w.startNodeWith(ctx, id, &agentShared{}, nil, nil)
 }
 
 // startNodeWith starts node id; restore puts a worker back on its pending
 // interrupt, res a team or debate back where it was (recover.go).
-func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore, res *nodeResume) {
+func (w *graphRunner) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore, res *nodeResume) {
+	r := w.r
 	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
 	if r.team != nil && len(n.Deps) == 0 {
@@ -681,7 +701,7 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	if rw := r.spec.rewind; rw != nil && rw.Note != "" {
 		inputs = append(inputs, "[steering] "+rw.Note) // the rewind's note steers every node that runs again
 	}
-	r.running++
+	w.running++
 	info := &nodeInfo{node: n, wave: r.g.Wave, scope: r.base()}
 	req := model.Request{Goal: n.Goal, Context: inputs, Tools: r.e.cfg.Tools.Defs(n.Tools)}
 	if r.spec.consultMode() && !slices.Contains(n.Tools, model.ToolConsultAdvisor) {
@@ -693,9 +713,9 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	}
 	switch {
 	case n.IsTeam():
-		r.spawnTeam(ctx, info, req, shared, res)
+		w.spawnTeam(ctx, info, req, shared, res)
 	case n.IsDebate():
-		r.spawnDebate(ctx, info, req, shared, res)
+		w.spawnDebate(ctx, info, req, shared, res)
 	default:
 		r.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
 	}
@@ -761,7 +781,8 @@ func (r *runActor) claimEnd(ctx actor.Context, code messages.ErrorCode, msg stri
 	return d.code, d.msg
 }
 
-func (r *runActor) incompleteDep(id string) string {
+func (w *graphRunner) incompleteDep(id string) string {
+	r := w.r
 	for _, d := range r.planNode(id).Deps {
 		if r.node(d).State != runstate.Completed {
 			return d
@@ -771,7 +792,8 @@ func (r *runActor) incompleteDep(id string) string {
 }
 
 // skip closes the lane of a node that never ran (a single node_skipped).
-func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
+func (w *graphRunner) skip(ctx actor.Context, id, reason, dep string) {
+	r := w.r
 	r.emitFor(ctx, id, r.nodeLane(id),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
 }
@@ -845,7 +867,7 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
 	r.emit(ctx, rw) // the graph, its reused outputs, and its earlier waves as run (fixed)
 	r.phase = phaseExecuting
-	r.startWave(ctx, rw.Wave)
+	r.graph.startWave(ctx, rw.Wave)
 }
 
 // emitCostEstimate publishes run_cost_estimate for the plan (warn-only).

@@ -121,7 +121,7 @@ func (r *runActor) steeringTranslated(ctx actor.Context, c *child, m *messages.A
 		r.dropSteering(ctx, "the run ended before the next wave boundary")
 		return
 	}
-	r.continueBoundary(ctx)
+	r.graph.continueBoundary(ctx)
 }
 
 // applySteering applies or rejects every translated note, in arrival order.
@@ -143,7 +143,7 @@ func (r *runActor) applySteering(ctx actor.Context) {
 				continue
 			}
 			r.emitFor(ctx, steeringAgentID, steeringLane(it.id), &messages.SteeringAppliedPayload{SteeringID: it.id, Diff: *it.diff,
-				AppliedAtWave: r.nextWave, Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), r.nextWave)})
+				AppliedAtWave: r.graph.nextWave, Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), r.graph.nextWave)})
 		}
 	}
 	r.steering.items = keep

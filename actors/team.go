@@ -45,7 +45,8 @@ type teamScope struct {
 }
 
 // spawnTeam starts the supervisor of team node info.node.
-func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+func (w *graphRunner) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+	r := w.r
 	depth := 1
 	if r.team != nil {
 		depth = r.team.depth + 1
@@ -100,7 +101,7 @@ func (r *runActor) startTeam(ctx actor.Context) {
 	plan := dag.Qualify(t.node.ID, *t.node.Team)
 	r.emit(ctx, &messages.TeamStartedPayload{TeamID: t.node.ID, Depth: t.depth, Role: t.node.Role, Plan: plan, Waves: dag.Waves(plan)})
 	r.phase = phaseExecuting
-	r.startWave(ctx, 0)
+	r.graph.startWave(ctx, 0)
 }
 
 // resumeTeam puts a team that was running before a restart back where it
@@ -111,7 +112,7 @@ func (r *runActor) resumeTeam(ctx actor.Context) {
 	r.st, r.g = t.restore, t.restore.GraphOf(t.lane.StreamID) // the team's state is this supervisor's from now on
 	t.restore = nil
 	r.start = r.e.cfg.Now()
-	r.resumeGraph(ctx)
+	r.graph.resumeGraph(ctx)
 }
 
 // teamStopping: the parent stops the team. protoactor stops the nested

@@ -75,7 +75,7 @@ func (w *graphRunner) spawnDebate(ctx actor.Context, info *nodeInfo, req model.R
 	}
 	props := r.e.props(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate, restore: restore} },
 		actor.WithSupervisor(noChildren(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
+	r.agents.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {

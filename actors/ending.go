@@ -183,7 +183,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 		r.graph.queue = r.graph.queue[1:]
 		r.graph.skipFailed(ctx, id)
 	}
-	if len(r.children) > 0 {
+	if len(r.agents.byPID) > 0 {
 		return
 	}
 	r.dropSteering(ctx, "the run ended before the next wave boundary")

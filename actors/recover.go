@@ -499,7 +499,7 @@ func (r *runActor) resume(ctx actor.Context) {
 	case rs.Graph == nil: // still planning (a first plan, or a re-plan): the director starts again
 		r.phase = phasePlanning
 		lane := r.directorLane()
-		r.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
+		r.agents.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
 		return
 	}
 	for _, n := range rs.NotesInOrder() { // notes with a diff (the others were rejected): the next boundary applies them, in order
@@ -668,12 +668,12 @@ func (r *runActor) endRestored(ctx actor.Context, code messages.ErrorCode, msg s
 
 // restartAgent starts an agent again after a restart: it announces
 // agent_restarted on its lane (or opens it, if it never did).
-func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *runstate.Lane) {
+func (k *agentSet) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *runstate.Lane) {
 	shared := &agentShared{lastPanic: "server restarted"}
 	if l != nil {
 		shared.opened, shared.attempts, shared.subSeq = true, l.Attempts, l.SubSeq
 	}
-	r.spawnWith(ctx, role, id, lane, req, node, shared, nil)
+	k.spawnWith(ctx, role, id, lane, req, node, shared, nil)
 }
 
 // reattach puts a rebuilt agent back on its pending interrupt.

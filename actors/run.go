@@ -140,9 +140,8 @@ type runActor struct {
 
 	graph *graphRunner // the waves of the graph (shared by a run and a team)
 
-	children map[string]*child // by PID id
-	spawned  uint64            // children started so far (child.order)
-	usage    messages.Usage
+	agents *agentSet // the live agents it started (children)
+	usage  messages.Usage
 
 	failCode messages.ErrorCode // set once the run is failing
 	failMsg  string
@@ -174,7 +173,7 @@ type budgetNear struct{ why string }
 
 // maybeFreeze stops a freezing supervisor once its agents have stopped.
 func (r *runActor) maybeFreeze(ctx actor.Context) {
-	if r.freezing && len(r.children) == 0 {
+	if r.freezing && len(r.agents.byPID) == 0 {
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -243,10 +242,22 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	r := &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
+	r := &runActor{e: e, spec: spec, ended: ended, st: runstate.New(spec.runID),
 		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
 	r.graph = &graphRunner{r: r}
+	r.agents = &agentSet{r: r, byPID: map[string]*child{}}
 	return r
+}
+
+// agentSet is a supervisor's live children (agents, team and debate
+// actors), by PID id, and how they are spawned: each gets the run's
+// question and files, its role's supervision policy and its start order
+// (childrenInOrder).
+type agentSet struct {
+	r *runActor
+
+	byPID   map[string]*child // by PID id
+	spawned uint64            // children started so far (child.order)
 }
 
 // graphRunner runs the waves of the graph a supervisor runs, the same way
@@ -361,7 +372,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		// stop: a supervisor that stopped with children still dying would
 		// send them a second Stop.
 		r.freezing = true
-		for _, c := range r.childrenInOrder() {
+		for _, c := range r.agents.childrenInOrder() {
 			if !c.stopping {
 				c.stopping = true
 				ctx.Stop(c.pid)
@@ -386,22 +397,24 @@ func (r *runActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
-	r.spawnWith(ctx, role, agentID, lane, req, node, &agentShared{}, nil)
+func (k *agentSet) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
+	k.spawnWith(ctx, role, agentID, lane, req, node, &agentShared{}, nil)
 }
 
 // spawnWith spawns an agent with given shared state; restore, when set,
 // puts it back where it was parked before a restart.
-func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
+func (k *agentSet) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
+	r := k.r
 	if restore != nil {
 		r.e.restoring.Add(1) // done when the agent is parked again (reattach)
 	}
-	r.spawnWithSpec(ctx, role, agentID, lane, req, &agentSpec{node: node, shared: shared, restore: restore})
+	k.spawnWithSpec(ctx, role, agentID, lane, req, &agentSpec{node: node, shared: shared, restore: restore})
 }
 
 // spawnWithSpec spawns an agent; spec holds the role-specific fields, the
 // rest is filled in here.
-func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
+func (k *agentSet) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
+	r := k.r
 	req.Role, req.RunID, req.AgentID, req.Question, req.Files = role, r.spec.runID, agentID, r.spec.question, r.spec.files
 	spec.e, spec.run, spec.role, spec.agentID, spec.lane, spec.req = r.e, r.spec, role, agentID, lane, req
 	if spec.shared == nil {
@@ -414,11 +427,11 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
-	r.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, lane: lane, role: role, shared: spec.shared, steeringID: spec.steeringID})
+	k.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, lane: lane, role: role, shared: spec.shared, steeringID: spec.steeringID})
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
-	if c := r.children[ctx.Sender().Id]; c != nil {
+	if c := r.agents.byPID[ctx.Sender().Id]; c != nil {
 		r.takeReport(ctx, c, m, true)
 	}
 }
@@ -541,11 +554,11 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
-	c := r.children[who.Id]
+	c := r.agents.byPID[who.Id]
 	if c == nil {
 		return
 	}
-	delete(r.children, who.Id)
+	delete(r.agents.byPID, who.Id)
 	if r.freezing {
 		r.maybeFreeze(ctx)
 		return
@@ -717,7 +730,7 @@ func (w *graphRunner) startNodeWith(ctx actor.Context, id string, shared *agentS
 	case n.IsDebate():
 		w.spawnDebate(ctx, info, req, shared, res)
 	default:
-		r.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
+		r.agents.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
 	}
 }
 
@@ -734,11 +747,11 @@ func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 		}
 	}
 	if r.team != nil {
-		r.spawnWith(ctx, model.RoleSynthesizer, r.team.node.ID+"/"+synthesizerAgentID, r.synthesisLane(),
+		r.agents.spawnWith(ctx, model.RoleSynthesizer, r.team.node.ID+"/"+synthesizerAgentID, r.synthesisLane(),
 			model.Request{Goal: "Synthesise the team's findings on: " + r.team.node.Goal, Context: inputs}, nil, shared, nil)
 		return
 	}
-	r.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, r.synthesisLane(),
+	r.agents.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, r.synthesisLane(),
 		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil, shared, nil)
 }
 
@@ -756,7 +769,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	}
 	code, msg = r.claimEnd(ctx, code, msg)
 	r.failCode, r.failMsg = code, msg
-	for _, c := range r.childrenInOrder() {
+	for _, c := range r.agents.childrenInOrder() {
 		if !c.reported && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)
@@ -810,7 +823,7 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	// Notes that can no longer apply end now; translators still working
 	// are stopped, and their lanes close as they terminate.
 	r.dropSteering(ctx, "the run ended before the next wave boundary")
-	for _, c := range r.childrenInOrder() {
+	for _, c := range r.agents.childrenInOrder() {
 		if c.role == model.RoleSteerer && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)
@@ -848,7 +861,7 @@ func (r *runActor) sealFailure(ctx actor.Context, p *messages.RunErrorPayload) {
 }
 
 func (r *runActor) maybeEnd(ctx actor.Context) {
-	if len(r.children) > 0 || r.ended.Load() {
+	if len(r.agents.byPID) > 0 || r.ended.Load() {
 		return
 	}
 	if r.team != nil {
@@ -904,7 +917,7 @@ func (r *runActor) directorLane() messages.Lane {
 // startDirector spawns the director of the run's current plan.
 func (r *runActor) startDirector(ctx actor.Context) {
 	lane := r.directorLane()
-	r.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil)
+	r.agents.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil)
 }
 
 // directorID is the agent id of the director of a plan: its lane's id

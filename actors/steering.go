@@ -92,7 +92,7 @@ func (r *runActor) steer(ctx actor.Context, m *messages.Steering) {
 		req.Plan = &p
 	}
 	spec := &agentSpec{steeringID: m.ID}
-	r.spawnWithSpec(ctx, model.RoleSteerer, steerNamePrefix+m.ID, steeringLane(m.ID), req, spec)
+	r.agents.spawnWithSpec(ctx, model.RoleSteerer, steerNamePrefix+m.ID, steeringLane(m.ID), req, spec)
 }
 
 // queueSteering queues a note with its diff for the next boundary.

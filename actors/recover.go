@@ -494,12 +494,12 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.endRestored(ctx, code, rs.LaneFailed)
 		return
 	case rs.Replanning: // the rejection was journaled, its replan_attempt not
-		r.replan(ctx)
+		r.planner.replan(ctx)
 		return
 	case rs.Graph == nil: // still planning (a first plan, or a re-plan): the director starts again
 		r.phase = phasePlanning
-		lane := r.directorLane()
-		r.agents.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
+		lane := r.planner.directorLane()
+		r.agents.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.planner.directorRequest(), nil, rs.Lanes[lane.StreamID])
 		return
 	}
 	for _, n := range rs.NotesInOrder() { // notes with a diff (the others were rejected): the next boundary applies them, in order
@@ -507,14 +507,14 @@ func (r *runActor) resume(ctx actor.Context) {
 	}
 	switch {
 	case !rs.CostEstimated && !rs.GateDecided && !rs.Graph.Failing:
-		r.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
+		r.planner.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
 		fallthrough
 	case !rs.GateDecided && !rs.Graph.Failing:
 		if in := rs.PendingGate(messages.InterruptPlanApproval, "", messages.RunStream); in != nil {
-			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planDecided(ctx, res) })
+			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planner.planDecided(ctx, res) })
 			return
 		}
-		r.planGate(ctx)
+		r.planner.planGate(ctx)
 	case rs.Rejected:
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
 	default:

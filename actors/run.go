@@ -140,8 +140,9 @@ type runActor struct {
 
 	graph *graphRunner // the waves of the graph (shared by a run and a team)
 
-	agents *agentSet // the live agents it started (children)
-	usage  messages.Usage
+	agents  *agentSet   // the live agents it started (children)
+	planner *runPlanner // the director, the plan gate, re-plans (run only)
+	usage   messages.Usage
 
 	failCode messages.ErrorCode // set once the run is failing
 	failMsg  string
@@ -246,6 +247,7 @@ func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
 		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
 	r.graph = &graphRunner{r: r}
 	r.agents = &agentSet{r: r, byPID: map[string]*child{}}
+	r.planner = &runPlanner{r: r}
 	return r
 }
 
@@ -348,13 +350,13 @@ func (r *runActor) Receive(ctx actor.Context) {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
 			r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
-			r.startRewound(ctx, rw)
+			r.planner.startRewound(ctx, rw)
 			return
 		}
 		r.emit(ctx, started)
 		r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
 		r.phase = phasePlanning
-		r.startDirector(ctx)
+		r.planner.startDirector(ctx)
 	case *messages.AgentDone:
 		r.agentDone(ctx, m)
 	case *actor.Terminated:
@@ -385,7 +387,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		// back until the gate expired, since the interrupt would be raised
 		// after the abort cancelled the run's interrupts.
 		if _, decided := r.spec.outcome.decided(); r.failCode == "" && !decided {
-			r.planGate(ctx)
+			r.planner.planGate(ctx)
 		}
 	case *messages.Steering:
 		r.steer(ctx, m)
@@ -460,7 +462,7 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		if r.failCode != "" {
 			return // aborted while planning
 		}
-		r.emitCostEstimate(ctx)
+		r.planner.emitCostEstimate(ctx)
 		// Gate the plan on a message of our own: a parked actor keeps the
 		// message it parked on (ReenterAfter restores it for the
 		// continuation), and the director's report need not be kept.
@@ -505,7 +507,8 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 // planGate approves the plan automatically, or (hitl plan and above) parks
 // the supervisor on a plan_approval interrupt: approve, approve an edited
 // plan (revise), or reject. An expired gate takes the run's timeout action.
-func (r *runActor) planGate(ctx actor.Context) {
+func (pl *runPlanner) planGate(ctx actor.Context) {
+	r := pl.r
 	if !r.spec.hitl.Includes(messages.HITLPlan) {
 		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
 		r.phase = phaseExecuting
@@ -514,12 +517,13 @@ func (r *runActor) planGate(ctx actor.Context) {
 	}
 	plan := r.g.Plan.Clone() // the interrupt keeps it; the graph may change
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves,
-		Evidence: r.planEvidence(r.e.cfg.NewID().String(), &plan, r.g.Waves)},
-		func(res *messages.Resolution) { r.planDecided(ctx, res) })
+		Evidence: pl.planEvidence(r.e.cfg.NewID().String(), &plan, r.g.Waves)},
+		func(res *messages.Resolution) { pl.planDecided(ctx, res) })
 }
 
 // planDecided applies the plan gate's outcome.
-func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
+func (pl *runPlanner) planDecided(ctx actor.Context, res *messages.Resolution) {
+	r := pl.r
 	if r.failCode != "" {
 		return
 	}
@@ -543,7 +547,7 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 		replan := !res.Expired && r.st.Replans < r.spec.maxReplans
 		r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason, Replanning: replan})
 		if replan {
-			r.replan(ctx)
+			pl.replan(ctx)
 			return
 		}
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
@@ -877,21 +881,24 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 
 // startRewound starts a rewound run at its wave, with the earlier waves'
 // outputs reused from the source run.
-func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
+func (pl *runPlanner) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
+	r := pl.r
 	r.emit(ctx, rw) // the graph, its reused outputs, and its earlier waves as run (fixed)
 	r.phase = phaseExecuting
 	r.graph.startWave(ctx, rw.Wave)
 }
 
 // emitCostEstimate publishes run_cost_estimate for the plan (warn-only).
-func (r *runActor) emitCostEstimate(ctx actor.Context) {
+func (pl *runPlanner) emitCostEstimate(ctx actor.Context) {
+	r := pl.r
 	n := int64(dag.CountAgents(r.g.Plan))
 	r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
 }
 
 // directorRequest is the director's turn: the question, and every tool
 // the plan may give its nodes.
-func (r *runActor) directorRequest() model.Request {
+func (pl *runPlanner) directorRequest() model.Request {
+	r := pl.r
 	req := model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
 	for _, a := range r.e.cfg.Remote.Available() { // the remote agents a node may name
 		req.Agents = append(req.Agents, model.AgentDef{Name: a.Name, Description: a.Description})
@@ -910,14 +917,16 @@ func (r *runActor) directorRequest() model.Request {
 
 // directorLane is the director's lane for the run's current plan (the
 // first, or a re-plan's).
-func (r *runActor) directorLane() messages.Lane {
+func (pl *runPlanner) directorLane() messages.Lane {
+	r := pl.r
 	return messages.RunLane().Child(messages.DirectorStreamOf(r.st.Replans + 1))
 }
 
 // startDirector spawns the director of the run's current plan.
-func (r *runActor) startDirector(ctx actor.Context) {
-	lane := r.directorLane()
-	r.agents.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil)
+func (pl *runPlanner) startDirector(ctx actor.Context) {
+	r := pl.r
+	lane := pl.directorLane()
+	r.agents.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, pl.directorRequest(), nil)
 }
 
 // directorID is the agent id of the director of a plan: its lane's id
@@ -925,12 +934,20 @@ func (r *runActor) startDirector(ctx actor.Context) {
 func directorID(stream messages.StreamID) string { return string(stream) }
 
 // replan: the plan was rejected and the director plans again, told why.
-func (r *runActor) replan(ctx actor.Context) {
+func (pl *runPlanner) replan(ctx actor.Context) {
+	r := pl.r
 	r.emit(ctx, &messages.ReplanAttemptPayload{Attempt: r.st.Replans + 1, MaxAttempts: r.spec.maxReplans, Reason: r.st.Rejection})
 	r.g = nil // the reducer dropped the rejected plan; the next plan_proposed sets it
 	r.phase = phasePlanning
-	r.startDirector(ctx)
+	pl.startDirector(ctx)
 }
+
+// runPlanner is what only a run's supervisor does before its waves: it
+// starts the director (again, told why, after a rejected plan), estimates
+// the plan's cost, gates the plan (plan_approval) and applies the gate's
+// decision, or starts a rewound run at its wave. A team's supervisor never
+// uses it (its plan is the team node's).
+type runPlanner struct{ r *runActor }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.
 type gatePlan struct{}

@@ -69,10 +69,10 @@ func (w *graphRunner) continueBoundary(ctx actor.Context) {
 			w.applySpawn(ctx, ask)
 		}
 	}
-	if r.steering.translating() {
+	if r.steering.queue.translating() {
 		return // the translation's report continues the boundary
 	}
-	r.applySteering(ctx)
+	r.steering.applySteering(ctx)
 	w.atBoundary = false
 	w.startWave(ctx, w.nextWave)
 }

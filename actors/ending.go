@@ -186,7 +186,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 	if len(r.agents.byPID) > 0 {
 		return
 	}
-	r.dropSteering(ctx, "the run ended before the next wave boundary")
+	r.steering.dropSteering(ctx, "the run ended before the next wave boundary")
 	if r.g != nil {
 		if r.g.InWave() {
 			// The wave's nodes that never started close before the wave

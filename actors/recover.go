@@ -503,7 +503,7 @@ func (r *runActor) resume(ctx actor.Context) {
 		return
 	}
 	for _, n := range rs.NotesInOrder() { // notes with a diff (the others were rejected): the next boundary applies them, in order
-		r.queueSteering(&steerItem{id: n.Received.SteeringID, note: n.Received.Note, diff: n.Received.Diff})
+		r.steering.queueSteering(&steerItem{id: n.Received.SteeringID, note: n.Received.Note, diff: n.Received.Diff})
 	}
 	switch {
 	case !rs.CostEstimated && !rs.GateDecided && !rs.Graph.Failing:

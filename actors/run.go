@@ -154,7 +154,7 @@ type runActor struct {
 	freezing bool             // stopping for a later resume: nothing more happens
 
 	team     *teamScope        // set when this supervises a team node's nested plan
-	steering *steeringQueue    // notes waiting for the next wave boundary (run level)
+	steering *runSteering      // notes waiting for the next wave boundary (run level)
 	cites    citations.Manager // the run's sources (run level)
 
 	end ending // the ending of a failing graph (ending.go)
@@ -248,6 +248,7 @@ func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
 	r.graph = &graphRunner{r: r}
 	r.agents = &agentSet{r: r, byPID: map[string]*child{}}
 	r.planner = &runPlanner{r: r}
+	r.steering = &runSteering{r: r}
 	return r
 }
 
@@ -390,7 +391,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 			r.planner.planGate(ctx)
 		}
 	case *messages.Steering:
-		r.steer(ctx, m)
+		r.steering.steer(ctx, m)
 	case *actor.Stopping:
 		r.target().cancelParked(ctx)
 		if r.team != nil {
@@ -490,7 +491,7 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		}
 		r.graph.advance(ctx) // does nothing once the run is failing
 	case model.RoleSteerer:
-		r.steeringTranslated(ctx, c, m)
+		r.steering.steeringTranslated(ctx, c, m)
 	case model.RoleSynthesizer:
 		switch {
 		case r.failCode != "":
@@ -600,10 +601,10 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			r.fail(ctx, messages.ErrCodePlanningFailed, reason)
 		}
 	case model.RoleSteerer:
-		if it := r.steering.byID(c.steeringID); it != nil && it.translating {
+		if it := r.steering.queue.byID(c.steeringID); it != nil && it.translating {
 			it.translating = false
-			r.rejectSteering(ctx, it, "translation stopped: "+reason)
-			r.steering.items = slices.DeleteFunc(r.steering.items, func(x *steerItem) bool { return x == it })
+			r.steering.rejectSteering(ctx, it, "translation stopped: "+reason)
+			r.steering.queue.items = slices.DeleteFunc(r.steering.queue.items, func(x *steerItem) bool { return x == it })
 			r.graph.continueBoundary(ctx)
 		}
 	case model.RoleSynthesizer:
@@ -653,7 +654,7 @@ func (w *graphRunner) startWave(ctx actor.Context, i int) {
 	}
 	w.queue = append(w.queue[:0], r.g.Waves[i]...)
 	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.g.Waves[i], Team: r.teamID()})
-	r.injectScenarioSteering(ctx, i)
+	r.steering.injectScenarioSteering(ctx, i)
 	w.advance(ctx)
 }
 
@@ -826,7 +827,7 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	}
 	// Notes that can no longer apply end now; translators still working
 	// are stopped, and their lanes close as they terminate.
-	r.dropSteering(ctx, "the run ended before the next wave boundary")
+	r.steering.dropSteering(ctx, "the run ended before the next wave boundary")
 	for _, c := range r.agents.childrenInOrder() {
 		if c.role == model.RoleSteerer && !c.stopping {
 			c.stopping = true

@@ -120,7 +120,12 @@ type child struct {
 // then the synthesiser, and emits the run's lifecycle events. It is the
 // only emitter of run-lane events, and it emits the terminal event only
 // after every agent of the run has stopped, so the terminal event is
-// always the run's last.
+// always the run's last. The same type supervises a team node's nested
+// plan (team.go). Its parts: graph runs the waves, the same for a run and
+// a team; agents holds and spawns its children; planner (the director and
+// the plan gate) and steering are what only a run does. What stays here is
+// the actor itself: its messages, the events it applies, reports and
+// deaths of its children, and ending the run (with ending.go).
 type runActor struct {
 	e     *Engine
 	spec  *runSpec

@@ -35,66 +35,70 @@ type spawnAsk struct {
 }
 
 // boundary starts the boundary before wave next.
-func (r *runActor) boundary(ctx actor.Context, next int) {
-	r.atBoundary, r.nextWave = true, next
+func (w *graphRunner) boundary(ctx actor.Context, next int) {
+	r := w.r
+	w.atBoundary, w.nextWave = true, next
 	if r.team == nil && next > 0 {
 		r.numberCitations(ctx, r.g.Waves[next-1])
 	}
-	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
-	r.continueBoundary(ctx)
+	slices.SortFunc(w.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
+	w.continueBoundary(ctx)
 }
 
 // continueBoundary does what is left of the boundary; it returns early
 // while the supervisor waits for a human (spawn gate) or a translation.
-func (r *runActor) continueBoundary(ctx actor.Context) {
-	if !r.atBoundary || r.failCode != "" || r.terminal != nil || r.parked != nil {
+func (w *graphRunner) continueBoundary(ctx actor.Context) {
+	r := w.r
+	if !w.atBoundary || r.failCode != "" || r.terminal != nil || r.parked != nil {
 		return
 	}
-	for len(r.spawns) > 0 {
-		s := &r.spawns[0]
+	for len(w.spawns) > 0 {
+		s := &w.spawns[0]
 		if !s.decided && r.spec.hitl.Includes(messages.HITLNode) && (r.team == nil || r.team.depth < dag.MaxTeamDepth) {
-			r.spawnGate(ctx, s)
+			w.spawnGate(ctx, s)
 			return
 		}
 		ask := *s
-		r.spawns = r.spawns[1:]
+		w.spawns = w.spawns[1:]
 		switch {
 		case r.team != nil && r.team.depth >= dag.MaxTeamDepth:
 			// Sub-teams nest one level deeper; no deeper than plans may.
 			r.emit(ctx, messages.NewWarning(messages.WarnSpawnRejected,
 				fmt.Sprintf("sub-team of %s not spawned: teams nest at most %d deep", ask.parent, dag.MaxTeamDepth)))
 		case ask.approved || !ask.decided:
-			r.applySpawn(ctx, ask)
+			w.applySpawn(ctx, ask)
 		}
 	}
-	if r.steering.translating() {
+	if r.steering.queue.translating() {
 		return // the translation's report continues the boundary
 	}
-	r.applySteering(ctx)
-	r.atBoundary = false
-	r.startWave(ctx, r.nextWave)
+	r.steering.applySteering(ctx)
+	w.atBoundary = false
+	w.startWave(ctx, w.nextWave)
 }
 
 // spawnGate asks a human whether a worker's sub-team may run.
-func (r *runActor) spawnGate(ctx actor.Context, s *spawnAsk) {
+func (w *graphRunner) spawnGate(ctx actor.Context, s *spawnAsk) {
+	r := w.r
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptSpawnApproval, NodeID: s.parent,
-		Goal: s.req.Goal, SuggestedRoles: slices.Clone(s.req.Roles), Evidence: r.spawnEvidence(r.e.cfg.NewID().String(), s)},
-		func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
+		Goal: s.req.Goal, SuggestedRoles: slices.Clone(s.req.Roles), Evidence: w.spawnEvidence(r.e.cfg.NewID().String(), s)},
+		func(res *messages.Resolution) { w.spawnDecided(ctx, s, res) })
 }
 
 // spawnDecided applies a spawn gate's outcome.
-func (r *runActor) spawnDecided(ctx actor.Context, s *spawnAsk, res *messages.Resolution) {
+func (w *graphRunner) spawnDecided(ctx actor.Context, s *spawnAsk, res *messages.Resolution) {
 	if res.Cancelled {
 		return
 	}
 	s.decided, s.approved = true, res.Decision == messages.DecisionApprove
-	r.continueBoundary(ctx)
+	w.continueBoundary(ctx)
 }
 
 // applySpawn adds a worker's sub-team to the graph as a team node that
 // depends on the worker; the worker's dependents also depend on it, so
 // they see the sub-team's output next to the worker's.
-func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
+func (w *graphRunner) applySpawn(ctx actor.Context, s spawnAsk) {
+	r := w.r
 	id := s.parent + ".team"
 	for k := 2; r.g.Has(id); k++ {
 		id = fmt.Sprintf("%s.team%d", s.parent, k)
@@ -116,8 +120,8 @@ func (r *runActor) applySpawn(ctx actor.Context, s spawnAsk) {
 	}
 	plan.Nodes = append(plan.Nodes, messages.PlanNode{ID: id, Goal: s.req.Goal, Deps: []string{s.parent}, Kind: messages.KindTeam, Team: &team})
 	r.emit(ctx, &messages.SubteamSpawnedPayload{ParentNodeID: s.parent, TeamID: id, Goal: s.req.Goal, Roles: roles,
-		ChildGraphSummary: fmt.Sprintf("%d nodes: %s", len(roles), strings.Join(roles, ", ")), AppliedAtWave: r.nextWave,
-		Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), r.nextWave)})
+		ChildGraphSummary: fmt.Sprintf("%d nodes: %s", len(roles), strings.Join(roles, ", ")), AppliedAtWave: w.nextWave,
+		Plan: plan, Waves: dag.WavesFrom(plan, r.g.StartedWaves(), w.nextWave)})
 }
 
 // numberCitations gives the sources cited by a finished wave's nodes

@@ -65,7 +65,8 @@ const (
 	debateSynthesis
 )
 
-func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+func (w *graphRunner) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+	r := w.r
 	req.Role, req.RunID, req.AgentID, req.Question, req.Files = model.RoleWorker, r.spec.runID, info.node.ID, r.spec.question, r.spec.files
 	spec := &agentSpec{e: r.e, run: r.spec, role: model.RoleWorker, agentID: info.node.ID, lane: r.nodeLane(info.node.ID), req: req, node: info, shared: shared}
 	var restore *runstate.Debate
@@ -74,7 +75,7 @@ func (r *runActor) spawnDebate(ctx actor.Context, info *nodeInfo, req model.Requ
 	}
 	props := r.e.props(func() actor.Actor { return &debateActor{spec: spec, cfg: info.node.Debate, restore: restore} },
 		actor.WithSupervisor(noChildren(r.e.cfg)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
+	r.agents.spawnChild(ctx, props, debateNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: r.nodeLane(info.node.ID), role: model.RoleWorker, shared: shared})
 }
 
 func (d *debateActor) emitOn(ctx actor.Context, lane messages.Lane, p messages.Payload) {

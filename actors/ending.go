@@ -175,18 +175,18 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 	if r.terminal != nil || r.end.pace.waiting {
 		return
 	}
-	for len(r.queue) > 0 {
+	for len(r.graph.queue) > 0 {
 		if r.endingFull(ctx) {
 			return
 		}
-		id := r.queue[0]
-		r.queue = r.queue[1:]
-		r.skipFailed(ctx, id)
+		id := r.graph.queue[0]
+		r.graph.queue = r.graph.queue[1:]
+		r.graph.skipFailed(ctx, id)
 	}
-	if len(r.children) > 0 {
+	if len(r.agents.byPID) > 0 {
 		return
 	}
-	r.dropSteering(ctx, "the run ended before the next wave boundary")
+	r.steering.dropSteering(ctx, "the run ended before the next wave boundary")
 	if r.g != nil {
 		if r.g.InWave() {
 			// The wave's nodes that never started close before the wave
@@ -198,10 +198,10 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 					if r.endingFull(ctx) {
 						return
 					}
-					r.skipFailed(ctx, id)
+					r.graph.skipFailed(ctx, id)
 				}
 			}
-			r.completeWave(ctx)
+			r.graph.completeWave(ctx)
 		}
 		nodes := r.g.Plan.Nodes
 		for ; r.end.planPos < len(nodes); r.end.planPos++ {
@@ -209,7 +209,7 @@ func (r *runActor) maybeEndFailure(ctx actor.Context) {
 				if r.endingFull(ctx) {
 					return
 				}
-				r.skipFailed(ctx, id)
+				r.graph.skipFailed(ctx, id)
 			}
 		}
 	}
@@ -224,14 +224,15 @@ func (r *runActor) endingStepped(ctx actor.Context) {
 }
 
 // skipFailed skips a node that never ran because the graph is ending.
-func (r *runActor) skipFailed(ctx actor.Context, id string) {
-	dep, reason := r.incompleteDep(id), "run ended before the node started: "+r.failMsg
+func (w *graphRunner) skipFailed(ctx actor.Context, id string) {
+	r := w.r
+	dep, reason := w.incompleteDep(id), "run ended before the node started: "+r.failMsg
 	if dep != "" {
 		reason = "dependency " + dep + " did not complete"
 	} else if r.failDep != "" && r.end.downstream(r.g.Plan, r.failDep)[id] {
 		dep = r.failDep
 	}
-	r.skip(ctx, id, reason, dep)
+	w.skip(ctx, id, reason, dep)
 }
 
 // adoptAbort: an abort took the place of the failure the run is ending

@@ -62,7 +62,8 @@ func (a *agentActor) nodeEvidence(id string) *messages.EvidencePackage {
 }
 
 // planEvidence is the evidence of the plan gate.
-func (r *runActor) planEvidence(id string, plan *messages.Plan, waves [][]string) *messages.EvidencePackage {
+func (pl *runPlanner) planEvidence(id string, plan *messages.Plan, waves [][]string) *messages.EvidencePackage {
+	r := pl.r
 	var tools []string
 	var steps []string
 	var walk func(p messages.Plan)
@@ -90,13 +91,13 @@ func (r *runActor) planEvidence(id string, plan *messages.Plan, waves [][]string
 			{Decision: messages.DecisionApprove, Label: "Run the plan", Consequences: []string{"the waves start; the nodes use tools: " + toolList(tools)}},
 			{Decision: messages.DecisionReject, Label: "Reject the plan", Consequences: []string{reject}},
 		},
-		RiskLevel: r.e.toolsRisk(tools), SourceAgentID: directorID(r.directorLane().StreamID), TaskID: string(r.spec.runID),
+		RiskLevel: r.e.toolsRisk(tools), SourceAgentID: directorID(pl.directorLane().StreamID), TaskID: string(r.spec.runID),
 		Metadata: map[string]string{"nodes": fmt.Sprint(len(plan.Nodes)), "waves": fmt.Sprint(len(waves))},
 	}
 }
 
 // spawnEvidence is the evidence of a spawn gate.
-func (r *runActor) spawnEvidence(id string, s *spawnAsk) *messages.EvidencePackage {
+func (w *graphRunner) spawnEvidence(id string, s *spawnAsk) *messages.EvidencePackage {
 	return &messages.EvidencePackage{
 		ID: id, Title: "Spawn a sub-team for " + s.parent,
 		Narrative:      fmt.Sprintf("%s asks for a sub-team on: %s", s.parent, clip(s.req.Goal, 400)),

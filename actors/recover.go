@@ -494,37 +494,38 @@ func (r *runActor) resume(ctx actor.Context) {
 		r.endRestored(ctx, code, rs.LaneFailed)
 		return
 	case rs.Replanning: // the rejection was journaled, its replan_attempt not
-		r.replan(ctx)
+		r.planner.replan(ctx)
 		return
 	case rs.Graph == nil: // still planning (a first plan, or a re-plan): the director starts again
 		r.phase = phasePlanning
-		lane := r.directorLane()
-		r.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil, rs.Lanes[lane.StreamID])
+		lane := r.planner.directorLane()
+		r.agents.restartAgent(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.planner.directorRequest(), nil, rs.Lanes[lane.StreamID])
 		return
 	}
 	for _, n := range rs.NotesInOrder() { // notes with a diff (the others were rejected): the next boundary applies them, in order
-		r.queueSteering(&steerItem{id: n.Received.SteeringID, note: n.Received.Note, diff: n.Received.Diff})
+		r.steering.queueSteering(&steerItem{id: n.Received.SteeringID, note: n.Received.Note, diff: n.Received.Diff})
 	}
 	switch {
 	case !rs.CostEstimated && !rs.GateDecided && !rs.Graph.Failing:
-		r.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
+		r.planner.emitCostEstimate(ctx) // the process died between plan_proposed and its estimate
 		fallthrough
 	case !rs.GateDecided && !rs.Graph.Failing:
 		if in := rs.PendingGate(messages.InterruptPlanApproval, "", messages.RunStream); in != nil {
-			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planDecided(ctx, res) })
+			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.planner.planDecided(ctx, res) })
 			return
 		}
-		r.planGate(ctx)
+		r.planner.planGate(ctx)
 	case rs.Rejected:
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected")
 	default:
-		r.resumeGraph(ctx)
+		r.graph.resumeGraph(ctx)
 	}
 }
 
 // resumeGraph puts the graph the supervisor runs (the run's, or its
 // team's) back where the journal left it: the same code at every level.
-func (r *runActor) resumeGraph(ctx actor.Context) {
+func (w *graphRunner) resumeGraph(ctx actor.Context) {
+	r := w.r
 	rs, g := r.st, r.g
 	r.phase = phaseExecuting
 	switch {
@@ -550,36 +551,37 @@ func (r *runActor) resumeGraph(ctx actor.Context) {
 		}
 		r.startSynthesisWith(ctx, shared)
 	case g.Wave < 0 || g.WaveDone:
-		r.resumeBoundary(ctx, g.Wave+1)
+		w.resumeBoundary(ctx, g.Wave+1)
 	default: // inside a wave: put back the nodes that were working or parked, queue the rest
-		r.queue = r.queue[:0]
+		w.queue = w.queue[:0]
 		for _, id := range g.Waves[g.Wave] {
 			switch g.Node(id).State {
 			case runstate.Pending:
 				if in := rs.PendingGate(messages.InterruptNodeApproval, id, r.base().StreamID); in != nil {
-					r.startNodeWith(ctx, id, &agentShared{}, &agentRestore{interrupt: in, call: -1}, nil)
+					w.startNodeWith(ctx, id, &agentShared{}, &agentRestore{interrupt: in, call: -1}, nil)
 				} else {
-					r.queue = append(r.queue, id)
+					w.queue = append(w.queue, id)
 				}
 			case runstate.Running:
-				r.resumeNode(ctx, id)
+				w.resumeNode(ctx, id)
 			case runstate.Completed:
 				// Its sub-team request waits for the boundary, as it
 				// would have without the restart (found by testkit/sim,
 				// seed 44663: it was forgotten).
 				if n := g.Node(id); n.Spawn != nil {
-					r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
+					w.spawns = append(w.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
 				}
 			}
 		}
-		r.advance(ctx)
+		w.advance(ctx)
 	}
 }
 
 // resumeNode puts back a node that was running: a worker parked on a
 // tool approval or question comes back parked, a working one restarts; a
 // team goes on with its nested graph, a debate with its rounds.
-func (r *runActor) resumeNode(ctx actor.Context, id string) {
+func (w *graphRunner) resumeNode(ctx actor.Context, id string) {
+	r := w.r
 	rs, stream := r.st, r.nodeLane(id).StreamID
 	l := rs.Lanes[stream]
 	shared := &agentShared{opened: true, attempts: 1, approved: true, lastPanic: "server restarted"}
@@ -592,25 +594,25 @@ func (r *runActor) resumeNode(ctx actor.Context, id string) {
 	case n.Team != nil:
 		// The team's part of the state goes to its supervisor: from now
 		// on each supervisor applies its own events to its own state.
-		r.startNodeWith(ctx, id, shared, nil, &nodeResume{team: rs.Split(stream)})
+		w.startNodeWith(ctx, id, shared, nil, &nodeResume{team: rs.Split(stream)})
 	case n.Debate != nil:
-		r.startNodeWith(ctx, id, shared, nil, &nodeResume{debate: n.Debate})
+		w.startNodeWith(ctx, id, shared, nil, &nodeResume{debate: n.Debate})
 	case l != nil && r.planNode(id).Agent != "":
 		if in := rs.InterruptOn(stream); in != nil && l.RemoteTask != "" { // parked on its remote's request for input
-			r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: remoteCall}, nil)
+			w.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: remoteCall}, nil)
 			return
 		}
-		r.startNodeWith(ctx, id, shared, nil, nil) // follows its task again, if it had one
+		w.startNodeWith(ctx, id, shared, nil, nil) // follows its task again, if it had one
 	case l != nil:
 		if in := rs.InterruptOn(stream); in != nil {
 			if i := l.CallIndex(in.Raised.CallID); i >= 0 {
-				r.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: i}, nil)
+				w.startNodeWith(ctx, id, shared, &agentRestore{interrupt: in, lane: l, call: i}, nil)
 				return
 			}
 		}
 		fallthrough
 	default:
-		r.startNodeWith(ctx, id, shared, nil, nil)
+		w.startNodeWith(ctx, id, shared, nil, nil)
 	}
 }
 
@@ -624,34 +626,35 @@ type nodeResume struct {
 // resumeBoundary resumes at the boundary before wave next: the spawn
 // requests of the wave that ended are decided again (a spawn gate that
 // was pending comes back parked), then the boundary goes on as usual.
-func (r *runActor) resumeBoundary(ctx actor.Context, next int) {
+func (w *graphRunner) resumeBoundary(ctx actor.Context, next int) {
+	r := w.r
 	g := r.g
 	if next > 0 && next <= len(g.Waves) {
 		for _, id := range g.Waves[next-1] {
 			if n := g.Nodes[id]; n != nil && n.State == runstate.Completed && n.Spawn != nil {
 				// A request a human already approved is not asked again
 				// (one rejected is no longer there: runstate drops it).
-				r.spawns = append(r.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
+				w.spawns = append(w.spawns, spawnAsk{parent: id, req: *n.Spawn, decided: n.SpawnApproved, approved: n.SpawnApproved})
 			}
 		}
 	}
-	slices.SortFunc(r.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
+	slices.SortFunc(w.spawns, func(a, b spawnAsk) int { return strings.Compare(a.parent, b.parent) })
 	// The gate that was open comes back first, on its interrupt; the
 	// requests not decided yet are asked after it, in order.
-	for i := range r.spawns {
-		if r.spawns[i].decided {
+	for i := range w.spawns {
+		if w.spawns[i].decided {
 			continue
 		}
-		if in := r.st.PendingGate(messages.InterruptSpawnApproval, r.spawns[i].parent, r.base().StreamID); in != nil {
-			open := r.spawns[i]
-			r.spawns = append([]spawnAsk{open}, slices.Delete(r.spawns, i, i+1)...)
-			r.atBoundary, r.nextWave = true, next
-			s := &r.spawns[0]
-			r.target().reattach(ctx, in, func(res *messages.Resolution) { r.spawnDecided(ctx, s, res) })
+		if in := r.st.PendingGate(messages.InterruptSpawnApproval, w.spawns[i].parent, r.base().StreamID); in != nil {
+			open := w.spawns[i]
+			w.spawns = append([]spawnAsk{open}, slices.Delete(w.spawns, i, i+1)...)
+			w.atBoundary, w.nextWave = true, next
+			s := &w.spawns[0]
+			r.target().reattach(ctx, in, func(res *messages.Resolution) { w.spawnDecided(ctx, s, res) })
 			return
 		}
 	}
-	r.boundary(ctx, next)
+	w.boundary(ctx, next)
 }
 
 // endRestored ends a graph that was ending when the process stopped: its
@@ -665,12 +668,12 @@ func (r *runActor) endRestored(ctx actor.Context, code messages.ErrorCode, msg s
 
 // restartAgent starts an agent again after a restart: it announces
 // agent_restarted on its lane (or opens it, if it never did).
-func (r *runActor) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *runstate.Lane) {
+func (k *agentSet) restartAgent(ctx actor.Context, role model.Role, id string, lane messages.Lane, req model.Request, node *nodeInfo, l *runstate.Lane) {
 	shared := &agentShared{lastPanic: "server restarted"}
 	if l != nil {
 		shared.opened, shared.attempts, shared.subSeq = true, l.Attempts, l.SubSeq
 	}
-	r.spawnWith(ctx, role, id, lane, req, node, shared, nil)
+	k.spawnWith(ctx, role, id, lane, req, node, shared, nil)
 }
 
 // reattach puts a rebuilt agent back on its pending interrupt.

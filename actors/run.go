@@ -120,7 +120,12 @@ type child struct {
 // then the synthesiser, and emits the run's lifecycle events. It is the
 // only emitter of run-lane events, and it emits the terminal event only
 // after every agent of the run has stopped, so the terminal event is
-// always the run's last.
+// always the run's last. The same type supervises a team node's nested
+// plan (team.go). Its parts: graph runs the waves, the same for a run and
+// a team; agents holds and spawns its children; planner (the director and
+// the plan gate) and steering are what only a run does. What stays here is
+// the actor itself: its messages, the events it applies, reports and
+// deaths of its children, and ending the run (with ending.go).
 type runActor struct {
 	e     *Engine
 	spec  *runSpec
@@ -138,12 +143,11 @@ type runActor struct {
 	st *runstate.Run
 	g  *runstate.Graph
 
-	queue   []string // nodes of the current wave not started yet (scheduling)
-	running int      // node agents started and not reported
+	graph *graphRunner // the waves of the graph (shared by a run and a team)
 
-	children map[string]*child // by PID id
-	spawned  uint64            // children started so far (child.order)
-	usage    messages.Usage
+	agents  *agentSet   // the live agents it started (children)
+	planner *runPlanner // the director, the plan gate, re-plans (run only)
+	usage   messages.Usage
 
 	failCode messages.ErrorCode // set once the run is failing
 	failMsg  string
@@ -155,14 +159,10 @@ type runActor struct {
 	freezing bool             // stopping for a later resume: nothing more happens
 
 	team     *teamScope        // set when this supervises a team node's nested plan
-	steering *steeringQueue    // notes waiting for the next wave boundary (run level)
-	spawns   []spawnAsk        // sub-team requests of the current wave's workers
+	steering *runSteering      // notes waiting for the next wave boundary (run level)
 	cites    citations.Manager // the run's sources (run level)
 
 	end ending // the ending of a failing graph (ending.go)
-
-	atBoundary bool // between waves (boundary.go)
-	nextWave   int  // the wave the boundary leads to
 }
 
 // watchBudget makes the run end with budget_exceeded once its outbox
@@ -179,7 +179,7 @@ type budgetNear struct{ why string }
 
 // maybeFreeze stops a freezing supervisor once its agents have stopped.
 func (r *runActor) maybeFreeze(ctx actor.Context) {
-	if r.freezing && len(r.children) == 0 {
+	if r.freezing && len(r.agents.byPID) == 0 {
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -248,8 +248,43 @@ func (r *runActor) synthesisLane() messages.Lane {
 }
 
 func newRunActor(e *Engine, spec *runSpec, ended *atomic.Bool) *runActor {
-	return &runActor{e: e, spec: spec, ended: ended, children: map[string]*child{}, st: runstate.New(spec.runID),
+	r := &runActor{e: e, spec: spec, ended: ended, st: runstate.New(spec.runID),
 		end: ending{pace: newPacer(endingBatch, endingInFlight)}}
+	r.graph = &graphRunner{r: r}
+	r.agents = &agentSet{r: r, byPID: map[string]*child{}}
+	r.planner = &runPlanner{r: r}
+	r.steering = &runSteering{r: r}
+	return r
+}
+
+// agentSet is a supervisor's live children (agents, team and debate
+// actors), by PID id, and how they are spawned: each gets the run's
+// question and files, its role's supervision policy and its start order
+// (childrenInOrder).
+type agentSet struct {
+	r *runActor
+
+	byPID   map[string]*child // by PID id
+	spawned uint64            // children started so far (child.order)
+}
+
+// graphRunner runs the waves of the graph a supervisor runs, the same way
+// for a run and for a team: the wave queue and the concurrency limit, the
+// node gates' and dependencies' skips, the nodes it starts (workers, teams,
+// debates), the wave boundaries with their sub-team requests and spawn
+// gates, and putting a graph back after a restart (resumeGraph). What only
+// a run does (planning, the plan gate, steering, the run's end) stays on
+// runActor and its other parts.
+type graphRunner struct {
+	r *runActor
+
+	queue   []string // nodes of the current wave not started yet (scheduling)
+	running int      // node agents started and not reported
+
+	spawns []spawnAsk // sub-team requests of the current wave's workers
+
+	atBoundary bool // between waves (boundary.go)
+	nextWave   int  // the wave the boundary leads to
 }
 
 func (r *runActor) emit(ctx actor.Context, p messages.Payload) {
@@ -321,13 +356,13 @@ func (r *runActor) Receive(ctx actor.Context) {
 			started.RewindOf = &messages.RewindOf{RunID: rw.From, Wave: rw.Wave, Note: rw.Note}
 			r.emit(ctx, started)
 			r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
-			r.startRewound(ctx, rw)
+			r.planner.startRewound(ctx, rw)
 			return
 		}
 		r.emit(ctx, started)
 		r.emit(ctx, messages.NewRequestReceived(r.spec.tenant, r.spec.question))
 		r.phase = phasePlanning
-		r.startDirector(ctx)
+		r.planner.startDirector(ctx)
 	case *messages.AgentDone:
 		r.agentDone(ctx, m)
 	case *actor.Terminated:
@@ -345,7 +380,7 @@ func (r *runActor) Receive(ctx actor.Context) {
 		// stop: a supervisor that stopped with children still dying would
 		// send them a second Stop.
 		r.freezing = true
-		for _, c := range r.childrenInOrder() {
+		for _, c := range r.agents.childrenInOrder() {
 			if !c.stopping {
 				c.stopping = true
 				ctx.Stop(c.pid)
@@ -358,10 +393,10 @@ func (r *runActor) Receive(ctx actor.Context) {
 		// back until the gate expired, since the interrupt would be raised
 		// after the abort cancelled the run's interrupts.
 		if _, decided := r.spec.outcome.decided(); r.failCode == "" && !decided {
-			r.planGate(ctx)
+			r.planner.planGate(ctx)
 		}
 	case *messages.Steering:
-		r.steer(ctx, m)
+		r.steering.steer(ctx, m)
 	case *actor.Stopping:
 		r.target().cancelParked(ctx)
 		if r.team != nil {
@@ -370,22 +405,24 @@ func (r *runActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (r *runActor) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
-	r.spawnWith(ctx, role, agentID, lane, req, node, &agentShared{}, nil)
+func (k *agentSet) spawn(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo) {
+	k.spawnWith(ctx, role, agentID, lane, req, node, &agentShared{}, nil)
 }
 
 // spawnWith spawns an agent with given shared state; restore, when set,
 // puts it back where it was parked before a restart.
-func (r *runActor) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
+func (k *agentSet) spawnWith(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, node *nodeInfo, shared *agentShared, restore *agentRestore) {
+	r := k.r
 	if restore != nil {
 		r.e.restoring.Add(1) // done when the agent is parked again (reattach)
 	}
-	r.spawnWithSpec(ctx, role, agentID, lane, req, &agentSpec{node: node, shared: shared, restore: restore})
+	k.spawnWithSpec(ctx, role, agentID, lane, req, &agentSpec{node: node, shared: shared, restore: restore})
 }
 
 // spawnWithSpec spawns an agent; spec holds the role-specific fields, the
 // rest is filled in here.
-func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
+func (k *agentSet) spawnWithSpec(ctx actor.Context, role model.Role, agentID string, lane messages.Lane, req model.Request, spec *agentSpec) {
+	r := k.r
 	req.Role, req.RunID, req.AgentID, req.Question, req.Files = role, r.spec.runID, agentID, r.spec.question, r.spec.files
 	spec.e, spec.run, spec.role, spec.agentID, spec.lane, spec.req = r.e, r.spec, role, agentID, lane, req
 	if spec.shared == nil {
@@ -398,11 +435,11 @@ func (r *runActor) spawnWithSpec(ctx actor.Context, role model.Role, agentID str
 	if testHookSpawned != nil {
 		testHookSpawned(spec)
 	}
-	r.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, lane: lane, role: role, shared: spec.shared, steeringID: spec.steeringID})
+	k.spawnChild(ctx, props, childName(role, agentID), &child{agentID: agentID, lane: lane, role: role, shared: spec.shared, steeringID: spec.steeringID})
 }
 
 func (r *runActor) agentDone(ctx actor.Context, m *messages.AgentDone) {
-	if c := r.children[ctx.Sender().Id]; c != nil {
+	if c := r.agents.byPID[ctx.Sender().Id]; c != nil {
 		r.takeReport(ctx, c, m, true)
 	}
 }
@@ -431,18 +468,18 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 		if r.failCode != "" {
 			return // aborted while planning
 		}
-		r.emitCostEstimate(ctx)
+		r.planner.emitCostEstimate(ctx)
 		// Gate the plan on a message of our own: a parked actor keeps the
 		// message it parked on (ReenterAfter restores it for the
 		// continuation), and the director's report need not be kept.
 		ctx.Send(ctx.Self(), &gatePlan{})
 	case model.RoleWorker:
-		r.running--
+		r.graph.running--
 		if m.Rejected {
 			// A human rejected the node before it started: it never opened
 			// its lane; its dependents will be skipped, the run goes on.
-			r.skip(ctx, c.agentID, m.Err.Error(), "")
-			r.advance(ctx)
+			r.graph.skip(ctx, c.agentID, m.Err.Error(), "")
+			r.graph.advance(ctx)
 			return
 		}
 		if m.Err != nil {
@@ -455,11 +492,11 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 			return
 		}
 		if m.Spawn != nil {
-			r.spawns = append(r.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
+			r.graph.spawns = append(r.graph.spawns, spawnAsk{parent: c.agentID, req: *m.Spawn})
 		}
-		r.advance(ctx) // does nothing once the run is failing
+		r.graph.advance(ctx) // does nothing once the run is failing
 	case model.RoleSteerer:
-		r.steeringTranslated(ctx, c, m)
+		r.steering.steeringTranslated(ctx, c, m)
 	case model.RoleSynthesizer:
 		switch {
 		case r.failCode != "":
@@ -476,21 +513,23 @@ func (r *runActor) takeReport(ctx actor.Context, c *child, m *messages.AgentDone
 // planGate approves the plan automatically, or (hitl plan and above) parks
 // the supervisor on a plan_approval interrupt: approve, approve an edited
 // plan (revise), or reject. An expired gate takes the run's timeout action.
-func (r *runActor) planGate(ctx actor.Context) {
+func (pl *runPlanner) planGate(ctx actor.Context) {
+	r := pl.r
 	if !r.spec.hitl.Includes(messages.HITLPlan) {
 		r.emit(ctx, &messages.PlanApprovedPayload{Automatic: true})
 		r.phase = phaseExecuting
-		r.boundary(ctx, 0)
+		r.graph.boundary(ctx, 0)
 		return
 	}
 	plan := r.g.Plan.Clone() // the interrupt keeps it; the graph may change
 	r.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptPlanApproval, Plan: &plan, Waves: r.g.Waves,
-		Evidence: r.planEvidence(r.e.cfg.NewID().String(), &plan, r.g.Waves)},
-		func(res *messages.Resolution) { r.planDecided(ctx, res) })
+		Evidence: pl.planEvidence(r.e.cfg.NewID().String(), &plan, r.g.Waves)},
+		func(res *messages.Resolution) { pl.planDecided(ctx, res) })
 }
 
 // planDecided applies the plan gate's outcome.
-func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
+func (pl *runPlanner) planDecided(ctx actor.Context, res *messages.Resolution) {
+	r := pl.r
 	if r.failCode != "" {
 		return
 	}
@@ -514,22 +553,22 @@ func (r *runActor) planDecided(ctx actor.Context, res *messages.Resolution) {
 		replan := !res.Expired && r.st.Replans < r.spec.maxReplans
 		r.emit(ctx, &messages.PlanRejectedPayload{Reason: reason, Replanning: replan})
 		if replan {
-			r.replan(ctx)
+			pl.replan(ctx)
 			return
 		}
 		r.fail(ctx, messages.ErrCodePlanRejected, "plan rejected: "+reason)
 		return
 	}
 	r.phase = phaseExecuting
-	r.boundary(ctx, 0)
+	r.graph.boundary(ctx, 0)
 }
 
 func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
-	c := r.children[who.Id]
+	c := r.agents.byPID[who.Id]
 	if c == nil {
 		return
 	}
-	delete(r.children, who.Id)
+	delete(r.agents.byPID, who.Id)
 	if r.freezing {
 		r.maybeFreeze(ctx)
 		return
@@ -547,7 +586,7 @@ func (r *runActor) childTerminated(ctx actor.Context, who *actor.PID) {
 	case r.failCode != "":
 		r.maybeEndFailure(ctx)
 	case r.phase == phaseExecuting:
-		r.advance(ctx)
+		r.graph.advance(ctx)
 	}
 }
 
@@ -567,11 +606,11 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			r.fail(ctx, messages.ErrCodePlanningFailed, reason)
 		}
 	case model.RoleSteerer:
-		if it := r.steering.byID(c.steeringID); it != nil && it.translating {
+		if it := r.steering.queue.byID(c.steeringID); it != nil && it.translating {
 			it.translating = false
-			r.rejectSteering(ctx, it, "translation stopped: "+reason)
-			r.steering.items = slices.DeleteFunc(r.steering.items, func(x *steerItem) bool { return x == it })
-			r.continueBoundary(ctx)
+			r.steering.rejectSteering(ctx, it, "translation stopped: "+reason)
+			r.steering.queue.items = slices.DeleteFunc(r.steering.queue.items, func(x *steerItem) bool { return x == it })
+			r.graph.continueBoundary(ctx)
 		}
 	case model.RoleSynthesizer:
 		r.emitFor(ctx, c.agentID, r.synthesisLane(), &messages.SynthesisFailedPayload{Error: reason})
@@ -579,14 +618,14 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 			r.fail(ctx, messages.ErrCodeSynthesis, reason)
 		}
 	case model.RoleWorker:
-		r.running--
+		r.graph.running--
 		if !c.shared.opened {
 			// Stopped (or crashed) while parked on its node gate: the lane
 			// was never opened, so the node closes as skipped.
 			if c.stopping {
 				reason = "run ended before the node started: " + r.failMsg
 			}
-			r.skip(ctx, c.agentID, reason, "")
+			r.graph.skip(ctx, c.agentID, reason, "")
 			if !c.stopping {
 				r.failDep = c.agentID
 				r.fail(ctx, messages.ErrCodeNodeFailed, fmt.Sprintf("node %s failed before it started: %s", c.agentID, reason))
@@ -604,7 +643,8 @@ func (r *runActor) closeDeadLane(ctx actor.Context, c *child) {
 	}
 }
 
-func (r *runActor) startWave(ctx actor.Context, i int) {
+func (w *graphRunner) startWave(ctx actor.Context, i int) {
+	r := w.r
 	if i == len(r.g.Waves) {
 		if c := r.g.Counts(); c.Completed == 0 {
 			// Nothing to synthesise from (every node was rejected, or
@@ -617,36 +657,38 @@ func (r *runActor) startWave(ctx actor.Context, i int) {
 		r.startSynthesis(ctx)
 		return
 	}
-	r.queue = append(r.queue[:0], r.g.Waves[i]...)
+	w.queue = append(w.queue[:0], r.g.Waves[i]...)
 	r.emit(ctx, &messages.WaveStartedPayload{Wave: i, NodeIDs: r.g.Waves[i], Team: r.teamID()})
-	r.injectScenarioSteering(ctx, i)
-	r.advance(ctx)
+	r.steering.injectScenarioSteering(ctx, i)
+	w.advance(ctx)
 }
 
 // advance starts queued nodes up to the concurrency limit, and moves to the
 // next wave once the current one is done.
-func (r *runActor) advance(ctx actor.Context) {
+func (w *graphRunner) advance(ctx actor.Context) {
+	r := w.r
 	if r.failCode != "" || r.terminal != nil {
 		// A sibling that finished after the run started failing must not
 		// start more nodes or the next wave.
 		return
 	}
-	for r.running < r.spec.concurrency && len(r.queue) > 0 {
-		id := r.queue[0]
-		r.queue = r.queue[1:]
-		if dep := r.incompleteDep(id); dep != "" {
-			r.skip(ctx, id, "dependency "+dep+" did not complete", dep)
+	for w.running < r.spec.concurrency && len(w.queue) > 0 {
+		id := w.queue[0]
+		w.queue = w.queue[1:]
+		if dep := w.incompleteDep(id); dep != "" {
+			w.skip(ctx, id, "dependency "+dep+" did not complete", dep)
 			continue
 		}
-		r.startNode(ctx, id)
+		w.startNode(ctx, id)
 	}
-	if r.running == 0 && len(r.queue) == 0 && r.g.InWave() {
-		r.completeWave(ctx)
-		r.boundary(ctx, r.g.Wave+1)
+	if w.running == 0 && len(w.queue) == 0 && r.g.InWave() {
+		w.completeWave(ctx)
+		w.boundary(ctx, r.g.Wave+1)
 	}
 }
 
-func (r *runActor) completeWave(ctx actor.Context) {
+func (w *graphRunner) completeWave(ctx actor.Context) {
+	r := w.r
 	p := &messages.WaveCompletedPayload{Wave: r.g.Wave, Team: r.teamID()}
 	for _, id := range r.g.Waves[r.g.Wave] {
 		switch r.node(id).State {
@@ -663,13 +705,14 @@ func (r *runActor) completeWave(ctx actor.Context) {
 	r.emit(ctx, p)
 }
 
-func (r *runActor) startNode(ctx actor.Context, id string) {
-	r.startNodeWith(ctx, id, &agentShared{}, nil, nil)
+func (w *graphRunner) startNode(ctx actor.Context, id string) {
+	w.startNodeWith(ctx, id, &agentShared{}, nil, nil)
 }
 
 // startNodeWith starts node id; restore puts a worker back on its pending
 // interrupt, res a team or debate back where it was (recover.go).
-func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore, res *nodeResume) {
+func (w *graphRunner) startNodeWith(ctx actor.Context, id string, shared *agentShared, restore *agentRestore, res *nodeResume) {
+	r := w.r
 	n := r.planNode(id)
 	inputs := make([]string, 0, len(n.Deps))
 	if r.team != nil && len(n.Deps) == 0 {
@@ -681,7 +724,7 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	if rw := r.spec.rewind; rw != nil && rw.Note != "" {
 		inputs = append(inputs, "[steering] "+rw.Note) // the rewind's note steers every node that runs again
 	}
-	r.running++
+	w.running++
 	info := &nodeInfo{node: n, wave: r.g.Wave, scope: r.base()}
 	req := model.Request{Goal: n.Goal, Context: inputs, Tools: r.e.cfg.Tools.Defs(n.Tools)}
 	if r.spec.consultMode() && !slices.Contains(n.Tools, model.ToolConsultAdvisor) {
@@ -693,11 +736,11 @@ func (r *runActor) startNodeWith(ctx actor.Context, id string, shared *agentShar
 	}
 	switch {
 	case n.IsTeam():
-		r.spawnTeam(ctx, info, req, shared, res)
+		w.spawnTeam(ctx, info, req, shared, res)
 	case n.IsDebate():
-		r.spawnDebate(ctx, info, req, shared, res)
+		w.spawnDebate(ctx, info, req, shared, res)
 	default:
-		r.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
+		r.agents.spawnWith(ctx, model.RoleWorker, id, r.nodeLane(id), req, info, shared, restore)
 	}
 }
 
@@ -714,11 +757,11 @@ func (r *runActor) startSynthesisWith(ctx actor.Context, shared *agentShared) {
 		}
 	}
 	if r.team != nil {
-		r.spawnWith(ctx, model.RoleSynthesizer, r.team.node.ID+"/"+synthesizerAgentID, r.synthesisLane(),
+		r.agents.spawnWith(ctx, model.RoleSynthesizer, r.team.node.ID+"/"+synthesizerAgentID, r.synthesisLane(),
 			model.Request{Goal: "Synthesise the team's findings on: " + r.team.node.Goal, Context: inputs}, nil, shared, nil)
 		return
 	}
-	r.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, r.synthesisLane(),
+	r.agents.spawnWith(ctx, model.RoleSynthesizer, synthesizerAgentID, r.synthesisLane(),
 		model.Request{Goal: "Answer the question from the council's findings.", Context: inputs}, nil, shared, nil)
 }
 
@@ -736,7 +779,7 @@ func (r *runActor) fail(ctx actor.Context, code messages.ErrorCode, msg string) 
 	}
 	code, msg = r.claimEnd(ctx, code, msg)
 	r.failCode, r.failMsg = code, msg
-	for _, c := range r.childrenInOrder() {
+	for _, c := range r.agents.childrenInOrder() {
 		if !c.reported && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)
@@ -761,7 +804,8 @@ func (r *runActor) claimEnd(ctx actor.Context, code messages.ErrorCode, msg stri
 	return d.code, d.msg
 }
 
-func (r *runActor) incompleteDep(id string) string {
+func (w *graphRunner) incompleteDep(id string) string {
+	r := w.r
 	for _, d := range r.planNode(id).Deps {
 		if r.node(d).State != runstate.Completed {
 			return d
@@ -771,7 +815,8 @@ func (r *runActor) incompleteDep(id string) string {
 }
 
 // skip closes the lane of a node that never ran (a single node_skipped).
-func (r *runActor) skip(ctx actor.Context, id, reason, dep string) {
+func (w *graphRunner) skip(ctx actor.Context, id, reason, dep string) {
+	r := w.r
 	r.emitFor(ctx, id, r.nodeLane(id),
 		&messages.NodeSkippedPayload{NodeID: id, Reason: reason, Dependency: dep})
 }
@@ -787,8 +832,8 @@ func (r *runActor) finish(ctx actor.Context, p messages.Payload) {
 	}
 	// Notes that can no longer apply end now; translators still working
 	// are stopped, and their lanes close as they terminate.
-	r.dropSteering(ctx, "the run ended before the next wave boundary")
-	for _, c := range r.childrenInOrder() {
+	r.steering.dropSteering(ctx, "the run ended before the next wave boundary")
+	for _, c := range r.agents.childrenInOrder() {
 		if c.role == model.RoleSteerer && !c.stopping {
 			c.stopping = true
 			ctx.Stop(c.pid)
@@ -826,7 +871,7 @@ func (r *runActor) sealFailure(ctx actor.Context, p *messages.RunErrorPayload) {
 }
 
 func (r *runActor) maybeEnd(ctx actor.Context) {
-	if len(r.children) > 0 || r.ended.Load() {
+	if len(r.agents.byPID) > 0 || r.ended.Load() {
 		return
 	}
 	if r.team != nil {
@@ -842,21 +887,24 @@ func (r *runActor) maybeEnd(ctx actor.Context) {
 
 // startRewound starts a rewound run at its wave, with the earlier waves'
 // outputs reused from the source run.
-func (r *runActor) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
+func (pl *runPlanner) startRewound(ctx actor.Context, rw *messages.RunRewoundPayload) {
+	r := pl.r
 	r.emit(ctx, rw) // the graph, its reused outputs, and its earlier waves as run (fixed)
 	r.phase = phaseExecuting
-	r.startWave(ctx, rw.Wave)
+	r.graph.startWave(ctx, rw.Wave)
 }
 
 // emitCostEstimate publishes run_cost_estimate for the plan (warn-only).
-func (r *runActor) emitCostEstimate(ctx actor.Context) {
+func (pl *runPlanner) emitCostEstimate(ctx actor.Context) {
+	r := pl.r
 	n := int64(dag.CountAgents(r.g.Plan))
 	r.emit(ctx, &messages.RunCostEstimatePayload{NodeCount: int(n), EstTokens: n * estTokensPerAgent, EstWallSeconds: n * estTokensPerAgent / estTokensPerSecond})
 }
 
 // directorRequest is the director's turn: the question, and every tool
 // the plan may give its nodes.
-func (r *runActor) directorRequest() model.Request {
+func (pl *runPlanner) directorRequest() model.Request {
+	r := pl.r
 	req := model.Request{Goal: r.spec.question, Tools: r.e.cfg.Tools.All()}
 	for _, a := range r.e.cfg.Remote.Available() { // the remote agents a node may name
 		req.Agents = append(req.Agents, model.AgentDef{Name: a.Name, Description: a.Description})
@@ -875,14 +923,16 @@ func (r *runActor) directorRequest() model.Request {
 
 // directorLane is the director's lane for the run's current plan (the
 // first, or a re-plan's).
-func (r *runActor) directorLane() messages.Lane {
+func (pl *runPlanner) directorLane() messages.Lane {
+	r := pl.r
 	return messages.RunLane().Child(messages.DirectorStreamOf(r.st.Replans + 1))
 }
 
 // startDirector spawns the director of the run's current plan.
-func (r *runActor) startDirector(ctx actor.Context) {
-	lane := r.directorLane()
-	r.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, r.directorRequest(), nil)
+func (pl *runPlanner) startDirector(ctx actor.Context) {
+	r := pl.r
+	lane := pl.directorLane()
+	r.agents.spawn(ctx, model.RoleDirector, directorID(lane.StreamID), lane, pl.directorRequest(), nil)
 }
 
 // directorID is the agent id of the director of a plan: its lane's id
@@ -890,12 +940,20 @@ func (r *runActor) startDirector(ctx actor.Context) {
 func directorID(stream messages.StreamID) string { return string(stream) }
 
 // replan: the plan was rejected and the director plans again, told why.
-func (r *runActor) replan(ctx actor.Context) {
+func (pl *runPlanner) replan(ctx actor.Context) {
+	r := pl.r
 	r.emit(ctx, &messages.ReplanAttemptPayload{Attempt: r.st.Replans + 1, MaxAttempts: r.spec.maxReplans, Reason: r.st.Rejection})
 	r.g = nil // the reducer dropped the rejected plan; the next plan_proposed sets it
 	r.phase = phasePlanning
-	r.startDirector(ctx)
+	pl.startDirector(ctx)
 }
+
+// runPlanner is what only a run's supervisor does before its waves: it
+// starts the director (again, told why, after a rejected plan), estimates
+// the plan's cost, gates the plan (plan_approval) and applies the gate's
+// decision, or starts a rewound run at its wave. A team's supervisor never
+// uses it (its plan is the team node's).
+type runPlanner struct{ r *runActor }
 
 // gatePlan is the supervisor's message to itself to run the plan gate.
 type gatePlan struct{}

@@ -130,7 +130,7 @@ func (g graphGroup) PolicyOf(child *actor.PID) supervise.Policy {
 	case teamNamePrefix, debateNamePrefix, steerNamePrefix:
 		return supervise.Stop
 	}
-	if c := g.r.children[child.Id]; c != nil {
+	if c := g.r.agents.byPID[child.Id]; c != nil {
 		return g.policyOfRole(c.role)
 	}
 	return g.r.spec.policy(g.r.e.cfg, "")
@@ -155,7 +155,7 @@ func (g graphGroup) policyOfRole(role model.Role) supervise.Policy {
 func (g graphGroup) Siblings(failed *actor.PID) []*actor.PID {
 	kind := childKind(failed)
 	var out []*actor.PID
-	for _, c := range g.r.childrenInOrder() {
+	for _, c := range g.r.agents.childrenInOrder() {
 		if c.pid.Id != failed.Id && !c.reported && !c.stopping && c.shared.done.Load() == nil && childKind(c.pid) == kind {
 			out = append(out, c.pid)
 		}
@@ -166,7 +166,7 @@ func (g graphGroup) Siblings(failed *actor.PID) []*actor.PID {
 // Restarting implements supervise.Group: the sibling's agent_restarted
 // will say why it restarted.
 func (g graphGroup) Restarting(sibling, failed *actor.PID, reason any) {
-	c, f := g.r.children[sibling.Id], g.r.children[failed.Id]
+	c, f := g.r.agents.byPID[sibling.Id], g.r.agents.byPID[failed.Id]
 	if c == nil || f == nil {
 		return
 	}

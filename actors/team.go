@@ -45,7 +45,8 @@ type teamScope struct {
 }
 
 // spawnTeam starts the supervisor of team node info.node.
-func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+func (w *graphRunner) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Request, shared *agentShared, res *nodeResume) {
+	r := w.r
 	depth := 1
 	if r.team != nil {
 		depth = r.team.depth + 1
@@ -61,26 +62,27 @@ func (r *runActor) spawnTeam(ctx actor.Context, info *nodeInfo, req model.Reques
 		inst.team = scope
 		return inst
 	}, actor.WithSupervisor(graphStrategy(&inst)), actor.WithMailbox(actor.UnboundedLockfree()))
-	r.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: scope.lane, role: model.RoleWorker, shared: shared})
+	r.agents.spawnChild(ctx, props, teamNamePrefix+localID(info.node.ID), &child{agentID: info.node.ID, lane: scope.lane, role: model.RoleWorker, shared: shared})
 }
 
 // spawnChild spawns an agent, team or debate actor and records it as c.
-func (r *runActor) spawnChild(ctx actor.Context, props *actor.Props, name string, c *child) {
+func (k *agentSet) spawnChild(ctx actor.Context, props *actor.Props, name string, c *child) {
+	r := k.r
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil { // names are unique within a graph by construction
 		panic(fmt.Sprintf("run %s: spawn %s: %v", r.spec.runID, c.agentID, err))
 	}
 	c.pid = sendablePID(pid)
-	r.spawned++
-	c.order = r.spawned
-	r.children[pid.Id] = c
+	k.spawned++
+	c.order = k.spawned
+	k.byPID[pid.Id] = c
 }
 
 // childrenInOrder lists the live agents in the order they were started:
 // what stopping them emits (their lanes closing) then comes in the same
 // order every time, as a deterministic simulation needs (testkit/sim).
-func (r *runActor) childrenInOrder() []*child {
-	out := slices.Collect(maps.Values(r.children))
+func (k *agentSet) childrenInOrder() []*child {
+	out := slices.Collect(maps.Values(k.byPID))
 	slices.SortFunc(out, func(a, b *child) int { return cmp.Compare(a.order, b.order) })
 	return out
 }
@@ -100,7 +102,7 @@ func (r *runActor) startTeam(ctx actor.Context) {
 	plan := dag.Qualify(t.node.ID, *t.node.Team)
 	r.emit(ctx, &messages.TeamStartedPayload{TeamID: t.node.ID, Depth: t.depth, Role: t.node.Role, Plan: plan, Waves: dag.Waves(plan)})
 	r.phase = phaseExecuting
-	r.startWave(ctx, 0)
+	r.graph.startWave(ctx, 0)
 }
 
 // resumeTeam puts a team that was running before a restart back where it
@@ -111,7 +113,7 @@ func (r *runActor) resumeTeam(ctx actor.Context) {
 	r.st, r.g = t.restore, t.restore.GraphOf(t.lane.StreamID) // the team's state is this supervisor's from now on
 	t.restore = nil
 	r.start = r.e.cfg.Now()
-	r.resumeGraph(ctx)
+	r.graph.resumeGraph(ctx)
 }
 
 // teamStopping: the parent stops the team. protoactor stops the nested
@@ -122,7 +124,7 @@ func (r *runActor) teamStopping(ctx actor.Context) {
 		return // ended, or frozen with the run: nothing more happens
 	}
 	r.team.stopped = true
-	for _, c := range r.children {
+	for _, c := range r.agents.byPID {
 		c.stopping = true // protoactor is stopping them
 	}
 	if r.failCode == "" {

@@ -48,8 +48,8 @@ type consultReq struct {
 }
 
 // adviserOn reports whether the advisor checks this agent's terminating turns.
-func (a *agentActor) adviserOn() bool {
-	return a.spec.run.advisor != nil && !a.spec.run.consultMode() && a.spec.role == model.RoleWorker
+func (s *agentSpec) adviserOn() bool {
+	return s.run.advisor != nil && !s.run.consultMode() && s.role == model.RoleWorker
 }
 
 // consult answers call i, a consult_advisor call: an error result when the

@@ -57,7 +57,10 @@ func (sh *agentShared) restartCause(sibling string, reason any) {
 	sh.cause.Store(&c)
 }
 
-// agentSpec is fixed when the agent is spawned.
+// agentSpec is fixed when the agent is spawned. Its methods answer what
+// follows from the spec alone (the opening event, whether a call needs
+// approval, the remote agent a node names, ...), so the actor holds only
+// what changes while it runs.
 type agentSpec struct {
 	e       *Engine
 	run     *runSpec
@@ -219,7 +222,7 @@ func (a *agentActor) begin(ctx actor.Context) {
 	if !sh.opened {
 		sh.opened = true
 		if !a.spec.laneOwned {
-			a.emit(ctx, a.openPayload())
+			a.emit(ctx, a.spec.openPayload())
 		}
 		a.startTurn(ctx)
 		return
@@ -255,7 +258,7 @@ func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
 	t.lane = a.spec.node.scope
 	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal,
-		Evidence: a.nodeEvidence(a.spec.e.cfg.NewID().String())},
+		Evidence: a.spec.nodeEvidence(a.spec.e.cfg.NewID().String())},
 		func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
 }
 
@@ -276,19 +279,19 @@ func (a *agentActor) nodeDecided(ctx actor.Context, res *messages.Resolution) {
 	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Attempts: a.spec.shared.attempts, Err: errors.New(reason), Rejected: true})
 }
 
-func (a *agentActor) openPayload() messages.Payload {
-	switch a.spec.role {
+func (s *agentSpec) openPayload() messages.Payload {
+	switch s.role {
 	case model.RoleDirector:
-		return &messages.PlanningStartedPayload{Question: a.spec.run.question}
+		return &messages.PlanningStartedPayload{Question: s.run.question}
 	case model.RoleWorker:
-		n := a.spec.node
+		n := s.node
 		return &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps, Role: n.node.Role}
 	case model.RoleSubagent:
-		return &messages.SubagentStartedPayload{SubagentID: a.spec.agentID, Task: a.spec.req.Goal, CallID: a.spec.callID, Async: a.spec.async, Round: a.spec.round}
+		return &messages.SubagentStartedPayload{SubagentID: s.agentID, Task: s.req.Goal, CallID: s.callID, Async: s.async, Round: s.round}
 	case model.RoleSteerer:
-		return &messages.SteeringReceivedPayload{SteeringID: a.spec.steeringID, Note: a.spec.req.Note}
+		return &messages.SteeringReceivedPayload{SteeringID: s.steeringID, Note: s.req.Note}
 	default:
-		return &messages.SynthesisStartedPayload{Inputs: len(a.spec.req.Context)}
+		return &messages.SynthesisStartedPayload{Inputs: len(s.req.Context)}
 	}
 }
 
@@ -327,7 +330,7 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.runTools(ctx, m.calls)
 	case a.moreInjected():
 		a.startTurn(ctx) // context injected during the turn: one more turn to read it
-	case a.adviserOn():
+	case a.spec.adviserOn():
 		a.advise(ctx)
 	default:
 		a.finishOK(ctx)
@@ -360,7 +363,7 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 		c = a.calls[i]
 		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: c.Args,
 			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(c.Args),
-			AwaitsApproval: a.checkCall(c) == nil && a.needsApproval(c)})
+			AwaitsApproval: a.spec.checkCall(c) == nil && a.spec.needsApproval(c)})
 	}
 	a.continueTools(ctx)
 }
@@ -372,7 +375,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		i := a.next
 		a.next++
 		c := a.calls[i]
-		if err := a.checkCall(c); err != nil {
+		if err := a.spec.checkCall(c); err != nil {
 			a.toolResult(ctx, i, "", err) // the model sees why and can call again
 			continue
 		}
@@ -385,7 +388,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 				return
 			}
 			continue
-		case a.needsApproval(c):
+		case a.spec.needsApproval(c):
 			a.approveTool(ctx, i, c)
 			return
 		}
@@ -399,20 +402,20 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 // checkCall is why call c cannot run (an error result for the model), nil
 // when it can: its arguments must be a JSON object its tool's schema
 // accepts, of a tool the engine has.
-func (a *agentActor) checkCall(c model.ToolCall) error {
+func (s *agentSpec) checkCall(c model.ToolCall) error {
 	if err := argsError(c.Name, c.Args); err != nil {
 		return err
 	}
-	return a.spec.e.cfg.Tools.Validate(c.Name, c.Args)
+	return s.e.cfg.Tools.Validate(c.Name, c.Args)
 }
 
 // needsApproval reports whether call c, once checked, waits for a human's
 // approval before it runs (hitl "tools", or a governance policy covering
 // the tool). ask_human and ask_choice ask a human anyway (an info request,
 // a choice).
-func (a *agentActor) needsApproval(c model.ToolCall) bool {
+func (s *agentSpec) needsApproval(c model.ToolCall) bool {
 	return c.Name != model.ToolAskHuman && c.Name != model.ToolAskChoice &&
-		(a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name))
+		(s.run.hitl.Includes(messages.HITLTools) || s.e.policyCovers(s.run.tenant, c.Name))
 }
 
 // startWorking marks call i as working: a sub-agent or a tool answers it
@@ -740,7 +743,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
 	case model.RoleDirector:
-		plan, err := a.decodePlan(done.Output)
+		plan, err := a.spec.decodePlan(done.Output)
 		if err != nil {
 			if !a.repair(ctx, "plan", err) {
 				a.finishFailed(ctx, err)
@@ -775,7 +778,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 // decodePlan reads and validates the director's plan (the JSON object of
 // its answer, fences and prose around it dropped: model.JSONObject): a DAG
 // whose nodes use only tools the engine has.
-func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
+func (s *agentSpec) decodePlan(out string) (messages.Plan, error) {
 	var plan messages.Plan
 	if err := json.Unmarshal([]byte(model.JSONObject(out)), &plan); err != nil {
 		return plan, fmt.Errorf("director output is not a plan: %w", err)
@@ -783,7 +786,7 @@ func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
 	if err := dag.Validate(plan); err != nil {
 		return plan, err
 	}
-	return plan, unknownTools(plan, a.spec.e.cfg.Tools)
+	return plan, unknownTools(plan, s.e.cfg.Tools)
 }
 
 // unknownTools reports the first tool a plan's node (or a team's nested

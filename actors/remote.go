@@ -57,14 +57,14 @@ type remoteDone struct {
 
 // remoteAgentName is the remote agent the worker's node names, or the
 // one a sub-agent was delegated to ("" for a model-driven agent).
-func (a *agentActor) remoteAgentName() string {
+func (s *agentSpec) remoteAgentName() string {
 	switch {
-	case a.spec.role == model.RoleSubagent:
-		return a.spec.remoteAgent
-	case a.spec.role != model.RoleWorker || a.spec.node == nil || a.spec.node.node == nil:
+	case s.role == model.RoleSubagent:
+		return s.remoteAgent
+	case s.role != model.RoleWorker || s.node == nil || s.node.node == nil:
 		return ""
 	}
-	return a.spec.node.node.Agent
+	return s.node.node.Agent
 }
 
 // startRemote starts (or, after a restart, follows again) the node's
@@ -150,7 +150,7 @@ func (a *agentActor) remoteDone(ctx actor.Context, m *remoteDone) {
 	if ids := m.h.ids.Load(); ids != nil {
 		sh.remoteTask, sh.remoteContext, sh.remoteOpen = ids.task, ids.context, true
 	}
-	name := a.remoteAgentName()
+	name := a.spec.remoteAgentName()
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, fmt.Errorf("remote agent %s: %w", name, m.err))
@@ -171,7 +171,7 @@ func (a *agentActor) remoteDone(ctx actor.Context, m *remoteDone) {
 // for input: a tool approval when the remote asks for one, else a question.
 func (a *agentActor) askForRemote(ctx actor.Context, in *remote.Input) {
 	p := &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest, Question: in.Question,
-		ContextSnippet: fmt.Sprintf("remote agent %s, task %s", a.remoteAgentName(), a.spec.shared.remoteTask)}
+		ContextSnippet: fmt.Sprintf("remote agent %s, task %s", a.spec.remoteAgentName(), a.spec.shared.remoteTask)}
 	if in.Kind == messages.InterruptToolApproval {
 		p = &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval, ToolName: in.ToolName, ToolArgs: in.ToolArgs}
 		if len(p.ToolArgs) == 0 {
@@ -187,7 +187,7 @@ func (a *agentActor) remoteAnswered(ctx actor.Context, res *messages.Resolution)
 	if res.Cancelled || a.finished || a.stopping {
 		return
 	}
-	name := a.remoteAgentName()
+	name := a.spec.remoteAgentName()
 	text, err := remoteAnswer(res)
 	if err != nil {
 		a.finishFailed(ctx, fmt.Errorf("remote agent %s: %w", name, err))
@@ -243,7 +243,7 @@ func (a *agentActor) stopRemote(stopping bool) {
 	if _, ending := a.spec.run.outcome.decided(); !ending {
 		return
 	}
-	ag, err := a.spec.e.cfg.Remote.Lookup(a.remoteAgentName())
+	ag, err := a.spec.e.cfg.Remote.Lookup(a.spec.remoteAgentName())
 	if err != nil {
 		return
 	}
@@ -253,7 +253,7 @@ func (a *agentActor) stopRemote(stopping bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), remoteCancelTimeout)
 		defer cancel()
 		if err := ag.Cancel(ctx, id); err != nil {
-			log.Warn("cancel of a remote task failed", "agent", a.remoteAgentName(), "task_id", id, "error", err)
+			log.Warn("cancel of a remote task failed", "agent", a.spec.remoteAgentName(), "task_id", id, "error", err)
 		}
 	})
 }

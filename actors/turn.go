@@ -41,7 +41,7 @@ type (
 // their order: one sender, FIFO mailbox) and reports the turn's result to
 // the agent, which alone decides what happens next.
 func (a *agentActor) startTurn(ctx actor.Context) {
-	if name := a.remoteAgentName(); name != "" {
+	if name := a.spec.remoteAgentName(); name != "" {
 		a.startRemote(ctx, name) // a remote agent's node runs no model turns
 		return
 	}

@@ -118,8 +118,8 @@ type agentActor struct {
 	// turns (model.Request.History); turnText is the last turn's text.
 	history   []model.Exchange
 	turnText  string
-	reasoning []string // the reasoning of this attempt's turns, for evidence packages
-	subs      map[string]*subagent
+	reasoning []string      // the reasoning of this attempt's turns, for evidence packages
+	subs      subagentSet   // its sub-agent children (subagents.go)
 	parked    *parking      // the pending interrupt, while parked
 	remote    *remoteHandle // a remote node's running call of its task (remote.go)
 
@@ -131,20 +131,6 @@ type agentActor struct {
 	finished bool          // reported AgentDone (or is failing: see failing)
 	failing  *agentFailure // failed; waits for its sub-agents to stop before closing its lane
 	stopping bool          // Stopping or Restarting received
-}
-
-type subagent struct {
-	pid      *actor.PID
-	shared   *agentShared
-	agentID  string
-	lane     messages.Lane
-	idx      int // index of its call in results
-	reported bool
-	seq      int // its place in the agent's delegations, 1-based
-	cites    []messages.Citation
-	async    bool // an async task: its call was answered at start
-	taskID   string
-	cancel   bool // cancel_async_task stopped it
 }
 
 func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
@@ -328,7 +314,7 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.finishFailed(ctx, errors.New("a steerer has no tools: its answer must be a graph diff"))
 	case len(m.calls) > 0:
 		a.runTools(ctx, m.calls)
-	case a.moreInjected():
+	case a.deleg.moreInjected():
 		a.startTurn(ctx) // context injected during the turn: one more turn to read it
 	case a.spec.adviserOn():
 		a.advise(ctx)
@@ -651,7 +637,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 		panic(fmt.Sprintf("spawn %s: %v", id, err))
 	}
 	if a.subs == nil {
-		a.subs = map[string]*subagent{}
+		a.subs = subagentSet{}
 	}
 	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id, seq: sh.subSeq}
 	a.subs[pid.Id] = s
@@ -689,7 +675,7 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 		a.asyncEnded(ctx, s, m.Output, m.Err)
 		return
 	}
-	a.subagentAnswered(ctx, s, m.Output, m.Err)
+	a.callAnswered(ctx, s.idx, answer{out: m.Output, err: m.Err})
 }
 
 func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
@@ -699,7 +685,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	delete(a.subs, who.Id)
 	defer func() {
-		if f := a.failing; f != nil && !a.stopping && !a.liveSubagents() {
+		if f := a.failing; f != nil && !a.stopping && !a.subs.live() {
 			a.closeFailed(ctx, f.err, f.code)
 		}
 	}()
@@ -726,19 +712,15 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	case s.async:
 		a.asyncEnded(ctx, s, "", errors.New(p.Error))
 	default:
-		a.subagentAnswered(ctx, s, "", errors.New("sub-agent failed: "+p.Error))
+		a.callAnswered(ctx, s.idx, answer{err: errors.New("sub-agent failed: " + p.Error)})
 	}
-}
-
-func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string, err error) {
-	a.callAnswered(ctx, s.idx, answer{out: out, err: err})
 }
 
 func (a *agentActor) finishOK(ctx actor.Context) {
-	if a.awaitAsync() {
+	if a.deleg.awaitAsync(a.subs) {
 		return // the last async task's end finishes the agent
 	}
-	a.mergeSubCitations()
+	a.cites = a.deleg.mergeCitations(a.cites)
 	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts,
 		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
@@ -838,15 +820,11 @@ func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorC
 	if a.finished {
 		return
 	}
-	if a.liveSubagents() {
+	if a.subs.live() {
 		// Its sub-agents' lanes must close before its own: stop them, and
 		// fail once the last one has terminated (subagentTerminated).
 		a.finished, a.failing = true, &agentFailure{err: err, code: code}
-		for _, sub := range a.subs {
-			if !sub.reported && sub.shared.done.Load() == nil {
-				ctx.Stop(sub.pid)
-			}
-		}
+		a.subs.stopLive(ctx)
 		return
 	}
 	a.closeFailed(ctx, err, code)
@@ -856,16 +834,6 @@ func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorC
 type agentFailure struct {
 	err  error
 	code messages.ErrorCode
-}
-
-// liveSubagents reports whether a sub-agent of the agent has not closed its lane.
-func (a *agentActor) liveSubagents() bool {
-	for _, sub := range a.subs {
-		if !sub.reported && sub.shared.done.Load() == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // closeFailed closes the lane with the role's failure event and reports.

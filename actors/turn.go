@@ -58,7 +58,7 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	}
 	a.turn++
 	req := a.spec.req
-	a.mergeSubCitations()
+	a.cites = a.deleg.mergeCitations(a.cites)
 	if len(a.calls) > 0 { // the last turn called tools: it and their results join the history
 		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.calls, Results: a.results})
 		a.calls, a.next = nil, 0

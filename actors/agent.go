@@ -118,10 +118,10 @@ type agentActor struct {
 	// turns (model.Request.History); turnText is the last turn's text.
 	history   []model.Exchange
 	turnText  string
-	reasoning []string      // the reasoning of this attempt's turns, for evidence packages
-	subs      subagentSet   // its sub-agent children (subagents.go)
-	parked    *parking      // the pending interrupt, while parked
-	remote    *remoteHandle // a remote node's running call of its task (remote.go)
+	reasoning []string       // the reasoning of this attempt's turns, for evidence packages
+	subs      subagentSet    // its sub-agent children (subagents.go)
+	parked    *parking       // the pending interrupt, while parked
+	remote    remoteFollower // a remote node's task (remote.go)
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -196,7 +196,7 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.stopTurn()
 		a.tools.cancelAll()
 		_, restarting := m.(*actor.Restarting)
-		a.stopRemote(!restarting)
+		a.remote.stop(a.spec, !restarting)
 	}
 }
 

@@ -42,7 +42,10 @@ type (
 // the agent, which alone decides what happens next.
 func (a *agentActor) startTurn(ctx actor.Context) {
 	if name := a.spec.remoteAgentName(); name != "" {
-		a.startRemote(ctx, name) // a remote agent's node runs no model turns
+		// A remote agent's node runs no model turns.
+		if err := a.remote.start(ctx, a.spec, name); err != nil {
+			a.finishFailed(ctx, err)
+		}
 		return
 	}
 	if limit := a.spec.e.cfg.MaxAgentTurns; limit > 0 {

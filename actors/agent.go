@@ -317,7 +317,7 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 	case a.deleg.moreInjected():
 		a.startTurn(ctx) // context injected during the turn: one more turn to read it
 	case a.spec.adviserOn():
-		a.advise(ctx)
+		a.cur = a.advice.startCheck(ctx, a.spec, a.text.String())
 	default:
 		a.finishOK(ctx)
 	}

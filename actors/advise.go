@@ -75,7 +75,7 @@ func (a *agentActor) consult(ctx actor.Context, i int, c model.ToolCall) {
 		a.toolResult(ctx, i, "", err)
 		return
 	}
-	a.startWorking(i)
+	a.batch.startWorking(a.spec.e.cfg.Now(), i)
 	if a.advice.consultingNow() {
 		a.advice.queued = append(a.advice.queued, consultReq{i, in.Question})
 		return

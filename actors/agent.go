@@ -101,19 +101,10 @@ type agentActor struct {
 	text        strings.Builder // answer text of this attempt, all turns
 	usage       messages.Usage
 	cur         *turnHandle
-	calls       []model.ToolCall   // the calls of the last turn
-	next        int                // the next of them to run
-	results     []model.ToolResult // their results
-	callIDs     []string           // their lane-unique ids
-	backoff     *time.Timer        // a restarted agent's wait before its first turn (begin)
-	backoffDone *backoffDone       // the message that timer sends
-	began       []time.Time        // when each started running (zero: it did not run)
-	waiting     int                // calls still working: sub-agents and tools
-	tools       toolRuns           // the tool calls running off the mailbox (toolcalls.go)
-	// working are the working calls of the turn not published yet, in call
-	// order, and answers their results as they come (callAnswered).
-	working []int
-	answers map[int]answer
+	batch       toolBatch    // the tool calls of the last turn (toolbatch.go)
+	backoff     *time.Timer  // a restarted agent's wait before its first turn (begin)
+	backoffDone *backoffDone // the message that timer sends
+	tools       toolRuns     // the tool calls running off the mailbox (toolcalls.go)
 	// history is what the model said and called in this attempt's earlier
 	// turns (model.Request.History); turnText is the last turn's text.
 	history   []model.Exchange
@@ -329,25 +320,14 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 // waits for a human's approval. The next turn starts once every call has
 // a result (sub-agents answer asynchronously).
 func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
-	a.calls, a.next = calls, 0
-	a.results = make([]model.ToolResult, len(calls))
-	a.callIDs = make([]string, len(calls))
-	a.began = make([]time.Time, len(calls))
+	a.batch.reset(calls, a.spec.shared.attempts)
 	set := a.spec.e.cfg.Tools
-	for i, c := range calls {
-		id := c.ID
-		if att := a.spec.shared.attempts; att > 1 {
-			id += "#" + strconv.Itoa(att) // keep call ids unique on the lane across restarts
-		}
-		a.callIDs[i] = id
-		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
-		a.calls[i].Args = callArgs(c.Args)
+	for i, c := range a.batch.calls {
 		// Every call of the turn is published up front, before any runs or
 		// waits for approval: the journal then holds the whole turn, which
 		// is what recovery rebuilds a parked agent from. A call that will
 		// wait for a human says so (AwaitsApproval).
-		c = a.calls[i]
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: c.Args,
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: a.batch.callIDs[i], Tool: c.Name, Args: c.Args,
 			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(c.Args),
 			AwaitsApproval: a.spec.checkCall(c) == nil && a.spec.needsApproval(c)})
 	}
@@ -357,10 +337,10 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 // continueTools runs the remaining calls of the turn until one parks the
 // agent on an interrupt; the interrupt's outcome continues from there.
 func (a *agentActor) continueTools(ctx actor.Context) {
-	for a.next < len(a.calls) && !a.finished { // a call can fail the agent (delegation limit)
-		i := a.next
-		a.next++
-		c := a.calls[i]
+	for a.batch.next < len(a.batch.calls) && !a.finished { // a call can fail the agent (delegation limit)
+		i := a.batch.next
+		a.batch.next++
+		c := a.batch.calls[i]
 		if err := a.spec.checkCall(c); err != nil {
 			a.toolResult(ctx, i, "", err) // the model sees why and can call again
 			continue
@@ -380,7 +360,7 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 		}
 		a.execute(ctx, i, c)
 	}
-	if a.waiting == 0 && !a.finished {
+	if a.batch.waiting == 0 && !a.finished {
 		a.startTurn(ctx)
 	}
 }
@@ -404,53 +384,29 @@ func (s *agentSpec) needsApproval(c model.ToolCall) bool {
 		(s.run.hitl.Includes(messages.HITLTools) || s.e.policyCovers(s.run.tenant, c.Name))
 }
 
-// startWorking marks call i as working: a sub-agent or a tool answers it
-// later (callAnswered).
-func (a *agentActor) startWorking(i int) {
-	a.began[i] = a.spec.e.cfg.Now()
-	a.waiting++
-	a.working = append(a.working, i)
-}
-
-// answer is a working call's result, until its turn to be published.
-type answer struct {
-	out     string
-	err     error
-	sources []model.Source         // a tool's, numbered as the result is published
-	files   []messages.FilePayload // a tool's, published right before its result
-	at      time.Time              // when a tool's result came back: its sources' first_seen_at
-}
-
 // callAnswered takes the result of working call i. Results are published
 // in call order (a fast call's waits for the slower calls before it), so a
 // lane's events are the same for the same seed whatever order the work
 // finished in; the next turn starts after the turn's last.
 func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
-	if a.answers == nil {
-		a.answers = map[int]answer{}
-	}
-	a.answers[i] = r
-	for len(a.working) > 0 {
-		k := a.working[0]
-		r, ok := a.answers[k]
+	a.batch.answer(i, r)
+	for len(a.batch.working) > 0 {
+		k, r, ok := a.batch.ready()
 		if !ok {
 			return
 		}
-		delete(a.answers, k)
 		for _, src := range r.sources {
-			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name, r.at); err == nil {
+			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.batch.calls[k].Name, r.at); err == nil {
 				a.cites = m
 			}
 		}
 		for _, f := range r.files {
-			f.CallID, f.Tool = a.callIDs[k], a.calls[k].Name
+			f.CallID, f.Tool = a.batch.callIDs[k], a.batch.calls[k].Name
 			a.emit(ctx, &f)
 		}
 		a.toolResult(ctx, k, r.out, r.err)
-		a.working = a.working[1:]
-		a.waiting--
 	}
-	if a.waiting == 0 && a.next == len(a.calls) && a.parked == nil && !a.finished && !a.stopping {
+	if a.batch.idle() && a.parked == nil && !a.finished && !a.stopping {
 		a.startTurn(ctx)
 	}
 }
@@ -466,7 +422,7 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 		return
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
-		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
+		Question: in.Question, ContextSnippet: in.Context, CallID: a.batch.callIDs[i]},
 		func(res *messages.Resolution) { a.answered(ctx, i, res) })
 }
 
@@ -490,7 +446,7 @@ func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool 
 		return false
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptChoice,
-		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.callIDs[i]},
+		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.batch.callIDs[i]},
 		func(res *messages.Resolution) { a.chosen(ctx, i, q, res) })
 	return true
 }
@@ -527,7 +483,7 @@ func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution
 func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
 	ev := a.toolEvidence(a.spec.e.cfg.NewID().String(), c)
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
-		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
+		ToolName: c.Name, ToolArgs: c.Args, CallID: a.batch.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
 		func(res *messages.Resolution) { a.approved(ctx, i, c, res) })
 }
 
@@ -538,7 +494,7 @@ func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *m
 		a.execute(ctx, i, c)
 	case messages.DecisionRevise:
 		c.Args = res.EditedArgs // a JSON object (the registry checked)
-		a.calls[i] = c
+		a.batch.calls[i] = c
 		if err := a.spec.e.cfg.Tools.Validate(c.Name, c.Args); err != nil {
 			a.toolResult(ctx, i, "", fmt.Errorf("the edited arguments are refused: %w", err))
 			break
@@ -569,7 +525,7 @@ func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 		a.toolResult(ctx, i, "", fmt.Errorf("tool %q is not available to this agent", c.Name))
 		return
 	}
-	a.startWorking(i)
+	a.batch.startWorking(a.spec.e.cfg.Now(), i)
 	if a.tools.max == 0 {
 		a.tools.max = a.spec.e.cfg.ToolParallel
 	}
@@ -596,21 +552,21 @@ func (a *agentActor) toolProgressed(ctx actor.Context, m *toolProgress) {
 	if a.finished || a.stopping || !a.tools.live(m) {
 		return
 	}
-	a.emit(ctx, messages.NewToolCallProgress(a.callIDs[m.idx], a.calls[m.idx].Name, m.p.Progress, m.p.Total, a.spec.e.redact.String(m.p.Message)))
+	a.emit(ctx, messages.NewToolCallProgress(a.batch.callIDs[m.idx], a.batch.calls[m.idx].Name, m.p.Progress, m.p.Total, a.spec.e.redact.String(m.p.Message)))
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
-	r := &a.results[i]
+	r := &a.batch.results[i]
 	r.Content, r.IsError = out, err != nil
 	if err != nil {
 		r.Content = err.Error()
 	}
 	r.Content = a.spec.e.redact.String(r.Content) // what the model reads, too
 	var took time.Duration
-	if b := a.began[i]; !b.IsZero() {
+	if b := a.batch.began[i]; !b.IsZero() {
 		took = max(a.spec.e.cfg.Now().Sub(b), 0)
 	}
-	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError,
+	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.batch.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError,
 		DisplayName: a.spec.e.cfg.Tools.DisplayName(r.Name), DurationMS: took.Milliseconds(), DurationDisplay: messages.DurationDisplay(took)})
 }
 
@@ -624,7 +580,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	lane := a.spec.lane.Child(messages.SubagentStream(a.spec.lane.StreamID, name))
 	round := a.spec.round + 1
 	spec := &agentSpec{
-		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
+		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.batch.callIDs[idx], round: round, async: async,
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Files: a.spec.run.files, Goal: task, Depth: round},
 		shared: &agentShared{}, remoteAgent: agent,
 	}
@@ -642,7 +598,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id, seq: sh.subSeq}
 	a.subs[pid.Id] = s
 	if !async {
-		a.startWorking(idx)
+		a.batch.startWorking(a.spec.e.cfg.Now(), idx)
 	}
 	return s
 }

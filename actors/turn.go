@@ -62,16 +62,16 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	a.turn++
 	req := a.spec.req
 	a.cites = a.deleg.mergeCitations(a.cites)
-	if len(a.calls) > 0 { // the last turn called tools: it and their results join the history
-		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.calls, Results: a.results})
-		a.calls, a.next = nil, 0
+	if len(a.batch.calls) > 0 { // the last turn called tools: it and their results join the history
+		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.batch.calls, Results: a.batch.results})
+		a.batch.calls, a.batch.next = nil, 0
 	}
 	req.History = a.history
-	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.results
+	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.batch.results
 	req.AsyncTasks = a.deleg.tasks.Snapshot() // its own channel: never trimmed with the context
 	req.Guidance, a.advice.guidance = a.advice.guidance, ""
 	req.Injected = a.deleg.takeInjected()
-	a.results = nil
+	a.batch.results = nil
 
 	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, false)
 }

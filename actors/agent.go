@@ -166,7 +166,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.spec.shared.failures++
 		panic(m.value) // raise it inside the actor, where the supervisor sees it
 	case *messages.AgentDone:
-		a.subagentDone(ctx, m)
+		if s := a.subs[ctx.Sender().Id]; s != nil {
+			a.takeReport(ctx, s, m)
+		}
 	case *actor.Terminated:
 		a.subagentTerminated(ctx, m.Who)
 	case *injectContext:
@@ -184,7 +186,10 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			a.backoff = nil
 		}
 		a.target().cancelParked(ctx)
-		a.stopTurn()
+		// Cancel the running turn and wait for its goroutine, so no delta
+		// of this agent can reach the hub after the agent stopped.
+		a.cur.stop()
+		a.cur = nil
 		a.tools.cancelAll()
 		_, restarting := m.(*actor.Restarting)
 		a.remote.stop(a.spec, !restarting)
@@ -481,7 +486,7 @@ func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution
 }
 
 func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
-	ev := a.toolEvidence(a.spec.e.cfg.NewID().String(), c)
+	ev := a.spec.toolEvidence(a.spec.e.cfg.NewID().String(), c, a.cites.List(), append(a.reasoning, a.text.String()))
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
 		ToolName: c.Name, ToolArgs: c.Args, CallID: a.batch.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
 		func(res *messages.Resolution) { a.approved(ctx, i, c, res) })
@@ -603,12 +608,6 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	return s
 }
 
-func (a *agentActor) subagentDone(ctx actor.Context, m *messages.AgentDone) {
-	if s := a.subs[ctx.Sender().Id]; s != nil {
-		a.takeReport(ctx, s, m)
-	}
-}
-
 func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.AgentDone) {
 	if s.reported || a.finished || a.stopping {
 		s.reported = true
@@ -618,7 +617,7 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 	// The finished sub-agent is idle (no goroutine); it stops with this
 	// agent. Stopping it here would race with that stop and make a dead letter.
 	a.usage = a.usage.Add(m.Usage)
-	if len(m.Citations) > 0 { // merged in delegation order (mergeSubCitations), whatever order reports arrive in
+	if len(m.Citations) > 0 { // merged in delegation order (delegationState.mergeCitations), whatever order reports arrive in
 		s.cites = m.Citations
 		a.deleg.cited = append(a.deleg.cited, s)
 	}

@@ -123,13 +123,6 @@ func (h *turnHandle) stop() {
 	<-h.done
 }
 
-// stopTurn cancels the running turn and waits for its goroutine, so no
-// delta of this agent can reach the hub after the agent stopped.
-func (a *agentActor) stopTurn() {
-	a.cur.stop()
-	a.cur = nil
-}
-
 type turnRunner struct {
 	model model.Model
 	req   model.Request

@@ -428,7 +428,10 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
 		Question: in.Question, ContextSnippet: in.Context, CallID: a.batch.callIDs[i]},
-		func(res *messages.Resolution) { a.answered(ctx, i, res) })
+		func(res *messages.Resolution) {
+			out, err := infoAnswer(res)
+			a.humanAnswered(ctx, i, out, err)
+		})
 }
 
 // askChoice raises a choice interrupt for call i and reports whether the
@@ -452,36 +455,42 @@ func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool 
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptChoice,
 		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.batch.callIDs[i]},
-		func(res *messages.Resolution) { a.chosen(ctx, i, q, res) })
+		func(res *messages.Resolution) {
+			out, err := choiceAnswer(q, res)
+			a.humanAnswered(ctx, i, out, err)
+		})
 	return true
 }
 
-// chosen applies a choice's outcome to call i and carries on: the chosen
-// ids and their labels, or an error when nobody chose in time (a timer
-// never picks an option) or when the human declined.
-func (a *agentActor) chosen(ctx actor.Context, i int, q messages.ChoiceQuestion, res *messages.Resolution) {
+// choiceAnswer is a call's result for a choice's outcome: the chosen ids
+// and their labels, or an error when nobody chose in time (a timer never
+// picks an option) or when the human declined.
+func choiceAnswer(q messages.ChoiceQuestion, res *messages.Resolution) (string, error) {
 	switch {
 	case res.Expired:
-		a.toolResult(ctx, i, "", errors.New("nobody chose before the timeout"))
+		return "", errors.New("nobody chose before the timeout")
 	case res.Decision == messages.DecisionReject || len(res.Choices) == 0:
 		reason := "the human declined to choose"
 		if res.Feedback != "" {
 			reason += ": " + res.Feedback
 		}
-		a.toolResult(ctx, i, "", errors.New(reason))
-	default:
-		a.toolResult(ctx, i, jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil)
+		return "", errors.New(reason)
 	}
-	a.continueTools(ctx)
+	return jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil
 }
 
-// answered applies an info request's outcome to call i and carries on.
-func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution) {
+// infoAnswer is a call's result for an info request's outcome.
+func infoAnswer(res *messages.Resolution) (string, error) {
 	if res.Expired {
-		a.toolResult(ctx, i, "", errors.New("nobody answered before the timeout"))
-	} else {
-		a.toolResult(ctx, i, res.Response, nil)
+		return "", errors.New("nobody answered before the timeout")
 	}
+	return res.Response, nil
+}
+
+// humanAnswered applies a human's answer (infoAnswer, choiceAnswer) to
+// call i and carries on.
+func (a *agentActor) humanAnswered(ctx actor.Context, i int, out string, err error) {
+	a.toolResult(ctx, i, out, err)
 	a.continueTools(ctx)
 }
 

@@ -707,10 +707,16 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	c := a.batch.calls[rs.call]
 	switch rs.interrupt.Raised.Kind {
 	case messages.InterruptInfoRequest:
-		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.answered(ctx, rs.call, res) })
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) {
+			out, err := infoAnswer(res)
+			a.humanAnswered(ctx, rs.call, out, err)
+		})
 	case messages.InterruptChoice:
 		q := rs.interrupt.Raised.Choice()
-		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.chosen(ctx, rs.call, q, res) })
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) {
+			out, err := choiceAnswer(q, res)
+			a.humanAnswered(ctx, rs.call, out, err)
+		})
 	default:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.approved(ctx, rs.call, c, res) })
 	}

@@ -94,6 +94,13 @@ type agentSpec struct {
 // role's completion or failure event.
 //
 // No goroutine runs while the agent waits for tools or sub-agents.
+//
+// The actor decides; the mechanisms are small types it holds: its fixed
+// spec answers what follows from it alone (agentSpec), batch is the last
+// turn's tool calls (toolBatch), tools runs them off the mailbox
+// (toolRuns), subs and deleg are its delegations (subagentSet,
+// delegationState), advice its advisor turns (adviceState) and remote a
+// remote node's task (remoteFollower).
 type agentActor struct {
 	spec *agentSpec
 

@@ -48,8 +48,8 @@ type consultReq struct {
 }
 
 // adviserOn reports whether the advisor checks this agent's terminating turns.
-func (a *agentActor) adviserOn() bool {
-	return a.spec.run.advisor != nil && !a.spec.run.consultMode() && a.spec.role == model.RoleWorker
+func (s *agentSpec) adviserOn() bool {
+	return s.run.advisor != nil && !s.run.consultMode() && s.role == model.RoleWorker
 }
 
 // consult answers call i, a consult_advisor call: an error result when the
@@ -75,23 +75,24 @@ func (a *agentActor) consult(ctx actor.Context, i int, c model.ToolCall) {
 		a.toolResult(ctx, i, "", err)
 		return
 	}
-	a.startWorking(i)
+	a.batch.startWorking(a.spec.e.cfg.Now(), i)
 	if a.advice.consultingNow() {
 		a.advice.queued = append(a.advice.queued, consultReq{i, in.Question})
 		return
 	}
-	a.startConsult(ctx, consultReq{i, in.Question})
+	a.cur = a.advice.startConsult(ctx, a.spec, a.text.String(), consultReq{i, in.Question})
 }
 
 func (s *adviceState) consultingNow() bool { return s.consults != nil && s.consulting >= 0 }
 
-// startConsult runs the advisor's model turn on a consult.
-func (a *agentActor) startConsult(ctx actor.Context, q consultReq) {
-	a.advice.consulting = q.idx
-	a.advice.checks++
-	req := model.Request{Role: model.RoleAdvisor, RunID: a.spec.run.runID, AgentID: a.spec.agentID, Question: a.spec.run.question,
-		Goal: a.spec.req.Goal, Review: a.text.String(), Consult: q.question, Turn: a.advice.checks, Attempt: a.spec.shared.attempts}
-	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, true)
+// startConsult runs the advisor's model turn on consult q of the agent of
+// spec sp, whose answer so far is review; the turn is the agent's to hold.
+func (s *adviceState) startConsult(ctx actor.Context, sp *agentSpec, review string, q consultReq) *turnHandle {
+	s.consulting = q.idx
+	s.checks++
+	req := model.Request{Role: model.RoleAdvisor, RunID: sp.run.runID, AgentID: sp.agentID, Question: sp.run.question,
+		Goal: sp.req.Goal, Review: review, Consult: q.question, Turn: s.checks, Attempt: sp.shared.attempts}
+	return startModelTurn(ctx, sp.e, sp.run, sp.agentID, sp.lane, req, true)
 }
 
 // consulted takes the advisor's answer to the running consult: the
@@ -103,7 +104,7 @@ func (a *agentActor) consulted(ctx actor.Context, m *turnDone) {
 	if len(a.advice.queued) > 0 {
 		next := a.advice.queued[0]
 		a.advice.queued = a.advice.queued[1:]
-		a.startConsult(ctx, next)
+		a.cur = a.advice.startConsult(ctx, a.spec, a.text.String(), next)
 	}
 	if m.err != nil {
 		a.callAnswered(ctx, i, answer{err: fmt.Errorf("the advisor could not answer: %w", m.err)})
@@ -112,16 +113,17 @@ func (a *agentActor) consulted(ctx actor.Context, m *turnDone) {
 	a.callAnswered(ctx, i, answer{out: advisor.Advice(m.text)})
 }
 
-// advise starts the advisor's check of the answer so far.
-func (a *agentActor) advise(ctx actor.Context) {
-	if a.advice.gate == nil {
-		a.advice.gate = advisor.NewGate(*a.spec.run.advisor)
+// startCheck starts the advisor's check of review, the answer so far of
+// the agent of spec sp; the turn is the agent's to hold.
+func (s *adviceState) startCheck(ctx actor.Context, sp *agentSpec, review string) *turnHandle {
+	if s.gate == nil {
+		s.gate = advisor.NewGate(*sp.run.advisor)
 	}
-	a.advice.checking = true
-	a.advice.checks++
-	req := model.Request{Role: model.RoleAdvisor, RunID: a.spec.run.runID, AgentID: a.spec.agentID, Question: a.spec.run.question,
-		Goal: a.spec.req.Goal, Review: a.text.String(), Turn: a.advice.checks, Attempt: a.spec.shared.attempts}
-	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, true)
+	s.checking = true
+	s.checks++
+	req := model.Request{Role: model.RoleAdvisor, RunID: sp.run.runID, AgentID: sp.agentID, Question: sp.run.question,
+		Goal: sp.req.Goal, Review: review, Turn: s.checks, Attempt: sp.shared.attempts}
+	return startModelTurn(ctx, sp.e, sp.run, sp.agentID, sp.lane, req, true)
 }
 
 // advised applies the advisor's answer.

@@ -57,7 +57,10 @@ func (sh *agentShared) restartCause(sibling string, reason any) {
 	sh.cause.Store(&c)
 }
 
-// agentSpec is fixed when the agent is spawned.
+// agentSpec is fixed when the agent is spawned. Its methods answer what
+// follows from the spec alone (the opening event, whether a call needs
+// approval, the remote agent a node names, ...), so the actor holds only
+// what changes while it runs.
 type agentSpec struct {
 	e       *Engine
 	run     *runSpec
@@ -91,6 +94,13 @@ type agentSpec struct {
 // role's completion or failure event.
 //
 // No goroutine runs while the agent waits for tools or sub-agents.
+//
+// The actor decides; the mechanisms are small types it holds: its fixed
+// spec answers what follows from it alone (agentSpec), batch is the last
+// turn's tool calls (toolBatch), tools runs them off the mailbox
+// (toolRuns), subs and deleg are its delegations (subagentSet,
+// delegationState), advice its advisor turns (adviceState) and remote a
+// remote node's task (remoteFollower).
 type agentActor struct {
 	spec *agentSpec
 
@@ -98,27 +108,18 @@ type agentActor struct {
 	text        strings.Builder // answer text of this attempt, all turns
 	usage       messages.Usage
 	cur         *turnHandle
-	calls       []model.ToolCall   // the calls of the last turn
-	next        int                // the next of them to run
-	results     []model.ToolResult // their results
-	callIDs     []string           // their lane-unique ids
-	backoff     *time.Timer        // a restarted agent's wait before its first turn (begin)
-	backoffDone *backoffDone       // the message that timer sends
-	began       []time.Time        // when each started running (zero: it did not run)
-	waiting     int                // calls still working: sub-agents and tools
-	tools       toolRuns           // the tool calls running off the mailbox (toolcalls.go)
-	// working are the working calls of the turn not published yet, in call
-	// order, and answers their results as they come (callAnswered).
-	working []int
-	answers map[int]answer
+	batch       toolBatch    // the tool calls of the last turn (toolbatch.go)
+	backoff     *time.Timer  // a restarted agent's wait before its first turn (begin)
+	backoffDone *backoffDone // the message that timer sends
+	tools       toolRuns     // the tool calls running off the mailbox (toolcalls.go)
 	// history is what the model said and called in this attempt's earlier
 	// turns (model.Request.History); turnText is the last turn's text.
 	history   []model.Exchange
 	turnText  string
-	reasoning []string // the reasoning of this attempt's turns, for evidence packages
-	subs      map[string]*subagent
-	parked    *parking      // the pending interrupt, while parked
-	remote    *remoteHandle // a remote node's running call of its task (remote.go)
+	reasoning []string       // the reasoning of this attempt's turns, for evidence packages
+	subs      subagentSet    // its sub-agent children (subagents.go)
+	parked    *parking       // the pending interrupt, while parked
+	remote    remoteFollower // a remote node's task (remote.go)
 
 	deleg  delegationState // async tasks, spawn request, injected context (delegation.go)
 	cites  citations.Manager
@@ -128,20 +129,6 @@ type agentActor struct {
 	finished bool          // reported AgentDone (or is failing: see failing)
 	failing  *agentFailure // failed; waits for its sub-agents to stop before closing its lane
 	stopping bool          // Stopping or Restarting received
-}
-
-type subagent struct {
-	pid      *actor.PID
-	shared   *agentShared
-	agentID  string
-	lane     messages.Lane
-	idx      int // index of its call in results
-	reported bool
-	seq      int // its place in the agent's delegations, 1-based
-	cites    []messages.Citation
-	async    bool // an async task: its call was answered at start
-	taskID   string
-	cancel   bool // cancel_async_task stopped it
 }
 
 func (a *agentActor) emit(ctx actor.Context, p messages.Payload) {
@@ -186,7 +173,9 @@ func (a *agentActor) Receive(ctx actor.Context) {
 		a.spec.shared.failures++
 		panic(m.value) // raise it inside the actor, where the supervisor sees it
 	case *messages.AgentDone:
-		a.subagentDone(ctx, m)
+		if s := a.subs[ctx.Sender().Id]; s != nil {
+			a.takeReport(ctx, s, m)
+		}
 	case *actor.Terminated:
 		a.subagentTerminated(ctx, m.Who)
 	case *injectContext:
@@ -204,10 +193,13 @@ func (a *agentActor) Receive(ctx actor.Context) {
 			a.backoff = nil
 		}
 		a.target().cancelParked(ctx)
-		a.stopTurn()
+		// Cancel the running turn and wait for its goroutine, so no delta
+		// of this agent can reach the hub after the agent stopped.
+		a.cur.stop()
+		a.cur = nil
 		a.tools.cancelAll()
 		_, restarting := m.(*actor.Restarting)
-		a.stopRemote(!restarting)
+		a.remote.stop(a.spec, !restarting)
 	}
 }
 
@@ -219,7 +211,7 @@ func (a *agentActor) begin(ctx actor.Context) {
 	if !sh.opened {
 		sh.opened = true
 		if !a.spec.laneOwned {
-			a.emit(ctx, a.openPayload())
+			a.emit(ctx, a.spec.openPayload())
 		}
 		a.startTurn(ctx)
 		return
@@ -255,7 +247,7 @@ func (a *agentActor) nodeGate(ctx actor.Context) {
 	t := a.target()
 	t.lane = a.spec.node.scope
 	t.raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptNodeApproval, NodeID: a.spec.agentID, Goal: a.spec.node.node.Goal,
-		Evidence: a.nodeEvidence(a.spec.e.cfg.NewID().String())},
+		Evidence: a.spec.nodeEvidence(a.spec.e.cfg.NewID().String())},
 		func(res *messages.Resolution) { a.nodeDecided(ctx, res) })
 }
 
@@ -276,19 +268,19 @@ func (a *agentActor) nodeDecided(ctx actor.Context, res *messages.Resolution) {
 	a.report(ctx, &messages.AgentDone{AgentID: a.spec.agentID, Attempts: a.spec.shared.attempts, Err: errors.New(reason), Rejected: true})
 }
 
-func (a *agentActor) openPayload() messages.Payload {
-	switch a.spec.role {
+func (s *agentSpec) openPayload() messages.Payload {
+	switch s.role {
 	case model.RoleDirector:
-		return &messages.PlanningStartedPayload{Question: a.spec.run.question}
+		return &messages.PlanningStartedPayload{Question: s.run.question}
 	case model.RoleWorker:
-		n := a.spec.node
+		n := s.node
 		return &messages.NodeStartedPayload{NodeID: n.node.ID, Wave: n.wave, Goal: n.node.Goal, Deps: n.node.Deps, Role: n.node.Role}
 	case model.RoleSubagent:
-		return &messages.SubagentStartedPayload{SubagentID: a.spec.agentID, Task: a.spec.req.Goal, CallID: a.spec.callID, Async: a.spec.async, Round: a.spec.round}
+		return &messages.SubagentStartedPayload{SubagentID: s.agentID, Task: s.req.Goal, CallID: s.callID, Async: s.async, Round: s.round}
 	case model.RoleSteerer:
-		return &messages.SteeringReceivedPayload{SteeringID: a.spec.steeringID, Note: a.spec.req.Note}
+		return &messages.SteeringReceivedPayload{SteeringID: s.steeringID, Note: s.req.Note}
 	default:
-		return &messages.SynthesisStartedPayload{Inputs: len(a.spec.req.Context)}
+		return &messages.SynthesisStartedPayload{Inputs: len(s.req.Context)}
 	}
 }
 
@@ -325,10 +317,10 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 		a.finishFailed(ctx, errors.New("a steerer has no tools: its answer must be a graph diff"))
 	case len(m.calls) > 0:
 		a.runTools(ctx, m.calls)
-	case a.moreInjected():
+	case a.deleg.moreInjected():
 		a.startTurn(ctx) // context injected during the turn: one more turn to read it
-	case a.adviserOn():
-		a.advise(ctx)
+	case a.spec.adviserOn():
+		a.cur = a.advice.startCheck(ctx, a.spec, a.text.String())
 	default:
 		a.finishOK(ctx)
 	}
@@ -340,27 +332,16 @@ func (a *agentActor) turnDone(ctx actor.Context, m *turnDone) {
 // waits for a human's approval. The next turn starts once every call has
 // a result (sub-agents answer asynchronously).
 func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
-	a.calls, a.next = calls, 0
-	a.results = make([]model.ToolResult, len(calls))
-	a.callIDs = make([]string, len(calls))
-	a.began = make([]time.Time, len(calls))
+	a.batch.reset(calls, a.spec.shared.attempts)
 	set := a.spec.e.cfg.Tools
-	for i, c := range calls {
-		id := c.ID
-		if att := a.spec.shared.attempts; att > 1 {
-			id += "#" + strconv.Itoa(att) // keep call ids unique on the lane across restarts
-		}
-		a.callIDs[i] = id
-		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
-		a.calls[i].Args = callArgs(c.Args)
+	for i, c := range a.batch.calls {
 		// Every call of the turn is published up front, before any runs or
 		// waits for approval: the journal then holds the whole turn, which
 		// is what recovery rebuilds a parked agent from. A call that will
 		// wait for a human says so (AwaitsApproval).
-		c = a.calls[i]
-		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: id, Tool: c.Name, Args: c.Args,
+		a.emit(ctx, &messages.ToolCallStartedPayload{CallID: a.batch.callIDs[i], Tool: c.Name, Args: c.Args,
 			DisplayName: set.DisplayName(c.Name), ArgsSummary: tool.SummarizeArgs(c.Args),
-			AwaitsApproval: a.checkCall(c) == nil && a.needsApproval(c)})
+			AwaitsApproval: a.spec.checkCall(c) == nil && a.spec.needsApproval(c)})
 	}
 	a.continueTools(ctx)
 }
@@ -368,11 +349,11 @@ func (a *agentActor) runTools(ctx actor.Context, calls []model.ToolCall) {
 // continueTools runs the remaining calls of the turn until one parks the
 // agent on an interrupt; the interrupt's outcome continues from there.
 func (a *agentActor) continueTools(ctx actor.Context) {
-	for a.next < len(a.calls) && !a.finished { // a call can fail the agent (delegation limit)
-		i := a.next
-		a.next++
-		c := a.calls[i]
-		if err := a.checkCall(c); err != nil {
+	for a.batch.next < len(a.batch.calls) && !a.finished { // a call can fail the agent (delegation limit)
+		i := a.batch.next
+		a.batch.next++
+		c := a.batch.calls[i]
+		if err := a.spec.checkCall(c); err != nil {
 			a.toolResult(ctx, i, "", err) // the model sees why and can call again
 			continue
 		}
@@ -385,13 +366,13 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 				return
 			}
 			continue
-		case a.needsApproval(c):
+		case a.spec.needsApproval(c):
 			a.approveTool(ctx, i, c)
 			return
 		}
 		a.execute(ctx, i, c)
 	}
-	if a.waiting == 0 && !a.finished {
+	if a.batch.waiting == 0 && !a.finished {
 		a.startTurn(ctx)
 	}
 }
@@ -399,37 +380,20 @@ func (a *agentActor) continueTools(ctx actor.Context) {
 // checkCall is why call c cannot run (an error result for the model), nil
 // when it can: its arguments must be a JSON object its tool's schema
 // accepts, of a tool the engine has.
-func (a *agentActor) checkCall(c model.ToolCall) error {
+func (s *agentSpec) checkCall(c model.ToolCall) error {
 	if err := argsError(c.Name, c.Args); err != nil {
 		return err
 	}
-	return a.spec.e.cfg.Tools.Validate(c.Name, c.Args)
+	return s.e.cfg.Tools.Validate(c.Name, c.Args)
 }
 
 // needsApproval reports whether call c, once checked, waits for a human's
 // approval before it runs (hitl "tools", or a governance policy covering
 // the tool). ask_human and ask_choice ask a human anyway (an info request,
 // a choice).
-func (a *agentActor) needsApproval(c model.ToolCall) bool {
+func (s *agentSpec) needsApproval(c model.ToolCall) bool {
 	return c.Name != model.ToolAskHuman && c.Name != model.ToolAskChoice &&
-		(a.spec.run.hitl.Includes(messages.HITLTools) || a.spec.e.policyCovers(a.spec.run.tenant, c.Name))
-}
-
-// startWorking marks call i as working: a sub-agent or a tool answers it
-// later (callAnswered).
-func (a *agentActor) startWorking(i int) {
-	a.began[i] = a.spec.e.cfg.Now()
-	a.waiting++
-	a.working = append(a.working, i)
-}
-
-// answer is a working call's result, until its turn to be published.
-type answer struct {
-	out     string
-	err     error
-	sources []model.Source         // a tool's, numbered as the result is published
-	files   []messages.FilePayload // a tool's, published right before its result
-	at      time.Time              // when a tool's result came back: its sources' first_seen_at
+		(s.run.hitl.Includes(messages.HITLTools) || s.e.policyCovers(s.run.tenant, c.Name))
 }
 
 // callAnswered takes the result of working call i. Results are published
@@ -437,31 +401,24 @@ type answer struct {
 // lane's events are the same for the same seed whatever order the work
 // finished in; the next turn starts after the turn's last.
 func (a *agentActor) callAnswered(ctx actor.Context, i int, r answer) {
-	if a.answers == nil {
-		a.answers = map[int]answer{}
-	}
-	a.answers[i] = r
-	for len(a.working) > 0 {
-		k := a.working[0]
-		r, ok := a.answers[k]
+	a.batch.answer(i, r)
+	for len(a.batch.working) > 0 {
+		k, r, ok := a.batch.ready()
 		if !ok {
 			return
 		}
-		delete(a.answers, k)
 		for _, src := range r.sources {
-			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.calls[k].Name, r.at); err == nil {
+			if m, _, err := a.cites.Add(src.URL, src.Title, a.spec.agentID, "tool:"+a.batch.calls[k].Name, r.at); err == nil {
 				a.cites = m
 			}
 		}
 		for _, f := range r.files {
-			f.CallID, f.Tool = a.callIDs[k], a.calls[k].Name
+			f.CallID, f.Tool = a.batch.callIDs[k], a.batch.calls[k].Name
 			a.emit(ctx, &f)
 		}
 		a.toolResult(ctx, k, r.out, r.err)
-		a.working = a.working[1:]
-		a.waiting--
 	}
-	if a.waiting == 0 && a.next == len(a.calls) && a.parked == nil && !a.finished && !a.stopping {
+	if a.batch.idle() && a.parked == nil && !a.finished && !a.stopping {
 		a.startTurn(ctx)
 	}
 }
@@ -477,8 +434,11 @@ func (a *agentActor) askHuman(ctx actor.Context, i int, c model.ToolCall) {
 		return
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest,
-		Question: in.Question, ContextSnippet: in.Context, CallID: a.callIDs[i]},
-		func(res *messages.Resolution) { a.answered(ctx, i, res) })
+		Question: in.Question, ContextSnippet: in.Context, CallID: a.batch.callIDs[i]},
+		func(res *messages.Resolution) {
+			out, err := infoAnswer(res)
+			a.humanAnswered(ctx, i, out, err)
+		})
 }
 
 // askChoice raises a choice interrupt for call i and reports whether the
@@ -501,44 +461,50 @@ func (a *agentActor) askChoice(ctx actor.Context, i int, c model.ToolCall) bool 
 		return false
 	}
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptChoice,
-		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.callIDs[i]},
-		func(res *messages.Resolution) { a.chosen(ctx, i, q, res) })
+		Question: in.Question, ContextSnippet: in.Context, Options: q.Options, MultipleChoice: q.Multiple, CallID: a.batch.callIDs[i]},
+		func(res *messages.Resolution) {
+			out, err := choiceAnswer(q, res)
+			a.humanAnswered(ctx, i, out, err)
+		})
 	return true
 }
 
-// chosen applies a choice's outcome to call i and carries on: the chosen
-// ids and their labels, or an error when nobody chose in time (a timer
-// never picks an option) or when the human declined.
-func (a *agentActor) chosen(ctx actor.Context, i int, q messages.ChoiceQuestion, res *messages.Resolution) {
+// choiceAnswer is a call's result for a choice's outcome: the chosen ids
+// and their labels, or an error when nobody chose in time (a timer never
+// picks an option) or when the human declined.
+func choiceAnswer(q messages.ChoiceQuestion, res *messages.Resolution) (string, error) {
 	switch {
 	case res.Expired:
-		a.toolResult(ctx, i, "", errors.New("nobody chose before the timeout"))
+		return "", errors.New("nobody chose before the timeout")
 	case res.Decision == messages.DecisionReject || len(res.Choices) == 0:
 		reason := "the human declined to choose"
 		if res.Feedback != "" {
 			reason += ": " + res.Feedback
 		}
-		a.toolResult(ctx, i, "", errors.New(reason))
-	default:
-		a.toolResult(ctx, i, jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil)
+		return "", errors.New(reason)
 	}
-	a.continueTools(ctx)
+	return jsonString(map[string][]string{"choices": res.Choices, "labels": q.Labels(res.Choices)}), nil
 }
 
-// answered applies an info request's outcome to call i and carries on.
-func (a *agentActor) answered(ctx actor.Context, i int, res *messages.Resolution) {
+// infoAnswer is a call's result for an info request's outcome.
+func infoAnswer(res *messages.Resolution) (string, error) {
 	if res.Expired {
-		a.toolResult(ctx, i, "", errors.New("nobody answered before the timeout"))
-	} else {
-		a.toolResult(ctx, i, res.Response, nil)
+		return "", errors.New("nobody answered before the timeout")
 	}
+	return res.Response, nil
+}
+
+// humanAnswered applies a human's answer (infoAnswer, choiceAnswer) to
+// call i and carries on.
+func (a *agentActor) humanAnswered(ctx actor.Context, i int, out string, err error) {
+	a.toolResult(ctx, i, out, err)
 	a.continueTools(ctx)
 }
 
 func (a *agentActor) approveTool(ctx actor.Context, i int, c model.ToolCall) {
-	ev := a.toolEvidence(a.spec.e.cfg.NewID().String(), c)
+	ev := a.spec.toolEvidence(a.spec.e.cfg.NewID().String(), c, a.cites.List(), append(a.reasoning, a.text.String()))
 	a.target().raiseInterrupt(ctx, &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval,
-		ToolName: c.Name, ToolArgs: c.Args, CallID: a.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
+		ToolName: c.Name, ToolArgs: c.Args, CallID: a.batch.callIDs[i], Evidence: ev, EvidencePackageID: ev.ID},
 		func(res *messages.Resolution) { a.approved(ctx, i, c, res) })
 }
 
@@ -549,7 +515,7 @@ func (a *agentActor) approved(ctx actor.Context, i int, c model.ToolCall, res *m
 		a.execute(ctx, i, c)
 	case messages.DecisionRevise:
 		c.Args = res.EditedArgs // a JSON object (the registry checked)
-		a.calls[i] = c
+		a.batch.calls[i] = c
 		if err := a.spec.e.cfg.Tools.Validate(c.Name, c.Args); err != nil {
 			a.toolResult(ctx, i, "", fmt.Errorf("the edited arguments are refused: %w", err))
 			break
@@ -580,7 +546,7 @@ func (a *agentActor) execute(ctx actor.Context, i int, c model.ToolCall) {
 		a.toolResult(ctx, i, "", fmt.Errorf("tool %q is not available to this agent", c.Name))
 		return
 	}
-	a.startWorking(i)
+	a.batch.startWorking(a.spec.e.cfg.Now(), i)
 	if a.tools.max == 0 {
 		a.tools.max = a.spec.e.cfg.ToolParallel
 	}
@@ -607,21 +573,21 @@ func (a *agentActor) toolProgressed(ctx actor.Context, m *toolProgress) {
 	if a.finished || a.stopping || !a.tools.live(m) {
 		return
 	}
-	a.emit(ctx, messages.NewToolCallProgress(a.callIDs[m.idx], a.calls[m.idx].Name, m.p.Progress, m.p.Total, a.spec.e.redact.String(m.p.Message)))
+	a.emit(ctx, messages.NewToolCallProgress(a.batch.callIDs[m.idx], a.batch.calls[m.idx].Name, m.p.Progress, m.p.Total, a.spec.e.redact.String(m.p.Message)))
 }
 
 func (a *agentActor) toolResult(ctx actor.Context, i int, out string, err error) {
-	r := &a.results[i]
+	r := &a.batch.results[i]
 	r.Content, r.IsError = out, err != nil
 	if err != nil {
 		r.Content = err.Error()
 	}
 	r.Content = a.spec.e.redact.String(r.Content) // what the model reads, too
 	var took time.Duration
-	if b := a.began[i]; !b.IsZero() {
+	if b := a.batch.began[i]; !b.IsZero() {
 		took = max(a.spec.e.cfg.Now().Sub(b), 0)
 	}
-	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError,
+	a.emit(ctx, &messages.ToolCallFinishedPayload{CallID: a.batch.callIDs[i], Tool: r.Name, Result: r.Content, IsError: r.IsError,
 		DisplayName: a.spec.e.cfg.Tools.DisplayName(r.Name), DurationMS: took.Milliseconds(), DurationDisplay: messages.DurationDisplay(took)})
 }
 
@@ -635,7 +601,7 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 	lane := a.spec.lane.Child(messages.SubagentStream(a.spec.lane.StreamID, name))
 	round := a.spec.round + 1
 	spec := &agentSpec{
-		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.callIDs[idx], round: round, async: async,
+		e: a.spec.e, run: a.spec.run, role: model.RoleSubagent, agentID: id, lane: lane, callID: a.batch.callIDs[idx], round: round, async: async,
 		req:    model.Request{Role: model.RoleSubagent, RunID: a.spec.run.runID, AgentID: id, Question: a.spec.run.question, Files: a.spec.run.files, Goal: task, Depth: round},
 		shared: &agentShared{}, remoteAgent: agent,
 	}
@@ -648,20 +614,14 @@ func (a *agentActor) spawnSubagent(ctx actor.Context, idx int, task string, asyn
 		panic(fmt.Sprintf("spawn %s: %v", id, err))
 	}
 	if a.subs == nil {
-		a.subs = map[string]*subagent{}
+		a.subs = subagentSet{}
 	}
 	s := &subagent{pid: sendablePID(pid), shared: spec.shared, agentID: id, lane: lane, idx: idx, async: async, taskID: id, seq: sh.subSeq}
 	a.subs[pid.Id] = s
 	if !async {
-		a.startWorking(idx)
+		a.batch.startWorking(a.spec.e.cfg.Now(), idx)
 	}
 	return s
-}
-
-func (a *agentActor) subagentDone(ctx actor.Context, m *messages.AgentDone) {
-	if s := a.subs[ctx.Sender().Id]; s != nil {
-		a.takeReport(ctx, s, m)
-	}
 }
 
 func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.AgentDone) {
@@ -673,7 +633,7 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 	// The finished sub-agent is idle (no goroutine); it stops with this
 	// agent. Stopping it here would race with that stop and make a dead letter.
 	a.usage = a.usage.Add(m.Usage)
-	if len(m.Citations) > 0 { // merged in delegation order (mergeSubCitations), whatever order reports arrive in
+	if len(m.Citations) > 0 { // merged in delegation order (delegationState.mergeCitations), whatever order reports arrive in
 		s.cites = m.Citations
 		a.deleg.cited = append(a.deleg.cited, s)
 	}
@@ -686,7 +646,7 @@ func (a *agentActor) takeReport(ctx actor.Context, s *subagent, m *messages.Agen
 		a.asyncEnded(ctx, s, m.Output, m.Err)
 		return
 	}
-	a.subagentAnswered(ctx, s, m.Output, m.Err)
+	a.callAnswered(ctx, s.idx, answer{out: m.Output, err: m.Err})
 }
 
 func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
@@ -696,7 +656,7 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	delete(a.subs, who.Id)
 	defer func() {
-		if f := a.failing; f != nil && !a.stopping && !a.liveSubagents() {
+		if f := a.failing; f != nil && !a.stopping && !a.subs.live() {
 			a.closeFailed(ctx, f.err, f.code)
 		}
 	}()
@@ -723,24 +683,20 @@ func (a *agentActor) subagentTerminated(ctx actor.Context, who *actor.PID) {
 	case s.async:
 		a.asyncEnded(ctx, s, "", errors.New(p.Error))
 	default:
-		a.subagentAnswered(ctx, s, "", errors.New("sub-agent failed: "+p.Error))
+		a.callAnswered(ctx, s.idx, answer{err: errors.New("sub-agent failed: " + p.Error)})
 	}
-}
-
-func (a *agentActor) subagentAnswered(ctx actor.Context, s *subagent, out string, err error) {
-	a.callAnswered(ctx, s.idx, answer{out: out, err: err})
 }
 
 func (a *agentActor) finishOK(ctx actor.Context) {
-	if a.awaitAsync() {
+	if a.deleg.awaitAsync(a.subs) {
 		return // the last async task's end finishes the agent
 	}
-	a.mergeSubCitations()
+	a.cites = a.deleg.mergeCitations(a.cites)
 	done := &messages.AgentDone{AgentID: a.spec.agentID, Output: a.text.String(), Usage: a.usage, Attempts: a.spec.shared.attempts,
 		Citations: a.cites.ToHandoff(), Spawn: a.deleg.spawn}
 	switch a.spec.role {
 	case model.RoleDirector:
-		plan, err := a.decodePlan(done.Output)
+		plan, err := a.spec.decodePlan(done.Output)
 		if err != nil {
 			if !a.repair(ctx, "plan", err) {
 				a.finishFailed(ctx, err)
@@ -775,7 +731,7 @@ func (a *agentActor) finishOK(ctx actor.Context) {
 // decodePlan reads and validates the director's plan (the JSON object of
 // its answer, fences and prose around it dropped: model.JSONObject): a DAG
 // whose nodes use only tools the engine has.
-func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
+func (s *agentSpec) decodePlan(out string) (messages.Plan, error) {
 	var plan messages.Plan
 	if err := json.Unmarshal([]byte(model.JSONObject(out)), &plan); err != nil {
 		return plan, fmt.Errorf("director output is not a plan: %w", err)
@@ -783,7 +739,7 @@ func (a *agentActor) decodePlan(out string) (messages.Plan, error) {
 	if err := dag.Validate(plan); err != nil {
 		return plan, err
 	}
-	return plan, unknownTools(plan, a.spec.e.cfg.Tools)
+	return plan, unknownTools(plan, s.e.cfg.Tools)
 }
 
 // unknownTools reports the first tool a plan's node (or a team's nested
@@ -835,15 +791,11 @@ func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorC
 	if a.finished {
 		return
 	}
-	if a.liveSubagents() {
+	if a.subs.live() {
 		// Its sub-agents' lanes must close before its own: stop them, and
 		// fail once the last one has terminated (subagentTerminated).
 		a.finished, a.failing = true, &agentFailure{err: err, code: code}
-		for _, sub := range a.subs {
-			if !sub.reported && sub.shared.done.Load() == nil {
-				ctx.Stop(sub.pid)
-			}
-		}
+		a.subs.stopLive(ctx)
 		return
 	}
 	a.closeFailed(ctx, err, code)
@@ -853,16 +805,6 @@ func (a *agentActor) failCode(ctx actor.Context, err error, code messages.ErrorC
 type agentFailure struct {
 	err  error
 	code messages.ErrorCode
-}
-
-// liveSubagents reports whether a sub-agent of the agent has not closed its lane.
-func (a *agentActor) liveSubagents() bool {
-	for _, sub := range a.subs {
-		if !sub.reported && sub.shared.done.Load() == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // closeFailed closes the lane with the role's failure event and reports.

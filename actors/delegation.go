@@ -58,7 +58,7 @@ func (d *delegationState) takeInjected() []string {
 }
 
 // moreInjected reports whether context arrived that no turn has read yet.
-func (a *agentActor) moreInjected() bool { return a.deleg.read < len(a.deleg.injected) }
+func (d *delegationState) moreInjected() bool { return d.read < len(d.injected) }
 
 // runtimeTool runs call i if the runtime handles it, and reports whether it did.
 func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) bool {
@@ -124,7 +124,7 @@ func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) boo
 			a.toolResult(ctx, i, "", err)
 			return true
 		}
-		if s := a.subByTask(in.TaskID); s != nil {
+		if s := a.subs.byTask(in.TaskID); s != nil {
 			ctx.Send(s.pid, &injectContext{text: in.Context})
 		}
 		a.toolResult(ctx, i, jsonString(map[string]string{"task_id": in.TaskID, "status": "context delivered"}), nil)
@@ -137,7 +137,7 @@ func (a *agentActor) runtimeTool(ctx actor.Context, i int, c model.ToolCall) boo
 			a.toolResult(ctx, i, "", err)
 			return true
 		}
-		if s := a.subByTask(id); s != nil && !s.reported {
+		if s := a.subs.byTask(id); s != nil && !s.reported {
 			s.cancel = true
 			ctx.Stop(s.pid) // its Terminated closes its lane as cancelled
 		}
@@ -204,56 +204,37 @@ func (a *agentActor) asyncEnded(ctx actor.Context, s *subagent, out string, err 
 	if !s.cancel {
 		_ = a.deleg.tasks.Finish(s.taskID, out, err) // ErrTaskEnded: cancelled meanwhile; it stays cancelled
 	}
-	if a.deleg.awaiting && !a.asyncLive() {
+	if a.deleg.awaiting && !a.subs.asyncLive() {
 		a.deleg.awaiting = false
 		a.finishOK(ctx)
 	}
 }
 
-// awaitAsync holds a finishing agent until its async tasks ended, so that
-// their lanes close before its own.
-func (a *agentActor) awaitAsync() bool {
-	if !a.asyncLive() {
+// awaitAsync holds a finishing agent until its async tasks (among subs)
+// ended, so that their lanes close before its own.
+func (d *delegationState) awaitAsync(subs subagentSet) bool {
+	if !subs.asyncLive() {
 		return false
 	}
-	a.deleg.awaiting = true
+	d.awaiting = true
 	return true
 }
 
-// asyncLive reports whether an async sub-agent has not ended yet: still
-// working, or cancelled and not yet terminated (its lane still open).
-func (a *agentActor) asyncLive() bool {
-	for _, s := range a.subs {
-		if s.async && !s.reported {
-			return true
-		}
-	}
-	return false
-}
-
-func (a *agentActor) subByTask(id string) *subagent {
-	for _, s := range a.subs {
-		if s.async && s.taskID == id {
-			return s
-		}
-	}
-	return nil
-}
-
-// mergeSubCitations takes the sources the sub-agents handed over since
-// the last merge, in delegation order, so that numbering does not depend
-// on which sub-agent finished first. It runs before each turn and at the
-// agent's end.
-func (a *agentActor) mergeSubCitations() {
-	subs := a.deleg.cited
-	a.deleg.cited = nil
+// mergeCitations merges into cites the sources the sub-agents handed over
+// since the last merge, in delegation order, so that numbering does not
+// depend on which sub-agent finished first. It runs before each turn and
+// at the agent's end.
+func (d *delegationState) mergeCitations(cites citations.Manager) citations.Manager {
+	subs := d.cited
+	d.cited = nil
 	slices.SortFunc(subs, func(x, y *subagent) int { return x.seq - y.seq })
 	for _, s := range subs {
 		if h, err := citations.FromHandoff(s.cites); err == nil {
-			a.cites = a.cites.Merge(h)
+			cites = cites.Merge(h)
 		}
 		s.cites = nil
 	}
+	return cites
 }
 
 func taskIDArg(args json.RawMessage) (string, error) {

@@ -23,40 +23,41 @@ const (
 	maxEvidenceArgs = 2 << 10
 )
 
-// toolEvidence is the evidence of a tool approval.
-func (a *agentActor) toolEvidence(id string, c model.ToolCall) *messages.EvidencePackage {
-	risk := a.spec.e.toolRisk(c.Name)
+// toolEvidence is the evidence of a tool approval of call c by the agent
+// of spec s, who drew on srcs and reasoned reasoning so far.
+func (s *agentSpec) toolEvidence(id string, c model.ToolCall, srcs []messages.Citation, reasoning []string) *messages.EvidencePackage {
+	risk := s.e.toolRisk(c.Name)
 	meta := map[string]string{"tool": c.Name, "arguments": clip(string(c.Args), maxEvidenceArgs)}
-	if srcs := a.cites.List(); len(srcs) > 0 {
+	if len(srcs) > 0 {
 		meta["sources"] = citationURLs(srcs)
 	}
 	return &messages.EvidencePackage{
 		ID:    id,
 		Title: "Run " + c.Name,
-		Narrative: fmt.Sprintf("%s (%s) asks to call %s with %s, working on: %s", a.spec.agentID, a.spec.role, c.Name,
-			clip(string(c.Args), 200), clip(a.spec.req.Goal, 200)),
-		ReasoningTrace: traceSteps(append(a.reasoning, a.text.String())),
+		Narrative: fmt.Sprintf("%s (%s) asks to call %s with %s, working on: %s", s.agentID, s.role, c.Name,
+			clip(string(c.Args), 200), clip(s.req.Goal, 200)),
+		ReasoningTrace: traceSteps(reasoning),
 		RecommendedActions: []messages.RecommendedAction{
 			{Decision: messages.DecisionApprove, Label: "Run it", Consequences: []string{c.Name + " runs with these arguments; its result goes back to the agent"}},
 			{Decision: messages.DecisionRevise, Label: "Run it with edited arguments", Consequences: []string{c.Name + " runs with the arguments you give"}},
 			{Decision: messages.DecisionReject, Label: "Refuse", Consequences: []string{c.Name + " does not run; the agent gets an error result and carries on without it"}},
 		},
-		RiskLevel: risk, SourceAgentID: a.spec.agentID, TaskID: a.taskID(), Metadata: meta,
+		RiskLevel: risk, SourceAgentID: s.agentID, TaskID: s.taskID(), Metadata: meta,
 	}
 }
 
 // nodeEvidence is the evidence of a node approval.
-func (a *agentActor) nodeEvidence(id string) *messages.EvidencePackage {
-	n := a.spec.node.node
+func (s *agentSpec) nodeEvidence(id string) *messages.EvidencePackage {
+	n := s.node.node
 	return &messages.EvidencePackage{
 		ID: id, Title: "Start node " + n.ID,
 		Narrative:      fmt.Sprintf("Node %s is ready to start: %s", n.ID, clip(n.Goal, 400)),
-		ReasoningTrace: traceSteps(a.spec.req.Context),
+		ReasoningTrace: traceSteps(s.req.Context),
 		RecommendedActions: []messages.RecommendedAction{
 			{Decision: messages.DecisionApprove, Label: "Start it", Consequences: []string{"the node runs with tools: " + toolList(n.Tools)}},
 			{Decision: messages.DecisionReject, Label: "Skip it", Consequences: []string{"the node is skipped, and so are the nodes that depend on it"}},
 		},
-		RiskLevel: a.spec.e.toolsRisk(n.Tools), SourceAgentID: a.spec.agentID, TaskID: n.ID,
+		RiskLevel: s.e.toolsRisk(n.Tools), SourceAgentID: s.agentID, TaskID: n.ID,
 		Metadata: map[string]string{"tools": toolList(n.Tools), "deps": strings.Join(n.Deps, ",")},
 	}
 }
@@ -112,11 +113,11 @@ func (w *graphRunner) spawnEvidence(id string, s *spawnAsk) *messages.EvidencePa
 }
 
 // taskID is what an agent works on: its node's id, or its own.
-func (a *agentActor) taskID() string {
-	if a.spec.node != nil {
-		return a.spec.node.node.ID
+func (s *agentSpec) taskID() string {
+	if s.node != nil {
+		return s.node.node.ID
 	}
-	return a.spec.agentID
+	return s.agentID
 }
 
 // toolRisk is a tool's risk level (the runtime's own tools are low).

@@ -693,27 +693,33 @@ func (a *agentActor) reattach(ctx actor.Context, rs *agentRestore) {
 	a.turn = l.Turn
 	a.text.WriteString(l.Text.String())
 	a.usage = l.Usage
-	a.calls, a.callIDs = l.Calls, l.CallIDs
-	a.began = make([]time.Time, len(l.Calls)) // a call running before the restart runs again, timed from then
-	a.results = make([]model.ToolResult, len(l.Calls))
+	a.batch.calls, a.batch.callIDs = l.Calls, l.CallIDs
+	a.batch.began = make([]time.Time, len(l.Calls)) // a call running before the restart runs again, timed from then
+	a.batch.results = make([]model.ToolResult, len(l.Calls))
 	for i, c := range l.Calls {
-		a.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
+		a.batch.results[i] = model.ToolResult{CallID: c.ID, Name: c.Name}
 		if res := l.Results[l.CallIDs[i]]; res != nil {
-			a.results[i].Content, a.results[i].IsError = *res, l.Errs[l.CallIDs[i]]
+			a.batch.results[i].Content, a.batch.results[i].IsError = *res, l.Errs[l.CallIDs[i]]
 		} else if i < rs.call {
 			// Started before the restart and never answered (a lost
 			// sub-agent): the model learns it failed.
 			a.toolResult(ctx, i, "", fmt.Errorf("%s was interrupted by a server restart", c.Name))
 		}
 	}
-	a.next = rs.call + 1
-	c := a.calls[rs.call]
+	a.batch.next = rs.call + 1
+	c := a.batch.calls[rs.call]
 	switch rs.interrupt.Raised.Kind {
 	case messages.InterruptInfoRequest:
-		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.answered(ctx, rs.call, res) })
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) {
+			out, err := infoAnswer(res)
+			a.humanAnswered(ctx, rs.call, out, err)
+		})
 	case messages.InterruptChoice:
 		q := rs.interrupt.Raised.Choice()
-		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.chosen(ctx, rs.call, q, res) })
+		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) {
+			out, err := choiceAnswer(q, res)
+			a.humanAnswered(ctx, rs.call, out, err)
+		})
 	default:
 		a.target().reattach(ctx, rs.interrupt, func(res *messages.Resolution) { a.approved(ctx, rs.call, c, res) })
 	}

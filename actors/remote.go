@@ -40,6 +40,15 @@ const remoteCancelTimeout = 10 * time.Second
 // remote's request for input.
 const remoteCall = -2
 
+// remoteFollower is an agent's follower of its remote task: the handle on
+// the goroutine running the task's current call, and the task's ids,
+// which it keeps in the agent's shared state (agentShared.remoteTask) when
+// a call ends or stops. What a call's end means is the agent's to decide
+// (remoteDone). The zero value follows nothing.
+type remoteFollower struct {
+	cur *remoteHandle // the running call, nil between calls
+}
+
 // remoteHandle is the worker's handle on the goroutine following its task.
 type remoteHandle struct {
 	turnHandle
@@ -57,30 +66,42 @@ type remoteDone struct {
 
 // remoteAgentName is the remote agent the worker's node names, or the
 // one a sub-agent was delegated to ("" for a model-driven agent).
-func (a *agentActor) remoteAgentName() string {
+func (s *agentSpec) remoteAgentName() string {
 	switch {
-	case a.spec.role == model.RoleSubagent:
-		return a.spec.remoteAgent
-	case a.spec.role != model.RoleWorker || a.spec.node == nil || a.spec.node.node == nil:
+	case s.role == model.RoleSubagent:
+		return s.remoteAgent
+	case s.role != model.RoleWorker || s.node == nil || s.node.node == nil:
 		return ""
 	}
-	return a.spec.node.node.Agent
+	return s.node.node.Agent
 }
 
-// startRemote starts (or, after a restart, follows again) the node's
-// remote task.
-func (a *agentActor) startRemote(ctx actor.Context, name string) {
-	ag, err := a.spec.e.cfg.Remote.Lookup(name)
+// start starts (or, after a restart, follows again) the task of remote
+// agent name for the agent of spec sp; the error is a name not configured.
+func (f *remoteFollower) start(ctx actor.Context, sp *agentSpec, name string) error {
+	ag, err := sp.e.cfg.Remote.Lookup(name)
 	if err != nil {
-		a.finishFailed(ctx, fmt.Errorf("node %s: %w", a.spec.agentID, err))
-		return
+		return fmt.Errorf("node %s: %w", sp.agentID, err)
 	}
-	sh := a.spec.shared
-	req := remote.Request{Text: remoteMessage(a.spec.req.Goal, a.spec.req.Context)}
+	sh := sp.shared
+	req := remote.Request{Text: remoteMessage(sp.req.Goal, sp.req.Context)}
 	if sh.remoteTask != "" {
 		req = remote.Request{TaskID: sh.remoteTask, ContextID: sh.remoteContext, Resubscribe: true}
 	}
-	a.runRemote(ctx, ag, req)
+	f.run(ctx, sp, ag, req)
+	return nil
+}
+
+// answer sends text, the human's answer to the remote's request for
+// input, to the task, which goes on; the error is a name not configured.
+func (f *remoteFollower) answer(ctx actor.Context, sp *agentSpec, text string) error {
+	ag, err := sp.e.cfg.Remote.Lookup(sp.remoteAgentName())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", sp.agentID, err)
+	}
+	sh := sp.shared
+	f.run(ctx, sp, ag, remote.Request{TaskID: sh.remoteTask, ContextID: sh.remoteContext, Text: text})
+	return nil
 }
 
 // remoteMessage is the task's message: the node's goal, then its inputs.
@@ -91,18 +112,18 @@ func remoteMessage(goal string, inputs []string) string {
 	return goal + "\n\nInputs:\n" + strings.Join(inputs, "\n")
 }
 
-// runRemote makes call req of the task on a goroutine of the engine's
-// turn group; the worker receives a *remoteDone when it ends.
-func (a *agentActor) runRemote(ctx actor.Context, ag remote.Agent, req remote.Request) {
-	e, run := a.spec.e, a.spec.run
+// run makes call req of the task on a goroutine of the engine's turn
+// group; the worker receives a *remoteDone when it ends.
+func (f *remoteFollower) run(ctx actor.Context, sp *agentSpec, ag remote.Agent, req remote.Request) {
+	e, run := sp.e, sp.run
 	tctx, cancel := context.WithCancel(context.Background())
 	h := &remoteHandle{turnHandle: turnHandle{cancel: cancel, done: make(chan struct{})}}
 	if req.TaskID != "" {
 		h.ids.Store(&remoteIDs{task: req.TaskID, context: req.ContextID})
 	}
-	a.remote = h
+	f.cur = h
 	root, self := ctx.ActorSystem().Root, sendablePID(ctx.Self())
-	tmpl := messages.Emit{RunID: run.runID, AgentID: a.spec.agentID, Lane: a.spec.lane}
+	tmpl := messages.Emit{RunID: run.runID, AgentID: sp.agentID, Lane: sp.lane}
 	output := newTurnOutput(e.cfg.MaxDeltaBytes, -1)
 	emit := func(p messages.Payload) error {
 		em := tmpl
@@ -140,17 +161,26 @@ func (a *agentActor) runRemote(ctx actor.Context, ag remote.Agent, req remote.Re
 	}
 }
 
-// remoteDone takes the end of a call of the task.
-func (a *agentActor) remoteDone(ctx actor.Context, m *remoteDone) {
-	if m.h != a.remote || a.finished || a.stopping {
-		return // stale: an instance's before a restart
+// take reports whether m ends the running call (else it is stale: an
+// instance's before a restart) and, if so, keeps the task's ids in sh.
+func (f *remoteFollower) take(sh *agentShared, m *remoteDone) bool {
+	if m.h != f.cur {
+		return false
 	}
-	a.remote = nil
-	sh := a.spec.shared
+	f.cur = nil
 	if ids := m.h.ids.Load(); ids != nil {
 		sh.remoteTask, sh.remoteContext, sh.remoteOpen = ids.task, ids.context, true
 	}
-	name := a.remoteAgentName()
+	return true
+}
+
+// remoteDone takes the end of a call of the task.
+func (a *agentActor) remoteDone(ctx actor.Context, m *remoteDone) {
+	if a.finished || a.stopping || !a.remote.take(a.spec.shared, m) {
+		return // stale: an instance's before a restart
+	}
+	sh := a.spec.shared
+	name := a.spec.remoteAgentName()
 	switch {
 	case m.err != nil:
 		a.finishFailed(ctx, fmt.Errorf("remote agent %s: %w", name, m.err))
@@ -171,7 +201,7 @@ func (a *agentActor) remoteDone(ctx actor.Context, m *remoteDone) {
 // for input: a tool approval when the remote asks for one, else a question.
 func (a *agentActor) askForRemote(ctx actor.Context, in *remote.Input) {
 	p := &messages.InterruptRaisedPayload{Kind: messages.InterruptInfoRequest, Question: in.Question,
-		ContextSnippet: fmt.Sprintf("remote agent %s, task %s", a.remoteAgentName(), a.spec.shared.remoteTask)}
+		ContextSnippet: fmt.Sprintf("remote agent %s, task %s", a.spec.remoteAgentName(), a.spec.shared.remoteTask)}
 	if in.Kind == messages.InterruptToolApproval {
 		p = &messages.InterruptRaisedPayload{Kind: messages.InterruptToolApproval, ToolName: in.ToolName, ToolArgs: in.ToolArgs}
 		if len(p.ToolArgs) == 0 {
@@ -187,19 +217,15 @@ func (a *agentActor) remoteAnswered(ctx actor.Context, res *messages.Resolution)
 	if res.Cancelled || a.finished || a.stopping {
 		return
 	}
-	name := a.remoteAgentName()
+	name := a.spec.remoteAgentName()
 	text, err := remoteAnswer(res)
 	if err != nil {
 		a.finishFailed(ctx, fmt.Errorf("remote agent %s: %w", name, err))
 		return
 	}
-	ag, err := a.spec.e.cfg.Remote.Lookup(name)
-	if err != nil {
-		a.finishFailed(ctx, fmt.Errorf("node %s: %w", a.spec.agentID, err))
-		return
+	if err := a.remote.answer(ctx, a.spec, text); err != nil {
+		a.finishFailed(ctx, err)
 	}
-	sh := a.spec.shared
-	a.runRemote(ctx, ag, remote.Request{TaskID: sh.remoteTask, ContextID: sh.remoteContext, Text: text})
 }
 
 // remoteAnswer is the text that answers a remote's request for input, as
@@ -224,36 +250,37 @@ func remoteAnswer(res *messages.Resolution) (string, error) {
 	return "reject", nil
 }
 
-// stopRemote ends the goroutine following the task; when the run is
-// ending (not freezing, not falling asleep) it cancels the remote task
-// too, on a goroutine of the turn group bounded by remoteCancelTimeout.
-func (a *agentActor) stopRemote(stopping bool) {
-	if a.remote != nil {
-		a.remote.stop()
-		if ids := a.remote.ids.Load(); ids != nil {
-			sh := a.spec.shared
+// stop ends the goroutine following the task of the agent of spec sp;
+// when the run is ending (stopping: not freezing, not falling asleep) it
+// cancels the remote task too, on a goroutine of the turn group bounded
+// by remoteCancelTimeout.
+func (f *remoteFollower) stop(sp *agentSpec, stopping bool) {
+	if f.cur != nil {
+		f.cur.stop()
+		if ids := f.cur.ids.Load(); ids != nil {
+			sh := sp.shared
 			sh.remoteTask, sh.remoteContext, sh.remoteOpen = ids.task, ids.context, true
 		}
-		a.remote = nil
+		f.cur = nil
 	}
-	sh := a.spec.shared
-	if !stopping || !sh.remoteOpen || a.spec.run.out.silent() {
+	sh := sp.shared
+	if !stopping || !sh.remoteOpen || sp.run.out.silent() {
 		return
 	}
-	if _, ending := a.spec.run.outcome.decided(); !ending {
+	if _, ending := sp.run.outcome.decided(); !ending {
 		return
 	}
-	ag, err := a.spec.e.cfg.Remote.Lookup(a.remoteAgentName())
+	ag, err := sp.e.cfg.Remote.Lookup(sp.remoteAgentName())
 	if err != nil {
 		return
 	}
 	sh.remoteOpen = false
-	e, id, log := a.spec.e, sh.remoteTask, a.spec.e.cfg.Logger
+	e, id, log := sp.e, sh.remoteTask, sp.e.cfg.Logger
 	e.turns.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), remoteCancelTimeout)
 		defer cancel()
 		if err := ag.Cancel(ctx, id); err != nil {
-			log.Warn("cancel of a remote task failed", "agent", a.remoteAgentName(), "task_id", id, "error", err)
+			log.Warn("cancel of a remote task failed", "agent", sp.remoteAgentName(), "task_id", id, "error", err)
 		}
 	})
 }

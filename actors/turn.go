@@ -41,8 +41,11 @@ type (
 // their order: one sender, FIFO mailbox) and reports the turn's result to
 // the agent, which alone decides what happens next.
 func (a *agentActor) startTurn(ctx actor.Context) {
-	if name := a.remoteAgentName(); name != "" {
-		a.startRemote(ctx, name) // a remote agent's node runs no model turns
+	if name := a.spec.remoteAgentName(); name != "" {
+		// A remote agent's node runs no model turns.
+		if err := a.remote.start(ctx, a.spec, name); err != nil {
+			a.finishFailed(ctx, err)
+		}
 		return
 	}
 	if limit := a.spec.e.cfg.MaxAgentTurns; limit > 0 {
@@ -58,17 +61,17 @@ func (a *agentActor) startTurn(ctx actor.Context) {
 	}
 	a.turn++
 	req := a.spec.req
-	a.mergeSubCitations()
-	if len(a.calls) > 0 { // the last turn called tools: it and their results join the history
-		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.calls, Results: a.results})
-		a.calls, a.next = nil, 0
+	a.cites = a.deleg.mergeCitations(a.cites)
+	if len(a.batch.calls) > 0 { // the last turn called tools: it and their results join the history
+		a.history = append(a.history, model.Exchange{Text: a.turnText, Calls: a.batch.calls, Results: a.batch.results})
+		a.batch.calls, a.batch.next = nil, 0
 	}
 	req.History = a.history
-	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.results
+	req.Turn, req.Attempt, req.ToolResults = a.turn, a.spec.shared.attempts, a.batch.results
 	req.AsyncTasks = a.deleg.tasks.Snapshot() // its own channel: never trimmed with the context
 	req.Guidance, a.advice.guidance = a.advice.guidance, ""
 	req.Injected = a.deleg.takeInjected()
-	a.results = nil
+	a.batch.results = nil
 
 	a.cur = startModelTurn(ctx, a.spec.e, a.spec.run, a.spec.agentID, a.spec.lane, req, false)
 }
@@ -118,13 +121,6 @@ func (h *turnHandle) stop() {
 	}
 	h.cancel()
 	<-h.done
-}
-
-// stopTurn cancels the running turn and waits for its goroutine, so no
-// delta of this agent can reach the hub after the agent stopped.
-func (a *agentActor) stopTurn() {
-	a.cur.stop()
-	a.cur = nil
 }
 
 type turnRunner struct {

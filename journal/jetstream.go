@@ -623,7 +623,7 @@ func (j *JetStream) publishOnce(ctx context.Context, msgs []*nats.Msg) (seq uint
 		msgs[len(msgs)-1].Header.Set("Nats-Batch-Commit", "1")
 		for _, m := range msgs[:len(msgs)-1] {
 			if err := j.nc.PublishMsg(m); err != nil {
-				return 0, fmt.Errorf("journal: jetstream: append: %w", err), true
+				return 0, fmt.Errorf("journal: jetstream: append: %w", err), !errors.Is(err, nats.ErrMaxPayload)
 			}
 		}
 	}
@@ -631,7 +631,9 @@ func (j *JetStream) publishOnce(ctx context.Context, msgs []*nats.Msg) (seq uint
 	defer cancel()
 	reply, err := j.nc.RequestMsgWithContext(rctx, msgs[len(msgs)-1])
 	if err != nil {
-		return 0, fmt.Errorf("journal: jetstream: append: %w", err), true
+		// A message over the server's max payload is refused by the client
+		// before it is sent: sending it again cannot succeed.
+		return 0, fmt.Errorf("journal: jetstream: append: %w", err), !errors.Is(err, nats.ErrMaxPayload)
 	}
 	var ack jsAck
 	if err := json.Unmarshal(reply.Data, &ack); err != nil {

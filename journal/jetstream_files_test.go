@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-ai/conclave/internal/natstest"
 	"github.com/conclave-ai/conclave/messages"
@@ -40,5 +43,33 @@ func TestJetStream_RunStartedWithFiles(t *testing.T) {
 	got, err := j.ReadAfter(ctx, "s", 0, 10)
 	if err != nil || len(got) != 1 || string(got[0].JSON) != string(b) {
 		t.Fatalf("read back: %d events, %v", len(got), err)
+	}
+}
+
+// TestJetStream_TooLargeIsFinal: an event larger than the server's max
+// payload is refused at once (nats.ErrMaxPayload, one attempt), not sent
+// again for the 20 s retry budget as a lost answer would be; nothing is
+// stored and the session still takes the next append.
+func TestJetStream_TooLargeIsFinal(t *testing.T) {
+	t.Parallel()
+	nc := natstest.Connect(t, natstest.Start(t))
+	j := openJetStream(t, nc, "")
+	big := make([]byte, nc.MaxPayload()+1)
+	for i := range big {
+		big[i] = 'a'
+	}
+	b, err := json.Marshal(map[string]any{"type": messages.RunStarted, "payload": map[string]string{"question": string(big)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No deadline: sent again as transient, it would come back after the
+	// 20 s budget saying how many attempts it took.
+	err = j.Append(context.Background(), "s", []*messages.Encoded{messages.NewEncoded(1, messages.RunStarted, "r", b)})
+	if !errors.Is(err, nats.ErrMaxPayload) || strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("append of %d bytes: %v, want nats.ErrMaxPayload after one attempt", len(b), err)
+	}
+	small, _ := json.Marshal(map[string]any{"type": messages.RunStarted, "payload": map[string]string{"question": "q"}})
+	if err := j.Append(context.Background(), "s", []*messages.Encoded{messages.NewEncoded(1, messages.RunStarted, "r", small)}); err != nil {
+		t.Fatalf("the next append: %v", err)
 	}
 }

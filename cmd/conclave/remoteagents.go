@@ -94,17 +94,17 @@ func (f *remoteAgentFlags) registry(ctx context.Context, env func(string) string
 	}
 	res := make([]dialled, len(specs))
 	var wg sync.WaitGroup
+	cfgs := make([]a2aclient.Config, len(specs))
 	for i, sp := range specs {
-		cfg := a2aclient.Config{}
 		if sp.authEnv != "" {
 			v := env(sp.authEnv)
 			if v == "" {
 				return nil, fmt.Errorf("--a2a-agent %s: auth_env %s is not set", sp.name, sp.authEnv)
 			}
-			cfg.Header = http.Header{"Authorization": {v}}
+			cfgs[i].Header = http.Header{"Authorization": {v}}
 		}
 		wg.Go(func() { // waited for below
-			c, err := a2aclient.Dial(ctx, sp.cardURL, cfg)
+			c, err := a2aclient.Dial(ctx, sp.cardURL, cfgs[i])
 			res[i] = dialled{c, err}
 		})
 	}
@@ -113,13 +113,17 @@ func (f *remoteAgentFlags) registry(ctx context.Context, env func(string) string
 	for i, sp := range specs {
 		var agent remote.Agent
 		if res[i].err != nil {
-			logger.Warn("remote A2A agent unavailable: nodes that name it will fail", "agent", sp.name, "card", sp.cardURL, "error", res[i].err)
+			// An outage, or a remote started after us: the card is fetched
+			// again when a node names the agent (at most every 10 s), and a
+			// node fails with why until it can be.
+			logger.Warn("remote A2A agent unavailable at start: its card is fetched again when a node names it", "agent", sp.name, "card", sp.cardURL, "error", res[i].err)
+			agent = a2aclient.NewLazy(sp.name, sp.cardURL, cfgs[i], res[i].err, a2aclient.DefaultRedialAfter, nil)
 		} else {
 			agent = a2aclient.NewAgent(sp.name, res[i].c)
 			card := res[i].c.Card()
 			logger.Info("remote A2A agent", "agent", sp.name, "card_name", card.Name, "rpc", res[i].c.URL())
 		}
-		if err := reg.Add(sp.name, agent, res[i].err); err != nil {
+		if err := reg.Add(sp.name, agent, nil); err != nil {
 			return nil, err
 		}
 		if res[i].err == nil {

@@ -247,7 +247,7 @@ func TestServe_RemoteAgentUnavailable(t *testing.T) {
 	srv := startServe(t, 0, []string{"HELPER_AUTH=Bearer very-secret-token-123"},
 		"--a2a-agent", "helper="+gone.URL+a2a.CardPath+",auth_env=HELPER_AUTH")
 	log := srv.log.tail(64 << 10)
-	if !strings.Contains(log, "remote A2A agent unavailable: nodes that name it will fail") || !strings.Contains(log, "agent=helper") {
+	if !strings.Contains(log, "remote A2A agent unavailable at start: its card is fetched again when a node names it") || !strings.Contains(log, "agent=helper") {
 		t.Fatalf("no startup warning:\n%s", log)
 	}
 	start := messages.StartRun{Question: "q", Scenario: &messages.Scenario{Nodes: 1,

@@ -74,7 +74,7 @@ func TestServe_BillingPreflight(t *testing.T) {
 	set(&start, "hang")
 	refused(closed, http.StatusTooManyRequests, "insufficient_budget")
 	set(&turn, "hang")
-	if _, end := followRun(t, started(open)); end != messages.RunFinished {
+	if _, end, _ := followRun(t, started(open)); end != messages.RunFinished {
 		t.Fatalf("fail open, every check timing out: the run ended with %s", end)
 	}
 

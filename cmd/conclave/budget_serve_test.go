@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/testkit"
 )
 
 // postRun starts a run on a real server and returns the answer's status,
@@ -34,37 +33,17 @@ func postRun(t *testing.T, base string, req messages.StartRun) (int, []byte, str
 // which must be a run_error.
 func runError(t *testing.T, streamURL string) messages.RunErrorPayload {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	_, typ, data := followRun(t, streamURL)
+	if typ != messages.RunError {
+		t.Fatalf("the run finished: %s", data)
+	}
+	var env struct {
+		Payload messages.RunErrorPayload `json:"payload"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := skipSSERetry(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := testkit.NewSSEReader(body)
-	for {
-		f, err := r.Next()
-		if err != nil {
-			t.Fatalf("the stream ended before the run: %v", err)
-		}
-		switch messages.EventType(f.Event) {
-		case messages.RunFinished:
-			t.Fatalf("the run finished: %s", f.Data)
-		case messages.RunError:
-			var env struct {
-				Payload messages.RunErrorPayload `json:"payload"`
-			}
-			if err := json.Unmarshal([]byte(f.Data), &env); err != nil {
-				t.Fatal(err)
-			}
-			return env.Payload
-		}
-	}
+	return env.Payload
 }
 
 // TestServe_DailyBudgetSurvivesKillNine: against a real `conclave serve`

@@ -15,8 +15,8 @@ import (
 )
 
 // followRun reads a run's stream to its terminal event and returns its
-// run_started payload and the terminal event's type.
-func followRun(t *testing.T, streamURL string) (*messages.RunStartedPayload, messages.EventType) {
+// run_started payload, and the terminal event's type and JSON.
+func followRun(t *testing.T, streamURL string) (*messages.RunStartedPayload, messages.EventType, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Watchdog)
 	defer cancel()
@@ -47,7 +47,7 @@ func followRun(t *testing.T, streamURL string) (*messages.RunStartedPayload, mes
 			}
 			started = &env.Payload
 		case messages.RunFinished, messages.RunError:
-			return started, typ
+			return started, typ, []byte(f.Data)
 		}
 	}
 }
@@ -78,7 +78,7 @@ func TestServe_Supervision(t *testing.T) {
 		if err := json.Unmarshal(body, &rc); err != nil {
 			t.Fatal(err)
 		}
-		started, terminal := followRun(t, rc.StreamURL)
+		started, terminal, _ := followRun(t, rc.StreamURL)
 		if terminal != tc.terminal || started.Supervision.String() != tc.echoed {
 			t.Errorf("run with supervision %s: %s, run_started supervision %q; want %s, %q", tc.sup, terminal, started.Supervision.String(), tc.terminal, tc.echoed)
 		}
